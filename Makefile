@@ -1,0 +1,27 @@
+# robust-xid: `make test` runs the tests, `make demo` the end-to-end demo. Both create .venv first
+# (torch, torchvision, torchaudio, PyAV, ... from requirements.txt, about 5 GB) when it is missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: test test-all venv clean
+
+venv: $(VENV)/.installed
+
+# The stamp is rebuilt whenever requirements.txt changes, so a stale venv is updated in place.
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+# The default suite (what .ci/run calls): CPU-only, a few minutes on 2 cores.
+test: venv
+	$(PY) -m pytest -q tests
+
+# Also the tests marked slow.
+test-all: venv
+	$(PY) -m pytest -q -m "" tests
+
+clean:
+	rm -rf runs results data/synth .pytest_cache

@@ -1,0 +1,127 @@
+"""The Robust-xID objective as pure functions: the paper's Sections 3-4, one function per equation.
+
+    xid_loss        eq. (avid)       cross-modal instance discrimination against memory-bank targets
+    soft_targets    eq. (bts-trg-v/a) + Sec. 4.2: bootstrap, swapped, neighbor, ccp, oracle
+    soft_xid_loss   eq. (soft-xID)   cross-entropy against the soft targets
+    sample_weights  eq. (weigths)    down-weight likely faulty positives from the bank scores
+    robust_loss     eq. (wavid), eq. (loss)  the weighted mean of per-sample losses
+
+Notation (as in the paper): B samples, K negatives, D embedding size. `v`, `a` (B, D) are the
+unit-norm encoder outputs v_i = f_v(v_i), a_i = f_a(a_i). `vbar`, `abar` (B, 1+K, D) are memory-bank
+targets for each sample's candidates: column 0 is the sample itself, columns 1..K its negatives,
+and vbar[:, j], abar[:, j] belong to the same candidate instance.
+
+Nothing here holds state or touches a device; train.py calls these, tests/test_losses.py checks
+them (python -m pytest tests/test_losses.py).
+"""
+import math
+
+import torch
+
+SOFT_TARGET_STRATEGIES = ("bootstrap", "swapped", "neighbor", "ccp", "oracle")
+
+
+def _float32(fn):
+    """Run `fn` with autocast off and float32 inputs: a softmax over 1+K logits at temperature
+    0.02-0.07 loses most of its precision in bf16/fp16, so the loss is always computed in fp32."""
+    def wrapped(*args, **kwargs):
+        def fp32(t):
+            return t.float() if torch.is_tensor(t) and t.is_floating_point() else t
+        with torch.autocast(device_type=args[0].device.type, enabled=False):
+            return fn(*map(fp32, args), **{k: fp32(t) for k, t in kwargs.items()})
+    wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
+    return wrapped
+
+
+def candidate_dot(s, tbar):
+    """s_i . tbar_{i,j} for every candidate j: (B, D), (B, 1+K, D) -> (B, 1+K)."""
+    return torch.einsum("bd,bkd->bk", s, tbar)  # (B, 1+K)
+
+
+def log_posterior(s, tbar, tau):
+    """log P(tbar_j | s_i; tau), eq. (avid2): a softmax over the 1+K candidates. -> (B, 1+K)"""
+    return torch.log_softmax(candidate_dot(s, tbar) / tau, dim=1)  # (B, 1+K)
+
+
+@_float32
+def xid_loss(v, a, vbar, abar, tau=0.07):
+    """eq. (avid): L_xID(v_i, a_i) = -log P(abar_i | v_i; tau) - log P(vbar_i | a_i; tau). -> (B,)
+
+    The positive is column 0 of the candidates, so this is cross-entropy with target 0."""
+    logp_v = log_posterior(v, abar, tau)  # (B, 1+K): video queries the audio targets
+    logp_a = log_posterior(a, vbar, tau)  # (B, 1+K): audio queries the video targets
+    return -(logp_v[:, 0] + logp_a[:, 0])  # (B,)
+
+
+@torch.no_grad()
+@_float32
+def soft_targets(vbar, abar, strategy, lam=0.5, tau_s=0.02, tau_t=0.07, labels=None):
+    """eq. (bts-trg-v/a): T(j|i) = (1 - lam) 1[i=j] + lam S(j|i), with S from Sec. 4.2.
+
+    Only memory-bank targets enter S (vbar_i = vbar[:, 0], abar_i = abar[:, 0]), never the encoder
+    outputs, so the targets carry no gradient. `labels` (B, 1+K) is used by "oracle" alone.
+    Returns (T_v, T_a), each (B, 1+K) with rows summing to 1.
+    """
+    if strategy not in SOFT_TARGET_STRATEGIES:
+        raise ValueError(f"soft target strategy {strategy!r}: expected one of {SOFT_TARGET_STRATEGIES}")
+    vbar_i, abar_i = vbar[:, 0], abar[:, 0]  # (B, D) each: the sample's own targets
+    if strategy == "bootstrap":  # each modality's own posterior, made peakier by tau_s
+        S_v = torch.softmax(candidate_dot(vbar_i, abar) / tau_s, dim=1)  # P(abar_j | vbar_i): (B, 1+K)
+        S_a = torch.softmax(candidate_dot(abar_i, vbar) / tau_s, dim=1)  # P(vbar_j | abar_i): (B, 1+K)
+    elif strategy == "swapped":  # the opposite modality's posterior
+        S_v = torch.softmax(candidate_dot(abar_i, vbar) / tau_s, dim=1)  # P(vbar_j | abar_i): (B, 1+K)
+        S_a = torch.softmax(candidate_dot(vbar_i, abar) / tau_s, dim=1)  # P(abar_j | vbar_i): (B, 1+K)
+    elif strategy == "neighbor":  # within-modal similarity
+        S_v = torch.softmax(candidate_dot(vbar_i, vbar) / tau_s, dim=1)  # (B, 1+K)
+        S_a = torch.softmax(candidate_dot(abar_i, abar) / tau_s, dim=1)  # (B, 1+K)
+    elif strategy == "ccp":  # swapped prediction, favouring candidates that correspond well themselves
+        self_i = (vbar_i * abar_i).sum(1, keepdim=True)  # vbar_i . abar_i: (B, 1)
+        self_j = (vbar * abar).sum(2)                    # vbar_j . abar_j: (B, 1+K)
+        # self_i / tau_t is the same for every j and cancels in the softmax; kept to match the paper.
+        S_v = torch.softmax(self_i / tau_t + candidate_dot(abar_i, vbar) / tau_s + self_j / tau_t, dim=1)
+        S_a = torch.softmax(self_i / tau_t + candidate_dot(vbar_i, abar) / tau_s + self_j / tau_t, dim=1)
+    else:  # "oracle": uniform over the candidates of the sample's own class (uses labels)
+        if labels is None:
+            raise ValueError("soft target strategy 'oracle' needs labels (B, 1+K)")
+        same = (labels == labels[:, :1]).float()  # (B, 1+K); column 0 is always 1
+        S_v = S_a = same / same.sum(1, keepdim=True)  # (B, 1+K)
+    one_hot = torch.zeros_like(S_v)
+    one_hot[:, 0] = 1.0  # the instance itself is the vanilla xID target
+    T_v = (1 - lam) * one_hot + lam * S_v  # (B, 1+K)
+    T_a = (1 - lam) * one_hot + lam * S_a  # (B, 1+K)
+    return T_v, T_a
+
+
+@_float32
+def soft_xid_loss(v, a, vbar, abar, T_v, T_a, tau=0.07):
+    """eq. (soft-xID): -sum_j T_v(j|i) log P(abar_j|v_i) - sum_j T_a(j|i) log P(vbar_j|a_i). -> (B,)
+
+    Its gradient is -dL/dv_i = (1/tau) sum_j abar_j (T_v(j|i) - P(abar_j|v_i)). The printed
+    eq. (update_rxid_1) writes P(abar_i|v_i) inside the sum; the index must be j (the posterior of
+    each candidate), which is what autograd computes here and tests/test_losses.py checks.
+    With one-hot T this is exactly xid_loss."""
+    logp_v = log_posterior(v, abar, tau)  # (B, 1+K)
+    logp_a = log_posterior(a, vbar, tau)  # (B, 1+K)
+    return -(T_v * logp_v).sum(1) - (T_a * logp_a).sum(1)  # (B,)
+
+
+def sample_weights(scores, mu, sigma, delta, kappa=0.5, w_min=0.25):
+    """eq. (weigths): w_i = t_{w_min}(C_N(s_i; mu + delta sigma, kappa sigma^2)).
+
+    C_N is the CDF of a normal with mean mu + delta*sigma and variance kappa*sigma^2, and
+    t_{w_min}(x) = w_min + (1 - w_min) x keeps low-score (likely faulty) positives at w_min > 0.
+    `scores` are bank scores vbar_i . abar_i; mu, sigma their mean and standard deviation over the
+    whole bank (MemoryBank.scores()). delta moves the midpoint, kappa sets how fast w rises.
+    Returns weights of the shape of `scores`, in [w_min, 1], increasing with the score."""
+    scores = torch.as_tensor(scores, dtype=torch.float32)
+    z = (scores - mu - delta * sigma) / (sigma * math.sqrt(kappa) + 1e-12)
+    return w_min + (1 - w_min) * torch.special.ndtr(z)
+
+
+def robust_loss(losses, weights):
+    """eq. (wavid) / eq. (loss): sum_i w_i L_i / sum_i w_i over the batch. -> scalar
+
+    With L = xid_loss this is Weighted-xID, with L = soft_xid_loss it is Robust-xID; all-ones
+    weights give the plain mean. Weights are constants (they come from the memory bank)."""
+    weights = weights.detach().to(losses.dtype)
+    return (weights * losses).sum() / weights.sum()

@@ -1,0 +1,68 @@
+"""Memory bank of target representations vbar_i, abar_i (paper Sec. 3 and 5.1, "Pretraining").
+
+Following AVID and Wu et al.'s instance discrimination, the targets of eq. (avid) are not the
+encoder outputs but one slot per training instance, updated by an exponential moving average with
+constant 0.5 after every step. The bank also gives the scores vbar_i . abar_i whose distribution
+sets the weights of eq. (weigths).
+
+State lives in buffers, so a checkpoint of the module is the whole bank. Under DDP every rank holds
+an identical replica: same seed at construction, and `update` all-gathers each rank's batch first.
+Tests: python -m pytest tests/test_memory_bank.py
+"""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MemoryBank(nn.Module):
+    def __init__(self, num_items, dim=128, momentum=0.5, seed=0):
+        super().__init__()
+        if num_items < 2:
+            raise ValueError(f"MemoryBank needs at least 2 items to draw negatives from, got num_items={num_items}")
+        self.num_items, self.dim, self.momentum = num_items, dim, momentum
+        # A fixed seed, not the global RNG, so that every DDP rank starts from the same bank.
+        g = torch.Generator().manual_seed(seed)
+        self.register_buffer("video", F.normalize(torch.randn(num_items, dim, generator=g), dim=1))  # (N, D)
+        self.register_buffer("audio", F.normalize(torch.randn(num_items, dim, generator=g), dim=1))  # (N, D)
+
+    @torch.no_grad()
+    def sample(self, idx, num_negatives=1024):
+        """Candidates for each sample: column 0 is idx itself, columns 1..K are drawn uniformly,
+        with replacement, from the other N-1 items. idx: (B,) -> (B, 1+K) long."""
+        idx = idx.to(self.video.device)
+        # Draw from N-1 slots, then shift every draw at or above idx up by one: uniform over the
+        # others without rejection sampling, and never the sample itself.
+        neg = torch.randint(0, self.num_items - 1, (idx.shape[0], num_negatives), device=idx.device)  # (B, K)
+        neg = neg + (neg >= idx[:, None]).long()  # (B, K)
+        return torch.cat([idx[:, None], neg], dim=1)  # (B, 1+K)
+
+    def targets(self, cand):
+        """The bank rows at the candidates: cand (B, 1+K) -> vbar, abar, each (B, 1+K, D)."""
+        return self.video[cand], self.audio[cand]
+
+    def scores(self):
+        """vbar_i . abar_i for every item: (N,). Low scores flag likely faulty positives (Sec. 4.1)."""
+        return (self.video * self.audio).sum(1)
+
+    @torch.no_grad()
+    def update(self, idx, v, a):
+        """AVID's EMA rule m_i <- normalize(momentum m_i + (1 - momentum) f_i) for the batch.
+
+        Call it after the step's loss and weights were computed from the old memory. Under DDP the
+        indices and embeddings of every rank are gathered first, so all replicas apply the same
+        update (the training loader drops the last partial batch, so every rank sends B rows).
+        idx: (B,), v, a: (B, D)."""
+        idx, v, a = idx.to(self.video.device), v.detach().float(), a.detach().float()
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            idx, v, a = (_all_gather_cat(t) for t in (idx, v, a))  # (W*B,), (W*B, D), (W*B, D)
+        for bank, f in ((self.video, v), (self.audio, a)):
+            m = self.momentum * bank[idx] + (1 - self.momentum) * f  # (B, D)
+            bank[idx] = F.normalize(m, dim=1)
+
+
+def _all_gather_cat(t):
+    """Concatenate the same-shaped tensor `t` from every rank, in rank order."""
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t.contiguous())
+    return torch.cat(out, dim=0)

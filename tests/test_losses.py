@@ -1,0 +1,143 @@
+"""Invariants of losses.py: gradients against the paper's analytic forces, limits, target rows."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from losses import (SOFT_TARGET_STRATEGIES, robust_loss, sample_weights, soft_targets, soft_xid_loss,
+                    xid_loss)
+
+B, K, D = 6, 9, 16
+
+
+def unit(*shape):
+    return F.normalize(torch.randn(*shape, dtype=torch.float64), dim=-1)
+
+
+def batch(labels=False):
+    v, a = unit(B, D).requires_grad_(), unit(B, D).requires_grad_()
+    vbar, abar = unit(B, 1 + K, D), unit(B, 1 + K, D)
+    lab = torch.randint(0, 3, (B, 1 + K))
+    return v, a, vbar, abar, lab
+
+
+@pytest.mark.parametrize("strategy", SOFT_TARGET_STRATEGIES + ("one-hot",))
+def test_soft_xid_gradient_matches_the_analytic_forces(strategy):
+    # -dL/dv_i = (1/tau) sum_j abar_j (T_v(j|i) - P(abar_j|v_i)), and the audio twin (Sec. 4.2).
+    v, a, vbar, abar, lab = batch()
+    tau = 0.07
+    if strategy == "one-hot":  # xID: the attraction/repulsion form of eq. (update_avid)
+        T_v = T_a = F.one_hot(torch.zeros(B, dtype=torch.long), 1 + K).double()
+    else:
+        T_v, T_a = soft_targets(vbar, abar, strategy, lam=0.5, labels=lab)
+        T_v, T_a = T_v.double(), T_a.double()
+    loss = soft_xid_loss(v, a, vbar, abar, T_v, T_a, tau=tau).double()
+    gv, ga = torch.autograd.grad(loss.sum(), (v, a))
+    with torch.no_grad():
+        P_v = torch.softmax(torch.einsum("bd,bkd->bk", v, abar) / tau, 1)  # P(abar_j | v_i)
+        P_a = torch.softmax(torch.einsum("bd,bkd->bk", a, vbar) / tau, 1)  # P(vbar_j | a_i)
+        force_v = torch.einsum("bk,bkd->bd", T_v - P_v, abar) / tau
+        force_a = torch.einsum("bk,bkd->bd", T_a - P_a, vbar) / tau
+    # losses.py computes in float32, hence the tolerance
+    torch.testing.assert_close(-gv, force_v, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(-ga, force_a, rtol=1e-4, atol=1e-4)
+    if strategy == "one-hot":  # attraction (1 - P(abar_i|v_i)) abar_i / tau minus repulsion
+        attraction = (1 - P_v[:, :1]) * abar[:, 0] / tau
+        repulsion = (P_v[:, 1:, None] * abar[:, 1:]).sum(1) / tau
+        torch.testing.assert_close(-gv, attraction - repulsion, rtol=1e-4, atol=1e-4)
+
+
+def test_xid_is_cross_entropy_on_column_zero():
+    v, a, vbar, abar, _ = batch()
+    tau = 0.1
+    ref = (F.cross_entropy(torch.einsum("bd,bkd->bk", v, abar) / tau, torch.zeros(B, dtype=torch.long), reduction="none")
+           + F.cross_entropy(torch.einsum("bd,bkd->bk", a, vbar) / tau, torch.zeros(B, dtype=torch.long), reduction="none"))
+    torch.testing.assert_close(xid_loss(v, a, vbar, abar, tau=tau).double(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("strategy", ["bootstrap", "swapped", "neighbor", "ccp", "oracle"])
+def test_lambda_zero_gives_xid_exactly(strategy):
+    v, a, vbar, abar, lab = batch()
+    T_v, T_a = soft_targets(vbar, abar, strategy, lam=0.0, labels=lab)
+    assert torch.equal(soft_xid_loss(v, a, vbar, abar, T_v, T_a), xid_loss(v, a, vbar, abar))
+
+
+@pytest.mark.parametrize("strategy", SOFT_TARGET_STRATEGIES)
+def test_target_rows_are_distributions_without_gradient(strategy):
+    _, _, vbar, abar, lab = batch()
+    vbar.requires_grad_(), abar.requires_grad_()
+    T_v, T_a = soft_targets(vbar, abar, strategy, lam=0.5, labels=lab)
+    for T in (T_v, T_a):
+        assert T.shape == (B, 1 + K) and not T.requires_grad
+        assert (T >= 0).all()
+        torch.testing.assert_close(T.sum(1), torch.ones(B))
+        assert (T[:, 0] >= 0.5 - 1e-6).all()  # (1 - lam) stays on the instance itself
+
+
+def test_soft_strategies_are_the_paper_posteriors():
+    _, _, vbar, abar, _ = batch()
+    tau_s, tau_t = 0.02, 0.07
+    vi, ai = vbar[:, 0], abar[:, 0]
+    p_a_given_v = torch.softmax(torch.einsum("bd,bkd->bk", vi, abar) / tau_s, 1).float()  # P(abar_j|vbar_i)
+    p_v_given_a = torch.softmax(torch.einsum("bd,bkd->bk", ai, vbar) / tau_s, 1).float()  # P(vbar_j|abar_i)
+    S = lambda strat: soft_targets(vbar, abar, strat, lam=1.0, tau_s=tau_s, tau_t=tau_t)  # lam=1: T = S
+    torch.testing.assert_close(S("bootstrap"), (p_a_given_v, p_v_given_a))
+    torch.testing.assert_close(S("swapped"), (p_v_given_a, p_a_given_v))
+    self_j = (vbar * abar).sum(2)
+    ccp_v = torch.softmax(torch.einsum("bd,bkd->bk", ai, vbar) / tau_s + self_j / tau_t, 1).float()
+    torch.testing.assert_close(S("ccp")[0], ccp_v)
+    nb_a = torch.softmax(torch.einsum("bd,bkd->bk", ai, abar) / tau_s, 1).float()
+    torch.testing.assert_close(S("neighbor")[1], nb_a)
+
+
+def test_ccp_prefers_negatives_that_correspond_well():
+    # Two negatives equally similar to abar_i; the one whose own vbar_j . abar_j is high gets more mass.
+    D2 = 4
+    e = torch.eye(D2)
+    vbar = torch.stack([e[0], e[1], e[1]])[None]          # (1, 3, D)
+    abar = torch.stack([e[0], e[1], -e[1]])[None]         # candidate 1 corresponds, candidate 2 does not
+    T_v, _ = soft_targets(vbar, abar, "ccp", lam=1.0)
+    assert T_v[0, 1] > 10 * T_v[0, 2]
+    T_swap, _ = soft_targets(vbar, abar, "swapped", lam=1.0)
+    torch.testing.assert_close(T_swap[0, 1], T_swap[0, 2])  # swapped prediction cannot tell them apart
+
+
+def test_oracle_is_uniform_over_same_label_candidates():
+    _, _, vbar, abar, _ = batch()
+    lab = torch.tensor([[2, 2, 1, 2, 0, 1, 1, 0, 2, 0]] * B)
+    T_v, T_a = soft_targets(vbar, abar, "oracle", lam=1.0, labels=lab)
+    expected = (lab == 2).float() / 4
+    torch.testing.assert_close(T_v, expected)
+    torch.testing.assert_close(T_a, expected)
+    with pytest.raises(ValueError, match="labels"):
+        soft_targets(vbar, abar, "oracle")
+    with pytest.raises(ValueError, match="strategy"):
+        soft_targets(vbar, abar, "nope")
+
+
+def test_weights_lie_in_range_and_rise_with_the_score():
+    s = torch.linspace(-1, 1, 201)
+    w = sample_weights(s, mu=s.mean(), sigma=s.std(), delta=0.0, kappa=0.5, w_min=0.25)
+    assert (w >= 0.25).all() and (w <= 1).all()
+    assert (w.diff() >= 0).all() and w[-1] - w[0] > 0.7
+    # midpoint at mu + delta sigma: the weight there is halfway between w_min and 1
+    w_mid = sample_weights(torch.tensor([0.3 + 1.5 * 0.2]), mu=0.3, sigma=0.2, delta=1.5)
+    torch.testing.assert_close(w_mid, torch.tensor([0.25 + 0.75 * 0.5]))
+    # one sigma*sqrt(kappa) above the midpoint is Phi(1) = 0.8413
+    w_up = sample_weights(torch.tensor([0.3 + 0.2 * 0.5 ** 0.5]), mu=0.3, sigma=0.2, delta=0.0, kappa=0.5)
+    torch.testing.assert_close(w_up, torch.tensor([0.25 + 0.75 * 0.841345]), rtol=1e-5, atol=1e-5)
+
+
+def test_robust_loss_is_the_weighted_mean():
+    L = torch.tensor([1.0, 2.0, 4.0])
+    assert robust_loss(L, torch.ones(3)) == pytest.approx(7 / 3)
+    assert robust_loss(L, torch.tensor([1.0, 0.0, 1.0])) == pytest.approx(2.5)
+    assert robust_loss(L, torch.tensor([0.5, 0.5, 0.5])) == pytest.approx(7 / 3)  # scale-free
+
+
+def test_loss_is_float32_under_autocast():
+    v, a, vbar, abar, _ = batch()
+    v, a, vbar, abar = (t.detach().float() for t in (v, a, vbar, abar))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        L = xid_loss(v.bfloat16(), a.bfloat16(), vbar, abar)
+    assert L.dtype == torch.float32
+    torch.testing.assert_close(L, xid_loss(v.bfloat16().float(), a.bfloat16().float(), vbar, abar))
