@@ -1,0 +1,442 @@
+"""Audio-visual clips from video files: decoding, augmentation, dataset layouts, scan (paper Sec. 5.1-5.2).
+
+Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same crop, flip,
+colour jitter, greyscale and blur on every frame, and the 2 s mono audio window around the clip as
+a log-mel spectrogram (11025 Hz, 50 ms windows, 25 ms hop, 80 bands -> 1x80x80; the Sec. 6 setting
+is 24 kHz and 128x128). Evaluation item: 10 clips uniformly spaced over the video, centre crop.
+
+    python data.py synth --out data/synth                 # the embedded synthetic dataset (synthetic.py)
+    python data.py scan ROOT --out ROOT/manifest.csv      # list usable files, report the others
+
+Layouts: ucf101, hmdb51, kinetics, folder ({class}/*.mp4, optional {split}.txt lists; the synthetic
+dataset is one). Faulty positives (Sec. 5.2) are injected with `faulty_fraction`. Tests: tests/test_data.py
+"""
+import argparse
+import csv
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+import torch
+import torch.nn as nn
+import torchaudio
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm")
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    """What one training clip is. Defaults are the paper's ablation setting (Sec. 5.1)."""
+    frames: int = 8             # T
+    fps: float = 16.0
+    size: int = 80              # crop side; 112 in Sec. 6
+    audio_rate: int = 11025     # 24000 in Sec. 6
+    audio_seconds: float = 2.0
+    n_mels: int = 80            # 128 in Sec. 6
+    n_time: int = 80            # spectrogram time steps; 128 in Sec. 6
+
+    @property
+    def seconds(self):
+        return self.frames / self.fps
+
+
+SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
+
+
+# ----------------------------------------------------------------------------- decoding (PyAV)
+
+def decode_frames(container, start, num_frames, fps):
+    """Frames shown at times start + k/fps, k < num_frames: (T, H, W, 3) uint8.
+
+    Seeks to the keyframe before `start` and decodes forward. Each target time takes the last frame
+    whose timestamp is at or before it, so a source slower than `fps` repeats frames and a faster
+    one skips them. Past the end of the stream the last frame repeats."""
+    stream = container.streams.video[0]
+    container.seek(max(0, int(start / stream.time_base)), stream=stream, backward=True)
+    targets = start + np.arange(num_frames) / fps
+    picked, prev, k = [], None, 0
+    for frame in container.decode(stream):
+        t = frame.time if frame.time is not None else 0.0
+        if prev is None and t > targets[0]:
+            prev = frame  # the stream starts after `start` (e.g. start=0 with a small pts offset)
+        while k < num_frames and t > targets[k] + 1e-6:
+            picked.append(prev)
+            k += 1
+        if k == num_frames:
+            break
+        prev = frame
+    if prev is None:
+        raise RuntimeError(f"no video frame decoded at or after {start:.2f}s")
+    picked += [prev] * (num_frames - k)
+    cache = {}  # repeated frames are converted once
+    arrays = [cache.setdefault(id(f), f.to_ndarray(format="rgb24")) for f in picked]
+    return torch.from_numpy(np.stack(arrays))  # (T, H, W, 3)
+
+
+def decode_audio(container, start, seconds, rate):
+    """Mono audio resampled to `rate` from `start` for `seconds`: (round(seconds*rate),) float32.
+    Zero-padded only where the window runs past the end of the stream."""
+    stream = container.streams.audio[0]
+    container.seek(max(0, int(start / stream.time_base)), stream=stream, backward=True)
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+    n = int(round(seconds * rate))
+    chunks, t0, have = [], None, 0
+    for frame in container.decode(stream):
+        if t0 is None:
+            t0 = frame.time if frame.time is not None else 0.0
+        new = [f.to_ndarray()[0] for f in resampler.resample(frame)]
+        chunks += new
+        have += sum(len(c) for c in new)
+        if t0 + have / rate >= start + seconds:
+            break
+    if t0 is None:
+        raise RuntimeError(f"no audio decoded at or after {start:.2f}s")
+    wav = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
+    offset = max(0, int(round((start - t0) * rate)))
+    wav = wav[offset:offset + n]
+    return torch.from_numpy(np.pad(wav, (0, n - len(wav))))  # (n,)
+
+
+def read_clip(path, start, spec, audio_path=None, audio_start=None):
+    """One clip: frames (T, H, W, 3) uint8 from `path` at `start`, and the audio window centred on
+    the clip (from `audio_path` at `audio_start` when the audio is replaced), or None if
+    spec.audio_seconds == 0. The container is always closed."""
+    with av.open(str(path)) as container:
+        frames = decode_frames(container, start, spec.frames, spec.fps)
+        if not spec.audio_seconds:
+            return frames, None
+        if audio_path is None:
+            return frames, decode_audio(container, audio_start, spec.audio_seconds, spec.audio_rate)
+    with av.open(str(audio_path)) as container:
+        return frames, decode_audio(container, audio_start, spec.audio_seconds, spec.audio_rate)
+
+
+class LogMel(nn.Module):
+    """Waveform (..., n) -> log-mel spectrogram (..., 1, n_mels, n_time). The hop is set so that the
+    2 s window gives n_time steps (25 ms at 11025 Hz, as in the paper); windows are twice the hop."""
+
+    def __init__(self, spec):
+        super().__init__()
+        hop = int(round(spec.audio_seconds * spec.audio_rate / spec.n_time))
+        self.n_time = spec.n_time
+        self.mel = torchaudio.transforms.MelSpectrogram(
+            sample_rate=spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels)
+
+    def forward(self, wav):
+        spec = torch.log(self.mel(wav) + 1e-6)[..., :self.n_time]  # (..., n_mels, n_time)
+        return spec.unsqueeze(-3)  # (..., 1, n_mels, n_time)
+
+
+def video_transform(size, train):
+    """(T, H, W, 3) uint8 -> (3, T, size, size) float. Wrapping the clip as a tv_tensors.Video makes
+    transforms.v2 draw one set of parameters for all its frames."""
+    norm = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.45, 0.45, 0.45], [0.225, 0.225, 0.225])]
+    if train:
+        ops = [v2.RandomResizedCrop(size, scale=(0.25, 1.0), antialias=True), v2.RandomHorizontalFlip(),
+               v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), v2.RandomGrayscale(p=0.2),
+               v2.RandomApply([v2.GaussianBlur(5, sigma=(0.1, 2.0))], p=0.5)]
+    else:
+        ops = [v2.Resize(size, antialias=True), v2.CenterCrop(size)]
+    pipeline = v2.Compose(ops + norm)
+
+    def apply(frames):
+        video = tv_tensors.Video(frames.permute(0, 3, 1, 2))  # (T, 3, H, W)
+        return pipeline(video).permute(1, 0, 2, 3).contiguous()  # (3, T, size, size)
+    return apply
+
+
+# ----------------------------------------------------------------------------- dataset
+
+@dataclass
+class Record:
+    path: str            # absolute path of the video file
+    label: int
+    duration: float      # seconds of video
+    audio_duration: float = 0.0
+    faulty: bool = False  # ground truth: the audio is unrelated to the picture (synthetic data)
+
+
+class AVDataset(torch.utils.data.Dataset):
+    """Items are dicts: video (3, T, H, W) (eval: (clips, 3, T, H, W)), audio (1, n_mels, n_time)
+    (eval: (clips, ...); absent without audio), index (the memory-bank slot), label, faulty.
+
+    faulty_fraction p replaces the audio of a fixed, seeded p-share of the instances by audio from
+    `pool` (files outside the training set), as the paper does to inject faulty positives (Sec. 5.2).
+    `faulty` is that injection or the ground truth of the record. A file that fails to decode is
+    reported once and replaced by another item; more than max_bad_fraction bad files stop the run."""
+
+    def __init__(self, records, spec=ClipSpec(), train=True, audio=True, num_clips=10,
+                 faulty_fraction=0.0, pool=(), seed=0, max_bad_fraction=0.05):
+        if not records:
+            raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
+        self.records, self.train, self.num_clips = list(records), train, num_clips
+        self.spec = spec if audio else ClipSpec(**{**spec.__dict__, "audio_seconds": 0.0})
+        self.transform, self.logmel = video_transform(spec.size, train), LogMel(spec)
+        self.max_bad_fraction, self.bad = max_bad_fraction, {}
+        n = len(self.records)
+        injected = torch.zeros(n, dtype=torch.bool)
+        self.pool = list(pool)
+        if faulty_fraction > 0:
+            if not self.pool:
+                raise ValueError("faulty_fraction > 0 needs a pool of audio files outside the training set")
+            g = torch.Generator().manual_seed(seed)
+            injected[torch.randperm(n, generator=g)[:int(round(faulty_fraction * n))]] = True
+            self.pool_of = torch.randint(0, len(self.pool), (n,), generator=g)  # fixed replacement per instance
+        self.injected = injected
+        self.faulty = injected | torch.tensor([r.faulty for r in self.records])
+
+    def __len__(self):
+        return len(self.records)
+
+    @property
+    def labels(self):
+        return torch.tensor([r.label for r in self.records])
+
+    def clip_starts(self, rec):
+        room = max(0.0, rec.duration - self.spec.seconds)
+        if self.train:
+            return [float(torch.rand(()) * room)]
+        return list(np.linspace(0, room, self.num_clips))
+
+    def load(self, i):
+        rec = self.records[i]
+        clips = []
+        for start in self.clip_starts(rec):
+            audio_path, audio_len = None, rec.audio_duration
+            if self.injected[i]:
+                audio_path, audio_len = self.pool[self.pool_of[i]]
+            centre = start + self.spec.seconds / 2
+            audio_start = min(max(0.0, centre - self.spec.audio_seconds / 2),
+                              max(0.0, audio_len - self.spec.audio_seconds))
+            if self.injected[i] and self.train:  # the replacement audio comes from anywhere in its file
+                audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
+            frames, wav = read_clip(rec.path, start, self.spec, audio_path, audio_start)
+            if wav is not None and self.train:
+                wav = wav * float(0.8 + 0.4 * torch.rand(()))  # volume x U(0.8, 1.2)
+            clips.append((self.transform(frames), None if wav is None else self.logmel(wav)))
+        video = torch.stack([c[0] for c in clips])  # (clips, 3, T, H, W)
+        item = {"video": video[0] if self.train else video, "index": i, "label": rec.label,
+                "faulty": bool(self.faulty[i])}
+        if clips[0][1] is not None:
+            audio = torch.stack([c[1] for c in clips])  # (clips, 1, n_mels, n_time)
+            item["audio"] = audio[0] if self.train else audio
+        return item
+
+    def __getitem__(self, i):
+        for _ in range(10):
+            try:
+                return self.load(i)
+            except Exception as err:  # noqa: BLE001 - any decoder failure is a bad file
+                path = self.records[i].path
+                if path not in self.bad:
+                    self.bad[path] = err
+                    print(f"data: skipping unreadable {path}: {err}", file=sys.stderr)
+                if len(self.bad) > self.max_bad_fraction * len(self):
+                    raise RuntimeError(f"{len(self.bad)} of {len(self)} files failed to decode (more than "
+                                       f"max_bad_fraction={self.max_bad_fraction}); last: {path}: {err}") from err
+                i = int(torch.randint(0, len(self), ()))
+        raise RuntimeError(f"10 bad files in a row, last {self.records[i].path}")
+
+
+# ----------------------------------------------------------------------------- layouts
+
+def list_split(layout, root, split, fold=1, annotations=None):
+    """Videos of one split as ([(relative path, label)], class names). Paths are relative to root."""
+    root = Path(root)
+    if layout == "ucf101":
+        ann = Path(annotations or root / "ucfTrainTestlist")
+        classes = [line.split()[1] for line in _lines(ann / "classInd.txt")]
+        name = f"{'train' if split == 'train' else 'test'}list0{fold}.txt"
+        items = [(line.split()[0], classes.index(line.split("/")[0])) for line in _lines(ann / name)]
+    elif layout == "hmdb51":
+        ann = Path(annotations or root / "testTrainMulti_7030_splits")
+        files = sorted(ann.glob(f"*_test_split{fold}.txt"))
+        classes = [f.name[:-len(f"_test_split{fold}.txt")] for f in files]
+        want = "1" if split == "train" else "2"
+        items = [(f"{c}/{line.split()[0]}", k) for k, (c, f) in enumerate(zip(classes, files))
+                 for line in _lines(f) if line.split()[1] == want]
+    elif layout == "kinetics":
+        split = "val" if split in ("val", "test", "validate") else split
+        if annotations:  # the official CSV: label,youtube_id,time_start,time_end,split
+            rows = [r for r in csv.DictReader(open(annotations)) if r["split"].replace("validate", "val") == split]
+            classes = sorted({r["label"] for r in rows})
+            items = [(f"{split}/{r['label']}/{r['youtube_id']}_{int(float(r['time_start'])):06d}_"
+                      f"{int(float(r['time_end'])):06d}.mp4", classes.index(r["label"])) for r in rows]
+            items = [it for it in items if (root / it[0]).exists()]
+        else:
+            classes = _class_dirs(root / split)
+            items = [(f"{split}/{p}", k) for p, k in _class_files(root / split, classes)]
+    elif layout == "folder":
+        classes = _class_dirs(root)
+        items = _class_files(root, classes)
+        if (root / f"{split}.txt").exists():
+            keep = set(_lines(root / f"{split}.txt"))
+            items = [it for it in items if it[0] in keep]
+    else:
+        raise ValueError(f"unknown layout {layout!r}: expected ucf101, hmdb51, kinetics or folder")
+    return items, classes
+
+
+def _lines(path):
+    if not Path(path).exists():
+        raise FileNotFoundError(f"split file not found: {path}")
+    return [line.strip() for line in open(path) if line.strip()]
+
+
+def _class_dirs(root):
+    """Class folders; names starting with '_' or '.' are not classes (the synthetic audio pool)."""
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"dataset folder not found: {root}")
+    return sorted(d.name for d in Path(root).iterdir() if d.is_dir() and d.name[0] not in "_.")
+
+
+def _class_files(root, classes):
+    return [(f"{c}/{f.name}", k) for k, c in enumerate(classes)
+            for f in sorted((Path(root) / c).iterdir()) if f.suffix.lower() in VIDEO_EXTENSIONS]
+
+
+def load_records(layout, root, split, fold=1, annotations=None, manifest=None, need_audio=True):
+    """Records of a split joined with the manifest (durations, audio); files the manifest lacks are
+    dropped, so the number of memory-bank slots always comes from the files that work. A missing
+    manifest is made by scanning (and saved as ROOT/manifest.csv when ROOT is writable)."""
+    root = Path(root)
+    items, classes = list_split(layout, root, split, fold, annotations)
+    manifest = Path(manifest or root / "manifest.csv")
+    if not manifest.exists():  # scan every file under root, so that one manifest serves every split
+        rows = scan(root, need_audio=need_audio)
+        if os.access(root, os.W_OK):
+            write_manifest(rows, manifest)
+    else:
+        rows = list(csv.DictReader(open(manifest)))
+    by_path = {r["path"]: r for r in rows}
+    truth = {}
+    if (root / "ground_truth.csv").exists():
+        truth = {r["path"]: r["faulty_audio"] == "1" for r in csv.DictReader(open(root / "ground_truth.csv"))}
+    records = []
+    for path, label in items:
+        r = by_path.get(path)
+        if r is None or (need_audio and str(r["has_audio"]) != "1"):
+            continue
+        records.append(Record(str(root / path), label, float(r["duration"]), float(r["audio_duration"] or 0),
+                              truth.get(path, False)))
+    if len(records) < len(items):
+        print(f"data: {len(items) - len(records)} of {len(items)} {split} videos under {root} are not usable "
+              f"(not in {manifest.name}{' or without audio' if need_audio else ''})", file=sys.stderr)
+    return records, classes
+
+
+def audio_pool(folder):
+    """(path, seconds) of every file in `folder` that has an audio stream: replacement audio."""
+    pool = []
+    for f in sorted(Path(folder).iterdir()):
+        if f.suffix.lower() in VIDEO_EXTENSIONS + (".m4a", ".wav", ".mp3"):
+            with av.open(str(f)) as c:
+                if c.streams.audio:
+                    pool.append((str(f), _duration(c, c.streams.audio[0])))
+    if not pool:
+        raise ValueError(f"no audio files in the faulty-positive pool {folder}")
+    return pool
+
+
+# ----------------------------------------------------------------------------- scan
+
+MANIFEST_FIELDS = ["path", "label", "duration", "fps", "width", "height", "has_audio", "audio_rate", "audio_duration"]
+
+
+def _duration(container, stream):
+    if stream.duration is not None:
+        return float(stream.duration * stream.time_base)
+    return container.duration / 1e6 if container.duration else 0.0
+
+
+def probe(path, spec=ClipSpec(), need_audio=True):
+    """Manifest row for one file, or raise ValueError naming why it is unusable."""
+    path = Path(path)
+    if path.stat().st_size == 0:
+        raise ValueError("empty file")
+    try:
+        container = av.open(str(path))
+    except av.FFmpegError as err:
+        raise ValueError(f"cannot be opened ({err.strerror or err})") from None
+    with container:
+        if not container.streams.video:
+            raise ValueError("no video stream")
+        vs = container.streams.video[0]
+        has_audio = bool(container.streams.audio)
+        if need_audio and not has_audio:
+            raise ValueError("no audio stream")
+        duration = _duration(container, vs)
+        audio_duration = _duration(container, container.streams.audio[0]) if has_audio else 0.0
+        if duration < spec.seconds or (need_audio and audio_duration < spec.audio_seconds):
+            raise ValueError(f"shorter than one clip ({duration:.2f}s video, {audio_duration:.2f}s audio)")
+        try:  # decode the last second: a cut-off file claims more than it holds
+            container.seek(max(0, int((duration - 1.0) / vs.time_base)), stream=vs, backward=True)
+            last = max((f.time or 0.0 for f in container.decode(vs)), default=-1.0)
+        except av.FFmpegError as err:
+            raise ValueError(f"truncated (decoding fails near the end: {err})") from None
+        if last < duration - 1.0:
+            raise ValueError(f"truncated (claims {duration:.2f}s, frames stop at {max(last, 0):.2f}s)")
+        return {"path": "", "label": path.parent.name, "duration": f"{duration:.3f}",
+                "fps": f"{float(vs.average_rate or 0):.3f}", "width": vs.width, "height": vs.height,
+                "has_audio": int(has_audio), "audio_rate": container.streams.audio[0].rate if has_audio else 0,
+                "audio_duration": f"{audio_duration:.3f}"}
+
+
+def scan(root, files=None, need_audio=True, spec=ClipSpec(), out=sys.stdout):
+    """Probe every video under root (or the given files); print one line per unusable file."""
+    root = Path(root)
+    files = sorted(files) if files is not None else sorted(
+        p for p in root.rglob("*") if p.suffix.lower() in VIDEO_EXTENSIONS and not _hidden(p.relative_to(root)))
+    rows = []
+    for f in files:
+        try:
+            row = probe(f, spec, need_audio)
+        except (ValueError, OSError) as err:
+            print(f"unusable: {f}: {err}", file=out)
+            continue
+        row["path"] = str(Path(f).relative_to(root))
+        rows.append(row)
+    return rows
+
+
+def _hidden(rel):
+    return any(part[0] in "_." for part in rel.parts[:-1])
+
+
+def write_manifest(rows, path):
+    tmp = Path(f"{path}.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, MANIFEST_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("scan", help="write a manifest of the usable videos under ROOT")
+    p.add_argument("root")
+    p.add_argument("--out", required=True, help="manifest CSV to write")
+    p.add_argument("--video-only", action="store_true", help="files without audio are usable (evaluation sets)")
+    p = sub.add_parser("synth", help="generate the synthetic audio-visual dataset")
+    p.add_argument("--out", required=True)
+    import synthetic
+    synthetic.add_arguments(p)
+    args = parser.parse_args(argv)
+    if args.cmd == "scan":
+        rows = scan(args.root, need_audio=not args.video_only)
+        write_manifest(rows, args.out)
+        print(f"{len(rows)} usable videos -> {args.out}")
+    else:
+        synthetic.generate(args)
+
+
+if __name__ == "__main__":
+    main()

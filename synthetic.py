@@ -1,0 +1,206 @@
+"""The embedded synthetic audio-visual dataset: real .mp4 files with known classes and faulty positives.
+
+No public video dataset can be downloaded here, so the project makes one whose truth is known:
+
+  picture  a shape moving along a path over a textured background, plus a distractor blob.
+           The class fixes the shape and the path; colours, position, size and background vary.
+  sound    a tone whose timbre and register come from the class, pitch varies per video, beating
+           once per cycle of the motion (so picture and sound of one video share their tempo and
+           phase: the instance-level correspondence that xID can learn), plus noise.
+  faulty   a share of the training videos (default 10%) carry sound that belongs to no class
+           (noise bursts and chirps at an unrelated tempo): natural faulty positives, flagged in
+           ground_truth.csv. _pool/ holds more such audio for injecting faulty positives (Sec. 5.2).
+           Videos of the same class are the natural faulty negatives.
+
+Output (the `folder` layout of data.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames, AAC),
+DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_pool/*.mp4, DIR/manifest.csv.
+
+    python data.py synth --out data/synth [--classes 10 --train-per-class 50 --test-per-class 10]
+"""
+import csv
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+import av
+import numpy as np
+
+SHAPES = ("disk", "square", "triangle", "ring", "cross")
+PATHS = ("horizontal", "vertical", "circle", "diagonal", "pulse")
+TIMBRES = ("sine", "square", "saw", "bell", "fm")
+
+
+def add_arguments(p):
+    p.add_argument("--classes", type=int, default=10, help="number of classes (at most 25)")
+    p.add_argument("--train-per-class", type=int, default=50)
+    p.add_argument("--test-per-class", type=int, default=10)
+    p.add_argument("--pool", type=int, default=100, help="audio-only files that belong to no class (_pool/)")
+    p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with unrelated audio")
+    p.add_argument("--size", type=int, default=64, help="frame side in pixels")
+    p.add_argument("--fps", type=int, default=24)
+    p.add_argument("--audio-rate", type=int, default=22050)
+    p.add_argument("--seconds", type=float, nargs=2, default=(3.0, 4.0), help="duration range")
+    p.add_argument("--noise", type=float, default=0.5, help="background clutter and audio noise, 0..1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2)
+
+
+def class_signature(c):
+    """Class c -> (shape, path, timbre, register). Each shape is shared by several classes and so is
+    each path, so classes are told apart only by combinations: c = a + 5 b has shape a, path a + b."""
+    a, b = c % 5, c // 5
+    return SHAPES[a], PATHS[(a + b) % 5], TIMBRES[a], b
+
+
+def _mask(shape, dx, dy, r):
+    ax, ay, d = np.abs(dx), np.abs(dy), np.hypot(dx, dy)
+    if shape == "disk":
+        return d < r
+    if shape == "square":
+        return np.maximum(ax, ay) < r * 0.85
+    if shape == "triangle":
+        return (dy > -r) & (dy < r) & (ax < (dy + r) / 2)
+    if shape == "ring":
+        return (d < r) & (d > r * 0.55)
+    return ((ax < r / 3) & (ay < r)) | ((ay < r / 3) & (ax < r))  # cross
+
+
+def render_video(p, size, fps):
+    """Frames (n, size, size, 3) uint8 for the video parameters p."""
+    rng = np.random.default_rng(p["seed"])
+    n = int(round(p["seconds"] * fps))
+    yy, xx = np.mgrid[0:size, 0:size] / (size / 2) - 1.0  # coordinates in [-1, 1]
+    bg = rng.uniform(0, 255, 3) * 0.6
+    texture = rng.normal(0, 40 * p["noise"], (size, size, 1))
+    frames = np.empty((n, size, size, 3), np.uint8)
+    for i in range(n):
+        t = i / fps
+        ph = 2 * np.pi * p["freq"] * t + p["phase"]
+        amp, cx, cy, r = 0.45, p["x0"], p["y0"], p["radius"]
+        path = p["path"]
+        if path == "horizontal":
+            cx = amp * np.sin(ph)
+        elif path == "vertical":
+            cy = amp * np.sin(ph)
+        elif path == "circle":
+            cx, cy = amp * np.cos(ph), amp * np.sin(ph)
+        elif path == "diagonal":
+            cx = cy = amp * np.sin(ph)
+        else:  # pulse: grows and shrinks in place
+            r = r * (1 + 0.45 * np.sin(ph))
+        img = bg + texture + rng.normal(0, 8 * p["noise"], (size, size, 1))
+        img[_mask(p["shape"], xx - cx, yy - cy, r)] = p["colour"]
+        dx, dy = p["distractor"][0] + 0.3 * np.sin(t * p["dfreq"]), p["distractor"][1] + 0.3 * np.cos(t * p["dfreq"])
+        img[_mask(p["dshape"], xx - dx, yy - dy, 0.15)] = p["dcolour"]
+        frames[i] = np.clip(img, 0, 255)
+    return frames
+
+
+def render_audio(p, rate):
+    """Mono waveform (n,) float32. Class sound: a tone beating with the motion's phase. Unrelated
+    sound (p['timbre'] is None): noise bursts and a chirp at a tempo of its own."""
+    rng = np.random.default_rng(p["seed"] + 1)
+    t = np.arange(int(round(p["seconds"] * rate))) / rate
+    if p["timbre"] is None:
+        tempo, f0 = rng.uniform(0.4, 3.0), rng.uniform(150, 2000)
+        env = (np.sin(2 * np.pi * tempo * t + rng.uniform(0, 6.3)) > 0.3).astype(np.float64)
+        chirp = np.sin(2 * np.pi * (f0 * t + rng.uniform(-200, 200) * t ** 2))
+        wav = 0.3 * env * chirp + 0.3 * rng.normal(0, 1, t.shape) * (1 - env) * rng.uniform(0.2, 1)
+    else:
+        f = p["pitch"]
+        ph = 2 * np.pi * f * t
+        timbre = p["timbre"]
+        if timbre == "sine":
+            tone = np.sin(ph)
+        elif timbre == "square":
+            tone = sum(np.sin(k * ph) / k for k in (1, 3, 5, 7))
+        elif timbre == "saw":
+            tone = sum(np.sin(k * ph) / k for k in range(1, 7))
+        elif timbre == "bell":
+            tone = sum(np.sin(k * ph) / (i + 1) for i, k in enumerate((1, 2.76, 5.4, 8.93)))
+        else:  # fm
+            tone = np.sin(ph + 2.0 * np.sin(ph * 1.5))
+        env = 0.5 + 0.5 * np.sin(2 * np.pi * p["freq"] * t + p["phase"])  # beats with the motion
+        wav = 0.3 * env ** 2 * tone / np.abs(tone).max()
+        wav = wav + 0.05 * p["noise"] * rng.normal(0, 1, t.shape)
+    return np.clip(wav, -1, 1).astype(np.float32)
+
+
+def write_mp4(path, frames, wav, fps, rate):
+    """H.264 (keyframe every 12 frames, so seeking is cheap) + AAC in an .mp4. Either may be None."""
+    with av.open(str(path), "w") as c:
+        if frames is not None:
+            vs = c.add_stream("libx264", rate=fps, options={"preset": "ultrafast", "bf": "0"})
+            vs.width, vs.height, vs.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
+            vs.codec_context.gop_size = 12
+        if wav is not None:
+            aus = c.add_stream("aac", rate=rate)
+            aus.layout = "mono"
+        if frames is not None:
+            for img in frames:
+                c.mux(vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")))
+            c.mux(vs.encode())
+        if wav is not None:
+            frame = av.AudioFrame.from_ndarray(wav[None], format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = rate, 0
+            c.mux(aus.encode(frame))
+            c.mux(aus.encode())
+
+
+def _video_params(rng, c, seconds, noise):
+    shape, path, timbre, register = class_signature(c)
+    dshape = SHAPES[rng.integers(5)]
+    return dict(
+        shape=shape, path=path, timbre=timbre, seconds=float(rng.uniform(*seconds)), noise=noise,
+        freq=float(rng.uniform(0.6, 2.0)), phase=float(rng.uniform(0, 2 * np.pi)),
+        x0=float(rng.uniform(-0.4, 0.4)), y0=float(rng.uniform(-0.4, 0.4)), radius=float(rng.uniform(0.2, 0.32)),
+        colour=rng.uniform(60, 255, 3), dshape=dshape, dcolour=rng.uniform(0, 255, 3),
+        distractor=rng.uniform(-0.5, 0.5, 2), dfreq=float(rng.uniform(0.5, 3)),
+        pitch=float(220 * 2 ** (register * 0.75 + rng.uniform(-0.25, 0.25))), seed=int(rng.integers(2 ** 31)))
+
+
+def _make_one(job):
+    path, p, size, fps, rate, unrelated = job
+    frames = render_video(p, size, fps) if p["shape"] is not None else None
+    wav = render_audio({**p, "timbre": None} if unrelated else p, rate)
+    write_mp4(path, frames, wav, fps, rate)
+
+
+def generate(args):
+    """Write the dataset described in the module docstring under args.out."""
+    import data  # the scan that writes the manifest; imported here to avoid a cycle
+    if not 1 <= args.classes <= 25:
+        raise ValueError(f"--classes {args.classes}: expected 1..25 (5 shapes x 5 paths)")
+    t0, out = time.time(), Path(args.out)
+    rng = np.random.default_rng(args.seed)
+    jobs, truth, splits = [], [], {"train": [], "test": []}
+    for c in range(args.classes):
+        name = "class{:02d}_{}_{}".format(c, *class_signature(c)[:2])
+        (out / name).mkdir(parents=True, exist_ok=True)
+        for split, count in (("train", args.train_per_class), ("test", args.test_per_class)):
+            for k in range(count):
+                rel = f"{name}/{split}_{k:03d}.mp4"
+                p = _video_params(rng, c, args.seconds, args.noise)
+                unrelated = split == "train" and rng.uniform() < args.faulty
+                jobs.append((out / rel, p, args.size, args.fps, args.audio_rate, unrelated))
+                splits[split].append(rel)
+                truth.append({"path": rel, "label": c, "class": name, "split": split, "faulty_audio": int(unrelated),
+                              "motion_hz": f"{p['freq']:.3f}", "pitch_hz": f"{p['pitch']:.1f}"})
+    (out / "_pool").mkdir(parents=True, exist_ok=True)
+    for k in range(args.pool):  # audio that belongs to no class, for injected faulty positives
+        p = {**_video_params(rng, 0, (4.0, 6.0), args.noise), "shape": None}
+        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, args.size, args.fps, args.audio_rate, True))
+    with Pool(args.workers) as pool:
+        pool.map(_make_one, jobs, chunksize=8)
+    for split, rels in splits.items():
+        (out / f"{split}.txt").write_text("\n".join(rels) + "\n")
+    with open(out / "ground_truth.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(truth[0]))
+        w.writeheader()
+        w.writerows(truth)
+    rows = data.scan(out)
+    data.write_manifest(rows, out / "manifest.csv")
+    n_faulty = sum(t["faulty_audio"] for t in truth)
+    print(f"synthetic dataset: {args.classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
+          f"videos ({n_faulty} with unrelated audio), {args.pool} pool files, {len(rows)} in the manifest "
+          f"-> {out} ({time.time() - t0:.1f}s)")

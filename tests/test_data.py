@@ -1,0 +1,237 @@
+"""data.py on generated files: decoding, augmentation, spectrograms, layouts, faulty positives, scan."""
+import io
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import data
+import synthetic
+
+RATE = 22050
+
+
+def clicks(seconds, at):
+    """Silence with 50 ms 1 kHz bursts starting at the times `at`."""
+    t = np.arange(int(RATE * seconds)) / RATE
+    wav = np.zeros_like(t, dtype=np.float32)
+    for s in at:
+        on = (t >= s) & (t < s + 0.05)
+        wav[on] = 0.5 * np.sin(2 * np.pi * 1000 * t[on])
+    return wav
+
+
+def counter_frames(seconds, fps, size=32):
+    """Frame k is uniformly grey at level 3k: the decoded level tells which source frame it is."""
+    return np.stack([np.full((size, size, 3), 3 * k, np.uint8) for k in range(int(round(seconds * fps)))])
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("clips")
+    out = {}
+    out["25fps"] = d / "c25.mp4"
+    synthetic.write_mp4(out["25fps"], counter_frames(3.0, 25), clicks(3.0, (0.5, 1.5, 2.5)), 25, RATE)
+    out["10fps"] = d / "c10.mp4"
+    synthetic.write_mp4(out["10fps"], counter_frames(3.0, 10), clicks(3.0, (1.0,)), 10, RATE)
+    out["silent_pool"] = d / "pool.mp4"
+    synthetic.write_mp4(out["silent_pool"], None, np.zeros(RATE * 4, np.float32), 25, RATE)
+    return out
+
+
+@pytest.mark.parametrize("fps,start", [(25, 0.4), (25, 1.73), (10, 0.4), (10, 2.0)])
+def test_frames_map_to_16_fps_by_timestamp(files, fps, start):
+    import av
+    with av.open(str(files[f"{fps}fps"])) as c:
+        frames = data.decode_frames(c, start, 8, 16)
+    assert frames.shape == (8, 32, 32, 3) and frames.dtype == torch.uint8
+    expected = [3 * int(np.floor((start + k / 16) * fps + 1e-6)) for k in range(8)]
+    got = frames[:, 16, 16, 0].int().tolist()
+    assert np.abs(np.array(got) - expected).max() <= 2, (got, expected)  # H.264 rounding only
+    if fps == 10:  # slower source: frames repeat
+        assert len(set(expected)) < 8
+
+
+@pytest.mark.parametrize("start", [0.0, 1.0, 1.3, 2.0])
+def test_audio_is_aligned_after_seeking(files, start):
+    import av
+    with av.open(str(files["25fps"])) as c:
+        wav = data.decode_audio(c, start, 1.0, 11025).numpy()
+    assert wav.shape == (11025,)
+    first = np.argmax(np.abs(wav) > 0.1) / 11025 + start
+    burst = min(s for s in (0.5, 1.5, 2.5) if s >= start)
+    assert abs(first - burst) < 0.005
+
+
+def test_read_clip_and_window_past_the_end(files):
+    spec = data.ClipSpec()
+    frames, wav = data.read_clip(files["25fps"], 2.9, spec, audio_start=2.0)
+    assert frames.shape == (8, 32, 32, 3) and wav.shape == (22050,)
+    assert frames[-1, 0, 0, 0] >= 3 * 73  # last frames repeat the final one
+
+
+def test_augmentation_uses_one_set_of_parameters_for_all_frames():
+    torch.manual_seed(1)
+    still = torch.randint(0, 256, (1, 48, 48, 3), dtype=torch.uint8).repeat(8, 1, 1, 1)
+    transform = data.video_transform(32, train=True)
+    for _ in range(10):
+        out = transform(still)
+        assert out.shape == (3, 8, 32, 32)
+        assert torch.equal(out[:, :1].expand_as(out), out)  # identical input frames stay identical
+    a, b = transform(still), transform(still)
+    assert not torch.equal(a, b)  # but the parameters do change between clips
+
+
+@pytest.mark.parametrize("spec,shape", [(data.ClipSpec(), (1, 80, 80)), (data.SOTA_CLIP, (1, 128, 128))])
+def test_spectrogram_shapes_for_both_paper_settings(spec, shape):
+    wav = torch.randn(int(spec.audio_seconds * spec.audio_rate))
+    assert data.LogMel(spec)(wav).shape == shape
+    assert data.LogMel(spec)(wav[None].repeat(3, 1)).shape == (3,) + shape
+
+
+def _tree(root, rels, src):
+    for rel in rels:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, root / rel)
+
+
+def test_layouts(tmp_path, files):
+    src = files["25fps"]
+    # UCF101
+    ucf = tmp_path / "ucf"
+    _tree(ucf, ["A/v_A_g01.avi", "A/v_A_g02.avi", "B/v_B_g01.avi", "B/v_B_g02.avi"], src)
+    (ucf / "ucfTrainTestlist").mkdir()
+    (ucf / "ucfTrainTestlist/classInd.txt").write_text("1 A\n2 B\n")
+    (ucf / "ucfTrainTestlist/trainlist01.txt").write_text("A/v_A_g01.avi 1\nB/v_B_g01.avi 2\n")
+    (ucf / "ucfTrainTestlist/testlist01.txt").write_text("A/v_A_g02.avi\nB/v_B_g02.avi\n")
+    recs, classes = data.load_records("ucf101", ucf, "test", need_audio=False)
+    assert classes == ["A", "B"] and [os.path.basename(r.path) for r in recs] == ["v_A_g02.avi", "v_B_g02.avi"]
+    assert [r.label for r in recs] == [0, 1] and abs(recs[0].duration - 3.0) < 0.1
+    assert (ucf / "manifest.csv").exists()
+    # HMDB51
+    hmdb = tmp_path / "hmdb"
+    _tree(hmdb, ["run/r1.avi", "run/r2.avi", "sit/s1.avi", "sit/s2.avi"], src)
+    (hmdb / "splits").mkdir()
+    (hmdb / "splits/run_test_split1.txt").write_text("r1.avi 1\nr2.avi 2\n")
+    (hmdb / "splits/sit_test_split1.txt").write_text("s1.avi 2\ns2.avi 0\n")
+    recs, classes = data.load_records("hmdb51", hmdb, "test", annotations=hmdb / "splits")
+    assert classes == ["run", "sit"] and [(os.path.basename(r.path), r.label) for r in recs] == [("r2.avi", 0), ("s1.avi", 1)]
+    # Kinetics, folders and CSV
+    kin = tmp_path / "kin"
+    _tree(kin, ["train/drums/x_000001_000011.mp4", "train/harp/y_000000_000010.mp4", "val/harp/z_000002_000012.mp4"], src)
+    recs, classes = data.load_records("kinetics", kin, "train")
+    assert classes == ["drums", "harp"] and len(recs) == 2
+    (kin / "k.csv").write_text("label,youtube_id,time_start,time_end,split\nharp,z,2,12,validate\n"
+                               "harp,missing,0,10,validate\ndrums,x,1,11,train\n")
+    recs, classes = data.load_records("kinetics", kin, "val", annotations=kin / "k.csv")
+    assert classes == ["harp"] and [os.path.basename(r.path) for r in recs] == ["z_000002_000012.mp4"]
+    # plain folder with split lists; '_' folders are not classes
+    fol = tmp_path / "fol"
+    _tree(fol, ["cat/1.mp4", "cat/2.mp4", "dog/1.mkv", "_pool/p.mp4"], src)
+    (fol / "train.txt").write_text("cat/1.mp4\ndog/1.mkv\n")
+    recs, classes = data.load_records("folder", fol, "train")
+    assert classes == ["cat", "dog"] and [r.label for r in recs] == [0, 1]
+    with pytest.raises(ValueError, match="layout"):
+        data.list_split("youtube", fol, "train")
+    with pytest.raises(FileNotFoundError, match="classInd"):
+        data.list_split("ucf101", fol, "train")
+
+
+def _dataset_files(tmp_path, files, n=10):
+    fol = tmp_path / "ds"
+    _tree(fol, [f"c{k % 2}/{k}.mp4" for k in range(n)], files["25fps"])
+    return data.load_records("folder", fol, "train")[0]
+
+
+def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
+    recs = _dataset_files(tmp_path, files)
+    pool = data.audio_pool(files["silent_pool"].parent)
+    pool = [p for p in pool if p[0].endswith("pool.mp4")]
+    make = lambda seed, p=0.3: data.AVDataset(recs, train=True, faulty_fraction=p, pool=pool, seed=seed)
+    a, b, c = make(0), make(0), make(1)
+    assert int(a.injected.sum()) == 3 and torch.equal(a.injected, b.injected)
+    assert not torch.equal(a.injected, c.injected)
+    assert int(make(0, 0.6).injected.sum()) == 6
+    i_fake, i_real = int(a.injected.nonzero()[0]), int((~a.injected).nonzero()[0])
+    fake, real = a[i_fake], a[i_real]
+    assert fake["faulty"] and not real["faulty"] and fake["index"] == i_fake
+    assert fake["audio"].shape == real["audio"].shape == (1, 80, 80)
+    assert fake["audio"].max() < -10 < real["audio"].max()  # log(1e-6) = -13.8 for the silent pool
+    with pytest.raises(ValueError, match="pool"):
+        data.AVDataset(recs, faulty_fraction=0.3)
+
+
+def test_eval_items_hold_ten_clips(tmp_path, files):
+    recs = _dataset_files(tmp_path, files, n=2)
+    item = data.AVDataset(recs, train=False, audio=False)[0]
+    assert item["video"].shape == (10, 3, 8, 80, 80) and "audio" not in item
+
+
+def make_bad_folder(root, files):
+    root.mkdir()
+    good = root / "good.mp4"
+    shutil.copy(files["25fps"], good)
+    frames, wav = counter_frames(3.0, 25), clicks(3.0, ())
+    synthetic.write_mp4(root / "noaudio.mp4", frames, None, 25, RATE)
+    synthetic.write_mp4(root / "short.mp4", frames[:10], wav[:RATE // 4], 25, RATE)
+    (root / "empty.mp4").write_bytes(b"")
+    (root / "random.mp4").write_bytes(np.random.default_rng(0).bytes(20000))
+    # moov atom first (faststart), so a cut file still opens but loses its second half
+    import av
+    with av.open(str(root / "full.mp4"), "w", options={"movflags": "faststart"}) as c:
+        vs = c.add_stream("libx264", rate=25, options={"preset": "ultrafast"})
+        vs.width = vs.height = 32
+        vs.pix_fmt = "yuv420p"
+        aus = c.add_stream("aac", rate=RATE)
+        for img in np.concatenate([counter_frames(3.0, 25)] * 2):  # 6 s
+            c.mux(vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")))
+        c.mux(vs.encode())
+        frame = av.AudioFrame.from_ndarray(clicks(6.0, ())[None], format="fltp", layout="mono")
+        frame.sample_rate = RATE
+        c.mux(aus.encode(frame))
+        c.mux(aus.encode())
+    blob = (root / "full.mp4").read_bytes()
+    (root / "truncated.mp4").write_bytes(blob[:len(blob) // 2])
+    (root / "full.mp4").unlink()
+    return root
+
+
+def test_scan_reports_each_bad_file_with_its_reason(tmp_path, files):
+    root = make_bad_folder(tmp_path / "bad", files)
+    out = io.StringIO()
+    rows = data.scan(root, out=out)
+    assert [r["path"] for r in rows] == ["good.mp4"]
+    assert rows[0]["has_audio"] == 1 and abs(float(rows[0]["duration"]) - 3.0) < 0.1
+    lines = dict(line.split(": ", 2)[1:] for line in out.getvalue().strip().splitlines())
+    reasons = {os.path.basename(k): v for k, v in lines.items()}
+    assert reasons["empty.mp4"] == "empty file"
+    assert reasons["random.mp4"].startswith("cannot be opened")
+    assert reasons["noaudio.mp4"] == "no audio stream"
+    assert reasons["short.mp4"].startswith("shorter than one clip")
+    assert reasons["truncated.mp4"].startswith("truncated")
+    video_only = data.scan(root, need_audio=False, out=io.StringIO())
+    assert sorted(r["path"] for r in video_only) == ["good.mp4", "noaudio.mp4"]
+
+
+def test_a_bad_file_met_in_training_is_reported_once_and_replaced(tmp_path, files, capsys):
+    recs = _dataset_files(tmp_path, files, n=4)
+    bad = tmp_path / "ds/c0/0.mp4"
+    bad.write_bytes(b"not a video")
+    ds = data.AVDataset(recs, train=True, max_bad_fraction=0.5)
+    for _ in range(3):
+        item = ds[0]
+        assert item["index"] != 0
+    assert capsys.readouterr().err.count("skipping unreadable") == 1
+    strict = data.AVDataset(recs, train=True, max_bad_fraction=0.0)
+    with pytest.raises(RuntimeError, match="failed to decode"):
+        strict[0]
+
+
+def test_scan_cli_writes_a_manifest(tmp_path, files, capsys):
+    root = make_bad_folder(tmp_path / "bad", files)
+    data.main(["scan", str(root), "--out", str(tmp_path / "m.csv")])
+    text = (tmp_path / "m.csv").read_text().splitlines()
+    assert text[0].startswith("path,label,duration") and len(text) == 2
+    assert "1 usable videos" in capsys.readouterr().out
