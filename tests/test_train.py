@@ -1,0 +1,132 @@
+"""train.py end to end on a tiny generated dataset: learning, DDP replicas, kill-and-resume, variant equivalence."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import torch
+
+import synthetic
+import train
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--frames", "4", "--size", "32", "--n-mels", "40", "--n-time", "40", "--width", "0.125",
+        "--batch-size", "8", "--num-negatives", "15", "--workers", "1", "--lr", "2e-3", "--lr-min", "2e-4"]
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth")
+    args = dict(out=str(out), classes=2, train_per_class=8, test_per_class=2, pool=4, faulty=0.25, size=32,
+                fps=24, audio_rate=22050, seconds=(2.2, 2.6), noise=0.5, seed=0, workers=2)
+    synthetic.generate(Namespace(**args))
+    return out
+
+
+def run(tiny_data, out, *args, env=None, wait=True):
+    cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--data", str(tiny_data), "--out", str(out)]
+    cmd += TINY + [str(a) for a in args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    if not wait:
+        return proc
+    text, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, text
+    return text
+
+
+def log(out):
+    return [json.loads(line) for line in open(Path(out) / "log.jsonl")]
+
+
+def weights(out):
+    return train.load_checkpoint(Path(out) / "ckpt.pt")
+
+
+def assert_same_state(a, b):
+    for key in ("model", "bank"):
+        assert a[key].keys() == b[key].keys()
+        for k in a[key]:
+            assert torch.equal(a[key][k], b[key][k]), f"{key}.{k} differs"
+
+
+def test_config_presets_and_unknown_options():
+    cfg = train.parse_config(["--preset", "sota", "--lam", "0.25"])
+    assert (cfg.video_depth, cfg.size, cfg.batch_size, cfg.lr, cfg.lam) == (18, 112, 512, 5e-4, 0.25)
+    assert train.parse_config([]).num_negatives == 1024
+    with pytest.raises(SystemExit):
+        train.parse_config(["--no-such-option", "1"])
+    with pytest.raises(SystemExit):
+        train.parse_config(["--loss", "magic"])
+
+
+def test_lr_schedule_is_constant_then_cosine():
+    cfg = train.Config(lr=1.0, lr_min=0.1, warmup_epochs=2, epochs=2)
+    lrs = [train.lr_at(s, cfg, 10) for s in range(40)]
+    assert lrs[:20] == [1.0] * 20 and lrs[20] == pytest.approx(1.0) and lrs[30] == pytest.approx(0.55)
+    assert all(b <= a for a, b in zip(lrs[20:], lrs[21:])) and lrs[-1] > 0.1
+
+
+def test_a_short_run_lowers_the_loss(tiny_data, tmp_path):
+    text = run(tiny_data, tmp_path, "--warmup-epochs", "12", "--epochs", "0")
+    losses = [r["loss"] for r in log(tmp_path)]
+    assert len(losses) == 12 and "epoch  11 | xid" in text
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3, losses
+    last = log(tmp_path)[-1]
+    assert {"mu", "sigma", "weight", "soft_mass", "clips_per_s", "faulty_auroc", "lr"} <= set(last)
+
+
+def test_robust_with_lambda_zero_and_w_min_one_is_xid_step_for_step(tiny_data, tmp_path):
+    run(tiny_data, tmp_path / "xid", "--warmup-epochs", "1", "--epochs", "2", "--loss", "xid")
+    run(tiny_data, tmp_path / "rob", "--warmup-epochs", "1", "--epochs", "2", "--loss", "robust",
+        "--lam", "0", "--w-min", "1")
+    assert [r["loss"] for r in log(tmp_path / "xid")] == [r["loss"] for r in log(tmp_path / "rob")]
+    assert_same_state(weights(tmp_path / "xid"), weights(tmp_path / "rob"))
+    # and the default robust stage really is different
+    run(tiny_data, tmp_path / "rob2", "--warmup-epochs", "1", "--epochs", "2", "--loss", "robust")
+    second = log(tmp_path / "rob2")[-1]
+    assert second["soft_mass"] > 0.3 and second["weight"] < 1.0
+
+
+def test_killed_run_resumes_to_the_same_weights(tiny_data, tmp_path):
+    args = ("--warmup-epochs", "2", "--epochs", "3")
+    run(tiny_data, tmp_path / "full", *args)
+    proc = run(tiny_data, tmp_path / "killed", *args, wait=False)
+    ckpt = tmp_path / "killed" / "ckpt.pt"
+    deadline = time.time() + 120
+    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(log(tmp_path / "killed")) < 5
+    text = run(tiny_data, tmp_path / "killed", *args)
+    assert "resuming from" in text
+    assert [r["epoch"] for r in log(tmp_path / "killed")][-1] == 4
+    assert_same_state(weights(tmp_path / "full"), weights(tmp_path / "killed"))
+
+
+def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
+    run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
+    run(tiny_data, tmp_path / "branch", "--warmup-epochs", "0", "--epochs", "1", "--loss", "weighted",
+        "--init", tmp_path / "warm" / "ckpt.pt")
+    rec = log(tmp_path / "branch")
+    assert [r["stage"] for r in rec] == ["weighted"]
+
+
+def test_torchrun_gloo_keeps_replicas_identical(tiny_data, tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(ROOT / "tests" / "ddp_worker.py"), "--preset", "demo", "--data", str(tiny_data),
+           "--out", str(tmp_path), "--warmup-epochs", "1", "--epochs", "1"] + TINY
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    assert_same_state(r0, r1)
+    assert not torch.equal(r0["bank"]["video"], train.MemoryBank(16, seed=0).video)  # the bank was updated
+    assert len(log(tmp_path)) == 2  # only rank 0 logs
