@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-all venv clean
+.PHONY: test test-all demo venv clean
 
 venv: $(VENV)/.installed
 
@@ -22,6 +22,10 @@ test: venv
 # Also the tests marked slow.
 test-all: venv
 	$(PY) -m pytest -q -m "" tests
+
+# The main job: synthetic data, xID warm-up, four branches, evaluation, results/demo.md.
+demo: venv
+	$(PY) demo.py
 
 clean:
 	rm -rf runs results data/synth .pytest_cache

@@ -40,7 +40,7 @@ def add_arguments(p):
     p.add_argument("--fps", type=int, default=24)
     p.add_argument("--audio-rate", type=int, default=22050)
     p.add_argument("--seconds", type=float, nargs=2, default=(3.0, 4.0), help="duration range")
-    p.add_argument("--noise", type=float, default=0.5, help="background clutter and audio noise, 0..1")
+    p.add_argument("--noise", type=float, default=0.3, help="background clutter and audio noise, 0..1")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2)
 
@@ -91,7 +91,7 @@ def render_video(p, size, fps):
         img = bg + texture + rng.normal(0, 8 * p["noise"], (size, size, 1))
         img[_mask(p["shape"], xx - cx, yy - cy, r)] = p["colour"]
         dx, dy = p["distractor"][0] + 0.3 * np.sin(t * p["dfreq"]), p["distractor"][1] + 0.3 * np.cos(t * p["dfreq"])
-        img[_mask(p["dshape"], xx - dx, yy - dy, 0.15)] = p["dcolour"]
+        img[_mask(p["dshape"], xx - dx, yy - dy, 0.12)] = p["dcolour"]
         frames[i] = np.clip(img, 0, 255)
     return frames
 
@@ -153,7 +153,7 @@ def _video_params(rng, c, seconds, noise):
     return dict(
         shape=shape, path=path, timbre=timbre, seconds=float(rng.uniform(*seconds)), noise=noise,
         freq=float(rng.uniform(0.6, 2.0)), phase=float(rng.uniform(0, 2 * np.pi)),
-        x0=float(rng.uniform(-0.4, 0.4)), y0=float(rng.uniform(-0.4, 0.4)), radius=float(rng.uniform(0.2, 0.32)),
+        x0=float(rng.uniform(-0.4, 0.4)), y0=float(rng.uniform(-0.4, 0.4)), radius=float(rng.uniform(0.3, 0.45)),
         colour=rng.uniform(60, 255, 3), dshape=dshape, dcolour=rng.uniform(0, 255, 3),
         distractor=rng.uniform(-0.5, 0.5, 2), dfreq=float(rng.uniform(0.5, 3)),
         pitch=float(220 * 2 ** (register * 0.75 + rng.uniform(-0.25, 0.25))), seed=int(rng.integers(2 ** 31)))

@@ -48,6 +48,7 @@ class Config:
     faulty_fraction: float = 0.0    # injected faulty positives, Sec. 5.2 (Fig. noisy: 0 .. 0.8)
     faulty_pool: str = ""           # audio outside the training set; default ROOT/_pool
     workers: int = 4                # DataLoader workers per process
+    preload: bool = False           # decode every video once into memory (small datasets only)
     # clip (Sec. 5.1; Sec. 6 in brackets)
     frames: int = 8                 # T = 8
     fps: float = 16.0               # 16 fps
@@ -89,8 +90,9 @@ PRESETS = {
     "ablation": {},  # the dataclass defaults are the paper's Sec. 5 values
     "sota": dict(video_depth=18, size=112, audio_rate=24000, n_mels=128, n_time=128, batch_size=512,
                  lr=5e-4, lr_min=5e-5, warmup_epochs=200, epochs=200),
-    "demo": dict(data="data/synth", size=48, frames=8, audio_rate=11025, n_mels=40, n_time=40, width=0.25,
-                 batch_size=32, lr=1e-3, lr_min=1e-4, warmup_epochs=6, epochs=6, num_negatives=256, workers=2),
+    "demo": dict(data="data/synth", size=32, frames=8, audio_rate=11025, n_mels=40, n_time=40, width=0.25,
+                 batch_size=32, lr=1e-3, lr_min=1e-4, warmup_epochs=6, epochs=6, num_negatives=256, workers=2,
+                 preload=True),
 }
 
 
@@ -132,7 +134,7 @@ def build_train_set(cfg):
     if cfg.faulty_fraction > 0:
         pool = data.audio_pool(cfg.faulty_pool or Path(cfg.data) / "_pool")
     return data.AVDataset(records, clip_spec(cfg), train=True, faulty_fraction=cfg.faulty_fraction,
-                          pool=pool, seed=cfg.seed, max_bad_fraction=cfg.max_bad_fraction)
+                          pool=pool, seed=cfg.seed, max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload)
 
 
 def load_checkpoint(path):

@@ -235,3 +235,17 @@ def test_scan_cli_writes_a_manifest(tmp_path, files, capsys):
     text = (tmp_path / "m.csv").read_text().splitlines()
     assert text[0].startswith("path,label,duration") and len(text) == 2
     assert "1 usable videos" in capsys.readouterr().out
+
+
+def test_preload_cuts_the_same_clips_as_decoding(tmp_path, files):
+    recs = _dataset_files(tmp_path, files, n=2)
+    decoded = data.AVDataset(recs, train=False, preload=False)
+    preloaded = data.AVDataset(recs, train=False, preload=True)
+    assert preloaded.memory is not None and decoded.memory is None
+    for start in (0.0, 0.5, 1.25, 2.5):  # on the 16 fps grid
+        fa, wa = decoded.read(recs[0].path, start, audio_start=min(start, 1.0))
+        fb, wb = preloaded.read(recs[0].path, start, audio_start=min(start, 1.0))
+        assert torch.equal(fa, fb)
+        assert wa.shape == wb.shape and (wa - wb).abs().max() < 0.05  # AAC restarts differ slightly after a seek
+        burst_a, burst_b = int((wa.abs() > 0.1).float().argmax()), int((wb.abs() > 0.1).float().argmax())
+        assert abs(burst_a - burst_b) <= 2
