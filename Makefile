@@ -25,7 +25,7 @@ test-all: venv
 
 # The main job: synthetic data, xID warm-up, four branches, evaluation, results/demo.md.
 demo: venv
-	$(PY) demo.py
+	$(PY) demo.py --fresh
 
 clean:
 	rm -rf runs results data/synth .pytest_cache
