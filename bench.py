@@ -16,13 +16,14 @@ from contextlib import nullcontext
 import torch
 
 import data
+import manifest
 import train
 from memory_bank import MemoryBank
 
 
 def bench_data(args):
     cfg = train.parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
-    records, _ = data.load_records(cfg.layout, cfg.data, "train")
+    records, _ = manifest.load_records(cfg.layout, cfg.data, "train")
     records = records[:args.n]
     spec = train.clip_spec(cfg)
     torch.set_num_threads(1)

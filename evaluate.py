@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import data
+import manifest
 import train
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
 from memory_bank import MemoryBank
@@ -48,7 +49,7 @@ def load_pretrained(ckpt):
 
 def eval_set(cfg, split, train_mode=False, num_clips=10):
     """Video-only dataset of one split, for evaluation (UCF101/HMDB51 videos often have no audio)."""
-    records, classes = data.load_records(cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None,
+    records, classes = manifest.load_records(cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None,
                                          cfg.manifest or None, need_audio=False)
     return data.AVDataset(records, train.clip_spec(cfg, audio=False), train=train_mode, audio=False,
                           num_clips=num_clips, max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload), classes

@@ -168,7 +168,7 @@ def _make_one(job):
 
 def generate(args):
     """Write the dataset described in the module docstring under args.out."""
-    import data  # the scan that writes the manifest; imported here to avoid a cycle
+    import manifest  # the scan that writes the manifest
     if not 1 <= args.classes <= 25:
         raise ValueError(f"--classes {args.classes}: expected 1..25 (5 shapes x 5 paths)")
     t0, out = time.time(), Path(args.out)
@@ -198,8 +198,8 @@ def generate(args):
         w = csv.DictWriter(f, list(truth[0]))
         w.writeheader()
         w.writerows(truth)
-    rows = data.scan(out)
-    data.write_manifest(rows, out / "manifest.csv")
+    rows = manifest.scan(out)
+    manifest.write_manifest(rows, out / "manifest.csv")
     n_faulty = sum(t["faulty_audio"] for t in truth)
     print(f"synthetic dataset: {args.classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
           f"videos ({n_faulty} with unrelated audio), {args.pool} pool files, {len(rows)} in the manifest "

@@ -29,6 +29,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 import data
+import manifest
 from losses import robust_loss, sample_weights, soft_targets, soft_xid_loss, xid_loss
 from memory_bank import MemoryBank
 from model import AVModel
@@ -129,11 +130,11 @@ def build_model(cfg):
 
 
 def build_train_set(cfg):
-    records, _ = data.load_records(cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None,
+    records, _ = manifest.load_records(cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None,
                                    cfg.manifest or None, need_audio=True)
     pool = ()
     if cfg.faulty_fraction > 0:
-        pool = data.audio_pool(cfg.faulty_pool or Path(cfg.data) / "_pool")
+        pool = manifest.audio_pool(cfg.faulty_pool or Path(cfg.data) / "_pool")
     return data.AVDataset(records, clip_spec(cfg), train=True, faulty_fraction=cfg.faulty_fraction,
                           pool=pool, seed=cfg.seed, max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload)
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import data
+import manifest
 import synthetic
 
 RATE = 22050
@@ -106,7 +107,7 @@ def test_layouts(tmp_path, files):
     (ucf / "ucfTrainTestlist/classInd.txt").write_text("1 A\n2 B\n")
     (ucf / "ucfTrainTestlist/trainlist01.txt").write_text("A/v_A_g01.avi 1\nB/v_B_g01.avi 2\n")
     (ucf / "ucfTrainTestlist/testlist01.txt").write_text("A/v_A_g02.avi\nB/v_B_g02.avi\n")
-    recs, classes = data.load_records("ucf101", ucf, "test", need_audio=False)
+    recs, classes = manifest.load_records("ucf101", ucf, "test", need_audio=False)
     assert classes == ["A", "B"] and [os.path.basename(r.path) for r in recs] == ["v_A_g02.avi", "v_B_g02.avi"]
     assert [r.label for r in recs] == [0, 1] and abs(recs[0].duration - 3.0) < 0.1
     assert (ucf / "manifest.csv").exists()
@@ -116,38 +117,38 @@ def test_layouts(tmp_path, files):
     (hmdb / "splits").mkdir()
     (hmdb / "splits/run_test_split1.txt").write_text("r1.avi 1\nr2.avi 2\n")
     (hmdb / "splits/sit_test_split1.txt").write_text("s1.avi 2\ns2.avi 0\n")
-    recs, classes = data.load_records("hmdb51", hmdb, "test", annotations=hmdb / "splits")
+    recs, classes = manifest.load_records("hmdb51", hmdb, "test", annotations=hmdb / "splits")
     assert classes == ["run", "sit"] and [(os.path.basename(r.path), r.label) for r in recs] == [("r2.avi", 0), ("s1.avi", 1)]
     # Kinetics, folders and CSV
     kin = tmp_path / "kin"
     _tree(kin, ["train/drums/x_000001_000011.mp4", "train/harp/y_000000_000010.mp4", "val/harp/z_000002_000012.mp4"], src)
-    recs, classes = data.load_records("kinetics", kin, "train")
+    recs, classes = manifest.load_records("kinetics", kin, "train")
     assert classes == ["drums", "harp"] and len(recs) == 2
     (kin / "k.csv").write_text("label,youtube_id,time_start,time_end,split\nharp,z,2,12,validate\n"
                                "harp,missing,0,10,validate\ndrums,x,1,11,train\n")
-    recs, classes = data.load_records("kinetics", kin, "val", annotations=kin / "k.csv")
+    recs, classes = manifest.load_records("kinetics", kin, "val", annotations=kin / "k.csv")
     assert classes == ["harp"] and [os.path.basename(r.path) for r in recs] == ["z_000002_000012.mp4"]
     # plain folder with split lists; '_' folders are not classes
     fol = tmp_path / "fol"
     _tree(fol, ["cat/1.mp4", "cat/2.mp4", "dog/1.mkv", "_pool/p.mp4"], src)
     (fol / "train.txt").write_text("cat/1.mp4\ndog/1.mkv\n")
-    recs, classes = data.load_records("folder", fol, "train")
+    recs, classes = manifest.load_records("folder", fol, "train")
     assert classes == ["cat", "dog"] and [r.label for r in recs] == [0, 1]
     with pytest.raises(ValueError, match="layout"):
-        data.list_split("youtube", fol, "train")
+        manifest.list_split("youtube", fol, "train")
     with pytest.raises(FileNotFoundError, match="classInd"):
-        data.list_split("ucf101", fol, "train")
+        manifest.list_split("ucf101", fol, "train")
 
 
 def _dataset_files(tmp_path, files, n=10):
     fol = tmp_path / "ds"
     _tree(fol, [f"c{k % 2}/{k}.mp4" for k in range(n)], files["25fps"])
-    return data.load_records("folder", fol, "train")[0]
+    return manifest.load_records("folder", fol, "train")[0]
 
 
 def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     recs = _dataset_files(tmp_path, files)
-    pool = data.audio_pool(files["silent_pool"].parent)
+    pool = manifest.audio_pool(files["silent_pool"].parent)
     pool = [p for p in pool if p[0].endswith("pool.mp4")]
     make = lambda seed, p=0.3: data.AVDataset(recs, train=True, faulty_fraction=p, pool=pool, seed=seed)
     a, b, c = make(0), make(0), make(1)
@@ -201,7 +202,7 @@ def make_bad_folder(root, files):
 def test_scan_reports_each_bad_file_with_its_reason(tmp_path, files):
     root = make_bad_folder(tmp_path / "bad", files)
     out = io.StringIO()
-    rows = data.scan(root, out=out)
+    rows = manifest.scan(root, out=out)
     assert [r["path"] for r in rows] == ["good.mp4"]
     assert rows[0]["has_audio"] == 1 and abs(float(rows[0]["duration"]) - 3.0) < 0.1
     lines = dict(line.split(": ", 2)[1:] for line in out.getvalue().strip().splitlines())
@@ -211,7 +212,7 @@ def test_scan_reports_each_bad_file_with_its_reason(tmp_path, files):
     assert reasons["noaudio.mp4"] == "no audio stream"
     assert reasons["short.mp4"].startswith("shorter than one clip")
     assert reasons["truncated.mp4"].startswith("truncated")
-    video_only = data.scan(root, need_audio=False, out=io.StringIO())
+    video_only = manifest.scan(root, need_audio=False, out=io.StringIO())
     assert sorted(r["path"] for r in video_only) == ["good.mp4", "noaudio.mp4"]
 
 
