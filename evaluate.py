@@ -125,7 +125,7 @@ def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed
             pick = np.concatenate([rng.choice(np.flatnonzero(train_y == c), min(n, (train_y == c).sum()),
                                               replace=False) for c in classes])
             scaler = StandardScaler().fit(train_x[pick])
-            svm = LinearSVC(C=1.0).fit(scaler.transform(train_x[pick]), train_y[pick])
+            svm = LinearSVC(C=1.0, max_iter=10000).fit(scaler.transform(train_x[pick]), train_y[pick])
             accs.append(float((svm.predict(scaler.transform(test_x)) == test_y).mean()))
         out[n] = (float(np.mean(accs)), float(np.std(accs)))
     return out
