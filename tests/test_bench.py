@@ -7,4 +7,5 @@ def test_step_and_model_benchmarks_run_on_cpu(capsys):
     out = capsys.readouterr().out
     row = [line for line in out.splitlines() if line.strip().startswith("fp32")][0].split()
     model_rate, step_rate, ratio = map(float, row[1:4])
-    assert model_rate > 0 and step_rate > 0 and 0 < ratio < 2
+    assert model_rate > 0 and step_rate > 0
+    assert abs(ratio - step_rate / model_rate) < 0.02 * ratio + 0.01  # timings vary; the columns must agree
