@@ -171,7 +171,7 @@ def robust_xid_loss(v, a, idx, bank, cfg, stage, labels=None):
         soft_mass = 1 - 0.5 * (T_v[:, 0] + T_a[:, 0]).mean()
     else:
         per_sample = xid_loss(v, a, vbar, abar, cfg.tau)  # (B,)
-        soft_mass = torch.zeros(())
+        soft_mass = per_sample.new_zeros(())
     scores = bank.scores()  # (N,): vbar_i . abar_i before this step's update
     mu, sigma = scores.mean(), scores.std()
     if stage in ("weighted", "robust"):
