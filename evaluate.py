@@ -151,6 +151,8 @@ def finetune_optimizer(clf, lr, backbone_lr_scale=0.1, weight_decay=1e-3, freeze
     groups = [{"params": clf.fc.parameters(), "lr": lr}]
     if not freeze_backbone:
         groups.append({"params": clf.encoder.parameters(), "lr": lr * backbone_lr_scale})
+    for g in groups:
+        g["initial_lr"] = g["lr"]  # the schedule scales each group from its own start
     return torch.optim.Adam(groups, weight_decay=weight_decay)
 
 
@@ -199,8 +201,8 @@ def finetune(encoder, cfg, epochs=10, lr=1e-4, lr_min=1e-5, batch_size=32, val_f
         for i, batch in enumerate(fit):
             # cosine from lr to lr_min, the backbone's group scaled by the same factor
             scale = lr_min / lr + (1 - lr_min / lr) * 0.5 * (1 + math.cos(math.pi * (epoch * len(fit) + i) / steps))
-            for g, base in zip(opt.param_groups, (lr, lr * 0.1)):
-                g["lr"] = base * scale
+            for g in opt.param_groups:
+                g["lr"] = g["initial_lr"] * scale
             finetune_step(clf, opt, batch["video"].to(device), batch["label"].to(device), freeze_backbone)
         val = video_accuracy(clf, val_set, device, workers)
         if val > best[0]:
