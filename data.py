@@ -1,4 +1,4 @@
-"""Audio-visual clips from video files: decoding, augmentation, dataset layouts, scan (paper Sec. 5.1-5.2).
+"""Audio-visual clips from video files: decoding, augmentation, the dataset (paper Sec. 5.1-5.2).
 
 Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same crop, flip,
 colour jitter, greyscale and blur on every frame, and the 2 s mono audio window around the clip as
@@ -24,6 +24,7 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 import manifest
+
 
 @dataclass(frozen=True)
 class ClipSpec:

@@ -47,10 +47,13 @@ def load_pretrained(ckpt):
     return cfg, model, bank
 
 
-def eval_set(cfg, split, train_mode=False, num_clips=10):
-    """Video-only dataset of one split, for evaluation (UCF101/HMDB51 videos often have no audio)."""
+def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None):
+    """Video-only dataset of one split, for evaluation (UCF101/HMDB51 videos often have no audio);
+    `keep` selects records by position (a held-out validation part)."""
     records, classes = manifest.load_records(cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None,
-                                         cfg.manifest or None, need_audio=False)
+                                             cfg.manifest or None, need_audio=False)
+    if keep is not None:
+        records = [records[i] for i in keep]
     return data.AVDataset(records, train.clip_spec(cfg, audio=False), train=train_mode, audio=False,
                           num_clips=num_clips, max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload), classes
 
@@ -190,8 +193,7 @@ def finetune(encoder, cfg, epochs=10, lr=1e-4, lr_min=1e-5, batch_size=32, val_f
     val_idx = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:max(1, int(val_fraction * (labels == c).sum()))]
                               for c in np.unique(labels)])
     fit_idx = np.setdiff1d(np.arange(len(train_set)), val_idx)
-    val_set, _ = eval_set(cfg, "train")
-    val_set.records = [val_set.records[i] for i in val_idx]
+    val_set, _ = eval_set(cfg, "train", keep=val_idx)
     test_set, _ = eval_set(cfg, "test")
     clf = Classifier(encoder, len(classes)).to(device)
     opt = finetune_optimizer(clf, lr, freeze_backbone=freeze_backbone)
@@ -294,7 +296,7 @@ def evaluate(ckpt, tasks, overrides=None, finetune_epochs=10, finetune_lr=1e-4, 
         wa, scores, w = weight_analysis(bank, pretrain.faulty, cfg)
         results["weights"] = wa
         results["soft_targets_same_class"] = soft_target_analysis(bank, pretrain.labels, cfg)
-        classes = eval_set(cfg, "test")[1]
+        classes = manifest.list_split(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None)[1]
         per_class = [float(top1[te["labels"] == c].float().mean()) for c in range(len(classes))]
         results["per_class_R@1"] = dict(zip(classes, per_class))
         plot_analysis(scores, w, pretrain.faulty, cfg, per_class, classes, Path(ckpt).parent)
