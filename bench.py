@@ -1,6 +1,7 @@
 """Throughput benchmarks, one command per figure, each printing a short table.
 
-    python bench.py data  [--root data/synth] [--preset demo]    # decode ms/clip, loader clips/s per worker
+    python bench.py data  [--root data/raw --prepared data/raw_prepared] [--preset ablation]
+                                            # decode ms/clip, loader clips/s per worker, before/after prepare
     python bench.py model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python bench.py step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
 
@@ -12,46 +13,61 @@ update) should cost little.
 import argparse
 import time
 from contextlib import nullcontext
+from pathlib import Path
 
 import torch
 
 import data
 import manifest
+import prepare
 import train
 from memory_bank import MemoryBank
 
 
 def bench_data(args):
+    """Per source: decode time, item time, DataLoader clips/s per worker; and the prepared copy's."""
     cfg = train.parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
-    records, _ = manifest.load_records(cfg.layout, cfg.data, "train")
-    records = records[:args.n]
     spec = train.clip_spec(cfg)
+    roots = [("as they come", args.root)]
+    if args.prepared:
+        if not Path(args.prepared).exists():  # made once, with the preset's frame and sample rates
+            t0 = time.perf_counter()
+            prepare.prepare(_prepare_args(args.root, args.prepared, cfg))
+            print(f"prepare: {time.perf_counter() - t0:.1f}s")
+        roots.append(("prepared", args.prepared))
     torch.set_num_threads(1)
-    rows = []
-    t0 = time.perf_counter()
-    for r in records:
-        data.read_clip(r.path, 0.5, spec, audio_start=0.0)
-    rows.append(("decode one clip (frames + 2 s audio), 1 thread", 1e3 * (time.perf_counter() - t0) / len(records), "ms"))
-    for preload in (False, True):
-        ds = data.AVDataset(records, spec, train=True, preload=preload)
+    print(f"data ({args.preset}): clip {spec.frames}x{spec.size}x{spec.size} at {spec.fps:g} fps, "
+          f"audio {spec.audio_rate} Hz -> {spec.n_mels}x{spec.n_time}, first {args.n} train videos")
+    print(f"  {'source':14s} {'decode ms':>10s} {'item ms':>8s} " + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers)
+          + "   (DataLoader clips/s per worker)")
+    for name, root in roots:
+        records = manifest.load_records(cfg.layout, root, "train")[0][:args.n]
+        t0 = time.perf_counter()
+        for r in records:
+            data.read_clip(r.path, r.duration / 2, spec, audio_start=max(0.0, r.duration / 2 - 0.75))
+        decode = 1e3 * (time.perf_counter() - t0) / len(records)
+        ds = data.AVDataset(records, spec, train=True)
         t0 = time.perf_counter()
         for i in range(len(ds)):
             ds[i]
-        rows.append((f"train item (decode, augment, log-mel), preload={preload}",
-                     1e3 * (time.perf_counter() - t0) / len(ds), "ms"))
-    for workers in args.workers:
-        ds = data.AVDataset(records, spec, train=True)
-        loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=train._worker_init)
-        it = iter(loader)
-        next(it)  # worker start-up is not throughput
-        t0, n = time.perf_counter(), 0
-        for batch in it:
-            n += batch["video"].shape[0]
-        rows.append((f"DataLoader, {workers} workers, from files", n / (time.perf_counter() - t0) / workers, "clips/s per worker"))
-    print(f"data: {len(records)} videos of {args.root}, clip {spec.frames}x{spec.size}x{spec.size}, "
-          f"audio {spec.audio_rate} Hz {spec.n_mels}x{spec.n_time}")
-    for name, value, unit in rows:
-        print(f"  {name:58s} {value:8.1f} {unit}")
+        item = 1e3 * (time.perf_counter() - t0) / len(ds)
+        rates = []
+        for workers in args.workers:
+            loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=train._worker_init,
+                                                 sampler=torch.utils.data.RandomSampler(ds, num_samples=2 * len(ds)))
+            it = iter(loader)
+            next(it)  # worker start-up is not throughput
+            t0, n = time.perf_counter(), 0
+            for batch in it:
+                n += batch["video"].shape[0]
+            rates.append(n / (time.perf_counter() - t0) / workers)
+        print(f"  {name:14s} {decode:10.1f} {item:8.1f} " + " ".join(f"{r:12.1f}" for r in rates))
+
+
+def _prepare_args(src, dst, cfg):
+    p = argparse.ArgumentParser()
+    prepare.add_arguments(p)
+    return p.parse_args([str(src), str(dst), "--fps", str(cfg.fps), "--audio-rate", str(cfg.audio_rate)])
 
 
 def _setup(args, amp, channels_last):
@@ -115,14 +131,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("cmd", choices=["data", "model", "step"])
     p.add_argument("--preset", default=None, help="train.py preset (default: demo for data, ablation otherwise)")
-    p.add_argument("--root", default="data/synth")
+    p.add_argument("--root", default="data/synth", help="dataset as it comes (data)")
+    p.add_argument("--prepared", default="", help="its prepared copy, made with `prepare` if missing (data)")
     p.add_argument("--n", type=int, default=100, help="videos for the data benchmark")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
     p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
     args = p.parse_args(argv)
-    args.preset = args.preset or ("demo" if args.cmd == "data" else "ablation")
+    args.preset = args.preset or "ablation"
     bench_data(args) if args.cmd == "data" else bench_model_and_step(args)
 
 

@@ -7,6 +7,7 @@ is 24 kHz and 128x128). Evaluation item: 10 clips uniformly spaced over the vide
 
     python data.py synth --out data/synth                 # the embedded synthetic dataset (synthetic.py)
     python data.py scan ROOT --out ROOT/manifest.csv      # list usable files, report the others (manifest.py)
+    python data.py prepare SRC DST                        # re-encode once for cheap seeking (prepare.py)
 
 Which files a dataset holds (layouts, manifest) is manifest.py's business; this file turns them into
 items. Faulty positives (Sec. 5.2) are injected with `faulty_fraction`. Tests: tests/test_data.py
@@ -294,13 +295,18 @@ def main(argv=None):
     p.add_argument("--video-only", action="store_true", help="files without audio are usable (evaluation sets)")
     p = sub.add_parser("synth", help="generate the synthetic audio-visual dataset")
     p.add_argument("--out", required=True)
+    import prepare
     import synthetic
     synthetic.add_arguments(p)
+    p = sub.add_parser("prepare", help="re-encode a dataset for training: small, 16 fps, frequent keyframes")
+    prepare.add_arguments(p)
     args = parser.parse_args(argv)
     if args.cmd == "scan":
         rows = manifest.scan(args.root, need_audio=not args.video_only)
         manifest.write_manifest(rows, args.out)
         print(f"{len(rows)} usable videos -> {args.out}")
+    elif args.cmd == "prepare":
+        prepare.prepare(args)
     else:
         synthetic.generate(args)
 

@@ -38,6 +38,7 @@ def add_arguments(p):
     p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with unrelated audio")
     p.add_argument("--size", type=int, default=64, help="frame side in pixels")
     p.add_argument("--fps", type=int, default=24)
+    p.add_argument("--gop", type=int, default=12, help="keyframe interval (x264's own default, 250, is what downloads have)")
     p.add_argument("--audio-rate", type=int, default=22050)
     p.add_argument("--seconds", type=float, nargs=2, default=(3.0, 4.0), help="duration range")
     p.add_argument("--noise", type=float, default=0.3, help="background clutter and audio noise, 0..1")
@@ -126,13 +127,13 @@ def render_audio(p, rate):
     return np.clip(wav, -1, 1).astype(np.float32)
 
 
-def write_mp4(path, frames, wav, fps, rate):
-    """H.264 (keyframe every 12 frames, so seeking is cheap) + AAC in an .mp4. Either may be None."""
+def write_mp4(path, frames, wav, fps, rate, gop=12):
+    """H.264 (keyframe every `gop` frames: 12 keeps seeking cheap) + AAC in an .mp4. Either may be None."""
     with av.open(str(path), "w") as c:
         if frames is not None:
             vs = c.add_stream("libx264", rate=fps, options={"preset": "ultrafast", "bf": "0"})
             vs.width, vs.height, vs.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-            vs.codec_context.gop_size = 12
+            vs.codec_context.gop_size = gop
         if wav is not None:
             aus = c.add_stream("aac", rate=rate)
             aus.layout = "mono"
@@ -160,10 +161,10 @@ def _video_params(rng, c, seconds, noise):
 
 
 def _make_one(job):
-    path, p, size, fps, rate, unrelated = job
+    path, p, size, fps, rate, unrelated, gop = job
     frames = render_video(p, size, fps) if p["shape"] is not None else None
     wav = render_audio({**p, "timbre": None} if unrelated else p, rate)
-    write_mp4(path, frames, wav, fps, rate)
+    write_mp4(path, frames, wav, fps, rate, gop)
 
 
 def generate(args):
@@ -182,14 +183,14 @@ def generate(args):
                 rel = f"{name}/{split}_{k:03d}.mp4"
                 p = _video_params(rng, c, args.seconds, args.noise)
                 unrelated = split == "train" and rng.uniform() < args.faulty
-                jobs.append((out / rel, p, args.size, args.fps, args.audio_rate, unrelated))
+                jobs.append((out / rel, p, args.size, args.fps, args.audio_rate, unrelated, args.gop))
                 splits[split].append(rel)
                 truth.append({"path": rel, "label": c, "class": name, "split": split, "faulty_audio": int(unrelated),
                               "motion_hz": f"{p['freq']:.3f}", "pitch_hz": f"{p['pitch']:.1f}"})
     (out / "_pool").mkdir(parents=True, exist_ok=True)
     for k in range(args.pool):  # audio that belongs to no class, for injected faulty positives
         p = {**_video_params(rng, 0, (4.0, 6.0), args.noise), "shape": None}
-        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, args.size, args.fps, args.audio_rate, True))
+        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, args.size, args.fps, args.audio_rate, True, args.gop))
     with Pool(args.workers) as pool:
         pool.map(_make_one, jobs, chunksize=8)
     for split, rels in splits.items():

@@ -1,0 +1,90 @@
+"""prepare.py: the re-encoded copy keeps frames, audio alignment, layout and labels."""
+import argparse
+
+import av
+import numpy as np
+import pytest
+
+import data
+import manifest
+import prepare
+import synthetic
+from test_data import RATE, clicks, counter_frames
+
+
+def _args(src, dst, **kw):
+    p = argparse.ArgumentParser()
+    prepare.add_arguments(p)
+    return p.parse_args([str(src), str(dst), "--workers", "1", *sum(([f"--{k.replace('_', '-')}", str(v)] for k, v in kw.items()), [])])
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    src = tmp_path_factory.mktemp("raw")
+    for cls in ("a", "b"):
+        (src / cls).mkdir()
+    # 25 fps with x264's default keyframe interval, as downloads come; 10 fps repeats frames
+    synthetic.write_mp4(src / "a" / "c25.mp4", counter_frames(3.0, 25, size=48), clicks(3.0, (0.5, 1.5, 2.5)), 25, RATE, gop=250)
+    synthetic.write_mp4(src / "b" / "c10.mp4", counter_frames(3.0, 10, size=48), clicks(3.0, (1.0,)), 10, RATE)
+    (src / "_pool").mkdir()
+    synthetic.write_mp4(src / "_pool" / "noise.mp4", None, clicks(4.0, (3.0,)), 25, RATE)
+    (src / "b" / "broken.mp4").write_bytes(np.random.default_rng(0).bytes(3000))
+    (src / "train.txt").write_text("a/c25.mp4\nb/c10.mp4\n")
+    dst = src.parent / "prepared"
+    prepare.prepare(_args(src, dst, short_side=32, gop=8))
+    return src, dst
+
+
+def test_streams_are_what_training_reads(prepared):
+    _, dst = prepared
+    with av.open(str(dst / "a" / "c25.mp4")) as c:
+        v, a = c.streams.video[0], c.streams.audio[0]
+        assert (v.codec_context.width, v.codec_context.height) == (32, 32)
+        assert v.average_rate == 16 and v.frames == 48  # 3 s at 16 fps
+        assert a.codec_context.name == "pcm_s16le" and a.rate == 11025 and a.channels == 1
+        keyframes = [p.pts for p in c.demux(v) if p.is_keyframe]
+    assert len(keyframes) == 6  # every 8 frames
+    with av.open(str(dst / "_pool" / "noise.mp4")) as c:
+        assert not c.streams.video and c.streams.audio[0].rate == 11025
+
+
+@pytest.mark.parametrize("name,start", [("a/c25.mp4", 0.4), ("a/c25.mp4", 1.73), ("b/c10.mp4", 2.0)])
+def test_frames_keep_the_source_clock(prepared, name, start):
+    _, dst = prepared
+    fps = 25 if name.startswith("a") else 10
+    with av.open(str(dst / name)) as c:
+        frames = data.decode_frames(c, start, 8, 16)
+    # prepared frame j (time j/16) shows the source frame on screen then; a clip picks frames by time
+    expected = [3 * int(np.floor(np.floor((start + k / 16) * 16 + 1e-6) / 16 * fps + 1e-6)) for k in range(8)]
+    got = frames[:, 16, 16, 0].int().tolist()
+    assert np.abs(np.array(got) - expected).max() <= 3, (got, expected)  # H.264 rounding only
+
+
+@pytest.mark.parametrize("start", [0.0, 1.3, 2.0])
+def test_audio_stays_aligned(prepared, start):
+    _, dst = prepared
+    with av.open(str(dst / "a" / "c25.mp4")) as c:
+        wav = data.decode_audio(c, start, 1.0, 11025).numpy()
+    first = np.argmax(np.abs(wav) > 0.1) / 11025 + start
+    assert abs(first - min(s for s in (0.5, 1.5, 2.5) if s >= start)) < 0.005
+    with av.open(str(dst / "_pool" / "noise.mp4")) as c:
+        wav = data.decode_audio(c, 2.5, 1.0, 11025).numpy()
+    assert abs(np.argmax(np.abs(wav) > 0.1) / 11025 + 2.5 - 3.0) < 0.005
+
+
+def test_layout_labels_and_bad_files(prepared, capsys):
+    src, dst = prepared
+    assert (dst / "train.txt").read_text() == (src / "train.txt").read_text()
+    records, classes = manifest.load_records("folder", dst, "train")
+    assert classes == ["a", "b"] and [r.label for r in records] == [0, 1]
+    assert not (dst / "b" / "broken.mp4").exists()
+    mtime = (dst / "a" / "c25.mp4").stat().st_mtime_ns
+    prepare.prepare(_args(src, dst, short_side=32, gop=8))  # rerun: done files are skipped
+    assert (dst / "a" / "c25.mp4").stat().st_mtime_ns == mtime
+    err = capsys.readouterr().err
+    assert "left out" in err and "broken.mp4" in err
+
+
+def test_refuses_to_overwrite_the_source(tmp_path):
+    with pytest.raises(ValueError, match="must differ"):
+        prepare.prepare(_args(tmp_path, tmp_path))
