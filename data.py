@@ -1,9 +1,10 @@
-"""Audio-visual clips from video files: decoding, augmentation, the dataset (paper Sec. 5.1-5.2).
+"""Audio-visual clips from video files: decoding, cutting, the dataset (paper Sec. 5.1-5.2).
 
-Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same crop, flip,
-colour jitter, greyscale and blur on every frame, and the 2 s mono audio window around the clip as
-a log-mel spectrogram (11025 Hz, 50 ms windows, 25 ms hop, 80 bands -> 1x80x80; the Sec. 6 setting
-is 24 kHz and 128x128). Evaluation item: 10 clips uniformly spaced over the video, centre crop.
+Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same multi-scale
+crop and flip on every frame (uint8), and the 2 s mono audio window around the clip (11025 Hz; 24 kHz
+in Sec. 6) with its volume changed by up to 20%. Evaluation item: 10 clips uniformly spaced over
+the video, centre crop. DataLoader workers do only this; colour jitter, greyscale, blur,
+normalisation and the log-mel spectrogram run on the device in batches (augment.py).
 
     python data.py synth --out data/synth                 # the embedded synthetic dataset (synthetic.py)
     python data.py scan ROOT --out ROOT/manifest.csv      # list usable files, report the others (manifest.py)
@@ -19,8 +20,6 @@ from dataclasses import dataclass
 import av
 import numpy as np
 import torch
-import torch.nn as nn
-import torchaudio
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
@@ -82,12 +81,17 @@ def decode_audio(container, start, seconds, rate):
     stream = container.streams.audio[0]
     container.seek(max(0, int(start / stream.time_base)), stream=stream, backward=True)
     resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+    # prepared files (prepare.py) hold exactly this: 16-bit mono at `rate`, no resampling needed
+    direct = stream.codec_context.name == "pcm_s16le" and stream.rate == rate and stream.channels == 1
     n = int(round(seconds * rate))
     chunks, t0, have = [], None, 0
     for frame in container.decode(stream):
         if t0 is None:
             t0 = frame.time if frame.time is not None else 0.0
-        new = [f.to_ndarray()[0] for f in resampler.resample(frame)]
+        if direct:
+            new = [frame.to_ndarray()[0].astype(np.float32) / 32768]
+        else:
+            new = [f.to_ndarray()[0] for f in resampler.resample(frame)]
         chunks += new
         have += sum(len(c) for c in new)
         if t0 + have / rate >= start + seconds:
@@ -114,33 +118,16 @@ def read_clip(path, start, spec, audio_path=None, audio_start=None):
         return frames, decode_audio(container, audio_start, spec.audio_seconds, spec.audio_rate)
 
 
-class LogMel(nn.Module):
-    """Waveform (..., n) -> log-mel spectrogram (..., 1, n_mels, n_time). The hop is set so that the
-    2 s window gives n_time steps (25 ms at 11025 Hz, as in the paper); windows are twice the hop."""
-
-    def __init__(self, spec):
-        super().__init__()
-        hop = int(round(spec.audio_seconds * spec.audio_rate / spec.n_time))
-        self.n_time = spec.n_time
-        self.mel = torchaudio.transforms.MelSpectrogram(
-            sample_rate=spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels)
-
-    def forward(self, wav):
-        spec = torch.log(self.mel(wav) + 1e-6)[..., :self.n_time]  # (..., n_mels, n_time)
-        return spec.unsqueeze(-3)  # (..., 1, n_mels, n_time)
-
-
 def video_transform(size, train):
-    """(T, H, W, 3) uint8 -> (3, T, size, size) float. Wrapping the clip as a tv_tensors.Video makes
-    transforms.v2 draw one set of parameters for all its frames."""
-    norm = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.45, 0.45, 0.45], [0.225, 0.225, 0.225])]
+    """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
+    shrinks the clip before it leaves the worker (augment.py does colour, blur, normalisation on the
+    device). Wrapping the clip as a tv_tensors.Video makes transforms.v2 draw one set of parameters
+    for all its frames."""
     if train:  # crops keep >= 0.4 of the area, as AVID's multi-scale crop keeps >= 0.66 of the side
-        ops = [v2.RandomResizedCrop(size, scale=(0.4, 1.0), antialias=True), v2.RandomHorizontalFlip(),
-               v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), v2.RandomGrayscale(p=0.2),
-               v2.RandomApply([v2.GaussianBlur(5, sigma=(0.1, 2.0))], p=0.5)]
+        ops = [v2.RandomResizedCrop(size, scale=(0.4, 1.0), antialias=True), v2.RandomHorizontalFlip()]
     else:
         ops = [v2.Resize(size, antialias=True), v2.CenterCrop(size)]
-    pipeline = v2.Compose(ops + norm)
+    pipeline = v2.Compose(ops)
 
     def apply(frames):
         video = tv_tensors.Video(frames.permute(0, 3, 1, 2))  # (T, 3, H, W)
@@ -151,8 +138,9 @@ def video_transform(size, train):
 # ----------------------------------------------------------------------------- dataset
 
 class AVDataset(torch.utils.data.Dataset):
-    """Items are dicts: video (3, T, H, W) (eval: (clips, 3, T, H, W)), audio (1, n_mels, n_time)
-    (eval: (clips, ...); absent without audio), index (the memory-bank slot), label, faulty.
+    """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform
+    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty. The
+    rest of the augmentation and the spectrogram are done on whole batches by augment.ClipAugment.
 
     faulty_fraction p replaces the audio of a fixed, seeded p-share of the instances by audio from
     `pool` (files outside the training set), as the paper does to inject faulty positives (Sec. 5.2).
@@ -170,7 +158,6 @@ class AVDataset(torch.utils.data.Dataset):
         self.records, self.train, self.num_clips = list(records), train, num_clips
         self.spec = spec if audio else ClipSpec(**{**spec.__dict__, "audio_seconds": 0.0})
         self.transform = video_transform(spec.size, train)
-        self.logmel = LogMel(spec) if audio and spec.audio_seconds else None
         self.max_bad_fraction, self.bad = max_bad_fraction, {}
         n = len(self.records)
         injected = torch.zeros(n, dtype=torch.bool)
@@ -234,12 +221,12 @@ class AVDataset(torch.utils.data.Dataset):
             frames, wav = self.read(rec.path, start, audio_path, audio_start)
             if wav is not None and self.train:
                 wav = wav * float(0.8 + 0.4 * torch.rand(()))  # volume x U(0.8, 1.2)
-            clips.append((self.transform(frames), None if wav is None else self.logmel(wav)))
+            clips.append((self.transform(frames), wav))
         video = torch.stack([c[0] for c in clips])  # (clips, 3, T, H, W)
         item = {"video": video[0] if self.train else video, "index": i, "label": rec.label,
                 "faulty": bool(self.faulty[i])}
         if clips[0][1] is not None:
-            audio = torch.stack([c[1] for c in clips])  # (clips, 1, n_mels, n_time)
+            audio = torch.stack([c[1] for c in clips])  # (clips, n) waveforms
             item["audio"] = audio[0] if self.train else audio
         return item
 

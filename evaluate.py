@@ -25,6 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import augment
 import data
 import manifest
 import train
@@ -73,7 +74,7 @@ def extract_features(encoder, dataset, device, batch_size=8, workers=2):
     encoder.eval().to(device)
     fmaps, pooled, labels = [], [], []
     for batch in loader(dataset, batch_size, workers):
-        x = batch["video"].to(device)           # (B, clips, 3, T, H, W)
+        x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
         B, C = x.shape[:2]
         fm = encoder.feature_map(x.flatten(0, 1)).float()  # (B*clips, 512, t, h, w)
         fmaps.append(F.adaptive_avg_pool3d(fm, (1, 4, 4)).flatten(1).view(B, C, -1).mean(1).cpu())  # (B, 512*16)
@@ -176,7 +177,7 @@ def video_accuracy(clf, dataset, device, workers=2):
     clf.eval()
     correct = total = 0
     for batch in loader(dataset, 8, workers):
-        x = batch["video"].to(device)  # (B, clips, 3, T, H, W)
+        x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
         probs = clf(x.flatten(0, 1)).softmax(1).view(x.shape[0], x.shape[1], -1).mean(1)  # (B, classes)
         correct += int((probs.argmax(1).cpu() == batch["label"]).sum())
         total += x.shape[0]
@@ -197,6 +198,7 @@ def finetune(encoder, cfg, epochs=10, lr=1e-4, lr_min=1e-5, batch_size=32, val_f
     test_set, _ = eval_set(cfg, "test")
     clf = Classifier(encoder, len(classes)).to(device)
     opt = finetune_optimizer(clf, lr, freeze_backbone=freeze_backbone)
+    aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
     fit = loader(torch.utils.data.Subset(train_set, fit_idx), batch_size, workers, shuffle=True, seed=seed)
     steps, best = epochs * len(fit), (-1.0, None)
     for epoch in range(epochs):
@@ -205,7 +207,8 @@ def finetune(encoder, cfg, epochs=10, lr=1e-4, lr_min=1e-5, batch_size=32, val_f
             scale = lr_min / lr + (1 - lr_min / lr) * 0.5 * (1 + math.cos(math.pi * (epoch * len(fit) + i) / steps))
             for g in opt.param_groups:
                 g["lr"] = g["initial_lr"] * scale
-            finetune_step(clf, opt, batch["video"].to(device), batch["label"].to(device), freeze_backbone)
+            video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
+            finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone)
         val = video_accuracy(clf, val_set, device, workers)
         if val > best[0]:
             best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})

@@ -115,28 +115,30 @@ def reencode(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio
             for frame in inp.decode(vin):
                 t = frame.time if frame.time is not None else 0.0
                 while prev is not None and k / fps < t - 1e-6:  # frame k shows what was on screen at k/fps
-                    sent = _emit(out, vs, aus, prev, k, fps, wav, sent, audio_rate)
+                    sent = _emit(out, vs, aus, prev, k, fps, wav, sent, audio_rate, gop)
                     k += 1
                 if prev is None:
                     while k / fps < t - 1e-6:  # the source starts late: its first frame fills in
-                        sent = _emit(out, vs, aus, frame, k, fps, wav, sent, audio_rate)
+                        sent = _emit(out, vs, aus, frame, k, fps, wav, sent, audio_rate, gop)
                         k += 1
                 prev = frame
             if prev is None:
                 raise RuntimeError("no video frame decoded")
             if k == 0:  # a single-frame source still gives one frame
-                sent = _emit(out, vs, aus, prev, k, fps, wav, sent, audio_rate)
+                sent = _emit(out, vs, aus, prev, k, fps, wav, sent, audio_rate, gop)
             out.mux(vs.encode())
         if aus is not None:
             _mux_audio(out, aus, wav, sent, len(wav))
             out.mux(aus.encode())
 
 
-def _emit(out, vs, aus, frame, k, fps, wav, sent, rate):
+def _emit(out, vs, aus, frame, k, fps, wav, sent, rate, every):
+    """Encode frame k; every `every` frames, the audio up to the same time. Audio packets of about a
+    second each: a 2 s window is then a few packets to decode, not one per video frame."""
     img = frame.reformat(width=vs.width, height=vs.height, format="yuv420p")
     img.pts, img.time_base = k, Fraction(1, int(fps))
     out.mux(vs.encode(img))
-    if aus is None:
+    if aus is None or (k + 1) % every:
         return sent
     upto = min(len(wav), int(round((k + 1) / fps * rate)))
     return _mux_audio(out, aus, wav, sent, upto)

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 import data
 import manifest
+from augment import ClipAugment
 from losses import robust_loss, sample_weights, soft_targets, soft_xid_loss, xid_loss
 from memory_bank import MemoryBank
 from model import AVModel
@@ -250,6 +251,7 @@ def main(cfg):
         raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")
 
     model = build_model(cfg).to(device)
+    augment = ClipAugment(dataset.spec, train=True).to(device)
     bank = MemoryBank(len(dataset), momentum=cfg.momentum, seed=cfg.seed).to(device)
     labels = dataset.labels.to(device) if cfg.soft_targets == "oracle" else None
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
@@ -294,8 +296,10 @@ def main(cfg):
             step = epoch * steps_per_epoch + i
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, cfg, steps_per_epoch)
-            video = batch["video"].to(device, non_blocking=True).to(memory_format=video_format)
-            audio = batch["audio"].to(device, non_blocking=True)
+            # workers send uint8 crops and waveforms; colour, blur and spectrograms are done here, batched
+            video, audio = augment(batch["video"].to(device, non_blocking=True),
+                                   batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
+            video = video.to(memory_format=video_format)
             idx = batch["index"].to(device, non_blocking=True)
             with autocast:
                 v, a = model(video, audio)  # (B, 128) each

@@ -79,17 +79,10 @@ def test_augmentation_uses_one_set_of_parameters_for_all_frames():
     transform = data.video_transform(32, train=True)
     for _ in range(10):
         out = transform(still)
-        assert out.shape == (3, 8, 32, 32)
+        assert out.shape == (3, 8, 32, 32) and out.dtype == torch.uint8  # workers send small uint8 crops
         assert torch.equal(out[:, :1].expand_as(out), out)  # identical input frames stay identical
     a, b = transform(still), transform(still)
     assert not torch.equal(a, b)  # but the parameters do change between clips
-
-
-@pytest.mark.parametrize("spec,shape", [(data.ClipSpec(), (1, 80, 80)), (data.SOTA_CLIP, (1, 128, 128))])
-def test_spectrogram_shapes_for_both_paper_settings(spec, shape):
-    wav = torch.randn(int(spec.audio_seconds * spec.audio_rate))
-    assert data.LogMel(spec)(wav).shape == shape
-    assert data.LogMel(spec)(wav[None].repeat(3, 1)).shape == (3,) + shape
 
 
 def _tree(root, rels, src):
@@ -158,8 +151,8 @@ def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     i_fake, i_real = int(a.injected.nonzero()[0]), int((~a.injected).nonzero()[0])
     fake, real = a[i_fake], a[i_real]
     assert fake["faulty"] and not real["faulty"] and fake["index"] == i_fake
-    assert fake["audio"].shape == real["audio"].shape == (1, 80, 80)
-    assert fake["audio"].max() < -10 < real["audio"].max()  # log(1e-6) = -13.8 for the silent pool
+    assert fake["audio"].shape == real["audio"].shape == (22050,)  # 2 s waveforms; spectrograms come later
+    assert fake["audio"].abs().max() == 0 and real["audio"].abs().max() > 0.1  # the silent pool vs clicks
     with pytest.raises(ValueError, match="pool"):
         data.AVDataset(recs, faulty_fraction=0.3)
 

@@ -67,6 +67,7 @@ def test_audio_stays_aligned(prepared, start):
         wav = data.decode_audio(c, start, 1.0, 11025).numpy()
     first = np.argmax(np.abs(wav) > 0.1) / 11025 + start
     assert abs(first - min(s for s in (0.5, 1.5, 2.5) if s >= start)) < 0.005
+    assert abs(np.abs(wav).max() - 0.5) < 0.02  # 16-bit PCM read back at the clicks' amplitude
     with av.open(str(dst / "_pool" / "noise.mp4")) as c:
         wav = data.decode_audio(c, 2.5, 1.0, 11025).numpy()
     assert abs(np.argmax(np.abs(wav) > 0.1) / 11025 + 2.5 - 3.0) < 0.005

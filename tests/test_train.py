@@ -5,7 +5,7 @@ import signal
 import subprocess
 import sys
 import time
-from argparse import Namespace
+from argparse import ArgumentParser
 from pathlib import Path
 
 import pytest
@@ -22,9 +22,11 @@ TINY = ["--frames", "4", "--size", "32", "--n-mels", "40", "--n-time", "40", "--
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    args = dict(out=str(out), classes=2, train_per_class=8, test_per_class=2, pool=4, faulty=0.25, size=32,
-                fps=24, audio_rate=22050, seconds=(2.2, 2.6), noise=0.5, seed=0, workers=2)
-    synthetic.generate(Namespace(**args))
+    p = ArgumentParser()
+    synthetic.add_arguments(p)
+    p.add_argument("--out")
+    synthetic.generate(p.parse_args(["--out", str(out), "--classes", "2", "--train-per-class", "8", "--test-per-class", "2", "--pool", "4",
+                                     "--faulty", "0.25", "--size", "32", "--seconds", "2.2", "2.6", "--noise", "0.5"]))
     return out
 
 

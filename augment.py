@@ -1,0 +1,139 @@
+"""The device half of the input pipeline: augmentation and spectrograms of whole batches (Sec. 5.1).
+
+DataLoader workers only decode and cut (data.py): uint8 frames after the multi-scale crop and the
+flip, and the raw waveform after the volume change. The rest runs here, on the GPU when there is
+one, on the whole batch at once: colour jitter (brightness, contrast, saturation 0.4, hue 0.1,
+p=0.8), greyscale (p=0.2), Gaussian blur (5x5, sigma in [0.1, 2], p=0.5), normalisation, and the
+log-mel spectrogram (50 ms windows, 25 ms hop, 80 bands at 11025 Hz: 1x80x80; 128x128 in Sec. 6).
+These are SimCLR's augmentations, as the paper uses; like its video clips they draw one set of
+parameters per clip and apply it to every frame.
+
+Why by hand: torchvision's functional ops take one factor per call, so a batch with a factor per
+clip would need a call per clip (hundreds of small kernels per step). Brightness, contrast,
+saturation, hue, greyscale and blur below equal torchvision's functional ops for the same factors
+(tests/test_augment.py). Unlike torchvision's ColorJitter the four colour changes are applied in a
+fixed order.
+
+    used by train.py and evaluate.py; tests: python -m pytest tests/test_augment.py
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchaudio
+
+MEAN, STD = 0.45, 0.225  # per channel, as AVID normalises
+GREY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
+
+
+class LogMel(nn.Module):
+    """Waveform (..., n) -> log-mel spectrogram (..., 1, n_mels, n_time). The hop is set so that the
+    2 s window gives n_time steps (25 ms at 11025 Hz, as in the paper); windows are twice the hop."""
+
+    def __init__(self, spec):
+        super().__init__()
+        hop = int(round(spec.audio_seconds * spec.audio_rate / spec.n_time))
+        self.n_time = spec.n_time
+        self.mel = torchaudio.transforms.MelSpectrogram(
+            sample_rate=spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels)
+
+    def forward(self, wav):
+        spec = torch.log(self.mel(wav.float()) + 1e-6)[..., :self.n_time]  # (..., n_mels, n_time)
+        return spec.unsqueeze(-3)  # (..., 1, n_mels, n_time)
+
+
+class ClipAugment(nn.Module):
+    """(video uint8 (B, [clips,] 3, T, H, W), waveform (B, [clips,] n) or None) ->
+    (video float normalised, same shape; log-mel (B, [clips,] 1, n_mels, n_time) or None).
+    train=False only converts and normalises (evaluation clips)."""
+
+    def __init__(self, spec, train=True, jitter=(0.4, 0.4, 0.4, 0.1), p_jitter=0.8, p_grey=0.2, p_blur=0.5,
+                 sigma=(0.1, 2.0)):
+        super().__init__()
+        self.train_mode, self.jitter, self.sigma = train, jitter, sigma
+        self.p_jitter, self.p_grey, self.p_blur = p_jitter, p_grey, p_blur
+        self.logmel = LogMel(spec) if spec.audio_seconds else None
+
+    @torch.no_grad()
+    def forward(self, video, wav=None):
+        lead = video.shape[:-4]  # (B,) or (B, clips)
+        x = video.reshape(-1, *video.shape[-4:]).float() / 255  # x: (N, 3, T, H, W) in [0, 1]
+        if self.train_mode:
+            x = self.augment(x)
+        x = normalise(x).reshape(*lead, *x.shape[1:])  # (B, [clips,] 3, T, H, W)
+        audio = None if wav is None or self.logmel is None else self.logmel(wav)
+        return x, audio
+
+    def augment(self, x):
+        """x: (N, 3, T, H, W) in [0, 1]; one random draw per clip."""
+        n, dev = x.shape[0], x.device
+        b, c, s, h = self.jitter
+
+        def uniform(lo, hi):
+            return torch.empty(n, device=dev).uniform_(lo, hi)
+
+        def chance(p):
+            return torch.rand(n, device=dev) < p
+
+        on = chance(self.p_jitter)  # (N,) clips that get colour jitter; the others get factor 1 / shift 0
+        x = brightness(x, torch.where(on, uniform(1 - b, 1 + b), 1.0))
+        x = contrast(x, torch.where(on, uniform(1 - c, 1 + c), 1.0))
+        x = saturation(x, torch.where(on, uniform(1 - s, 1 + s), 1.0))
+        x = hue(x, torch.where(on, uniform(-h, h), 0.0))
+        x = torch.where(_bcast(chance(self.p_grey)), grey(x).expand_as(x), x)
+        x = torch.where(_bcast(chance(self.p_blur)), blur(x, uniform(*self.sigma)), x)
+        return x
+
+
+def normalise(x):
+    """Frames in [0, 1] (float) or 0..255 (uint8) -> normalised float, any shape."""
+    x = x.float() / 255 if x.dtype == torch.uint8 else x
+    return (x - MEAN) / STD
+
+
+def _bcast(t):
+    return t.view(-1, 1, 1, 1, 1)  # (N,) -> (N, 1, 1, 1, 1)
+
+
+def grey(x):
+    """(N, 3, T, H, W) -> (N, 1, T, H, W), torchvision's luma weights."""
+    w = x.new_tensor(GREY).view(1, 3, 1, 1, 1)
+    return (x * w).sum(1, keepdim=True)
+
+
+def brightness(x, f):
+    return (x * _bcast(f)).clamp(0, 1)
+
+
+def contrast(x, f):
+    """Blend with the mean grey level of each frame, as torchvision does per image."""
+    m = grey(x).mean(dim=(1, 3, 4), keepdim=True)  # (N, 1, T, 1, 1)
+    return (_bcast(f) * x + (1 - _bcast(f)) * m).clamp(0, 1)
+
+
+def saturation(x, f):
+    return (_bcast(f) * x + (1 - _bcast(f)) * grey(x)).clamp(0, 1)
+
+
+def hue(x, shift):
+    """Shift the HSV hue of each clip by `shift` (in turns), as torchvision's adjust_hue."""
+    r, g, b = x.unbind(1)  # (N, T, H, W) each
+    v, _ = x.max(1)
+    cr = v - x.min(1)[0]  # chroma
+    s = cr / torch.where(v > 0, v, 1.0)
+    d = torch.where(cr > 0, cr, 1.0)
+    h = torch.where(v == r, (g - b) / d, torch.where(v == g, 2 + (b - r) / d, 4 + (r - g) / d)) / 6  # (N, T, H, W)
+    h = (h + shift.view(-1, 1, 1, 1)) % 1.0
+    k = (torch.tensor([5.0, 3.0, 1.0], device=x.device).view(1, 3, 1, 1, 1) + 6 * h[:, None]) % 6  # (N, 3, T, H, W)
+    return v[:, None] - (v * s)[:, None] * (torch.minimum(k, 4 - k)).clamp(0, 1)  # (N, 3, T, H, W)
+
+
+def blur(x, sigma, k=5):
+    """Separable k x k Gaussian blur with one sigma per clip, reflect padding (torchvision's)."""
+    n, ch, t, h, w = x.shape
+    r = torch.arange(k, device=x.device, dtype=x.dtype) - (k - 1) / 2  # (k,)
+    g = torch.exp(-0.5 * (r / sigma.to(x.dtype)[:, None]) ** 2)  # (N, k)
+    g = (g / g.sum(1, keepdim=True)).repeat_interleave(ch * t, dim=0)  # (N*3*T, k)
+    y = F.pad(x.reshape(1, n * ch * t, h, w), (k // 2,) * 4, mode="reflect")  # (1, N*3*T, H+k-1, W+k-1)
+    y = F.conv2d(y, g.view(-1, 1, 1, k), groups=n * ch * t)  # along W
+    y = F.conv2d(y, g.view(-1, 1, k, 1), groups=n * ch * t)  # along H
+    return y.view(n, ch, t, h, w)

@@ -1,0 +1,71 @@
+"""augment.py: batched per-clip augmentations equal torchvision's ops; one draw per clip."""
+import pytest
+import torch
+import torchvision.transforms.v2.functional as TF
+
+import augment
+import data
+
+
+def clips(n=3, t=4, size=24):
+    return torch.rand(n, 3, t, size, size)  # (N, 3, T, H, W) in [0, 1]
+
+
+def per_frame(op, x, factor):
+    """torchvision's op on every frame of clip 0: (3, T, H, W) -> same."""
+    return torch.stack([op(x[0, :, j], factor) for j in range(x.shape[2])], dim=1)
+
+
+@pytest.mark.parametrize("name,op", [("brightness", TF.adjust_brightness), ("contrast", TF.adjust_contrast),
+                                     ("saturation", TF.adjust_saturation)])
+def test_colour_ops_equal_torchvision(name, op):
+    x = clips()
+    f = torch.tensor([1.3, 0.7, 1.0])
+    out = getattr(augment, name)(x, f)
+    torch.testing.assert_close(out[0], per_frame(op, x, 1.3), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[2], x[2].clamp(0, 1), atol=1e-6, rtol=0)  # factor 1 is the identity
+
+
+def test_grey_and_blur_equal_torchvision():
+    x = clips()
+    ref = torch.stack([TF.rgb_to_grayscale(x[1, :, j]) for j in range(x.shape[2])], dim=1)
+    torch.testing.assert_close(augment.grey(x)[1], ref, atol=1e-5, rtol=0)
+    sigma = torch.tensor([0.5, 1.7, 0.1])
+    out = augment.blur(x, sigma)
+    for i in range(3):
+        ref = torch.stack([TF.gaussian_blur(x[i, :, j], [5, 5], [float(sigma[i])] * 2) for j in range(x.shape[2])], dim=1)
+        torch.testing.assert_close(out[i], ref, atol=1e-5, rtol=0)
+
+
+def test_hue_shift_equals_torchvision():
+    x = clips()
+    x[0, :, 0, :4] = torch.tensor([0.2, 0.2, 0.2]).view(3, 1, 1)  # grey pixels: no hue to shift
+    out = augment.hue(x, torch.tensor([0.1, 0.0, -0.45]))
+    torch.testing.assert_close(out[0], per_frame(TF.adjust_hue, x, 0.1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[1], x[1], atol=1e-5, rtol=0)
+    torch.testing.assert_close(out[2], torch.stack([TF.adjust_hue(x[2, :, j], -0.45) for j in range(4)], 1), atol=1e-5, rtol=0)
+
+
+def test_one_draw_per_clip_shared_by_its_frames():
+    torch.manual_seed(0)
+    still = torch.randint(0, 256, (1, 3, 1, 16, 16), dtype=torch.uint8).expand(16, 3, 8, 16, 16)  # 16 copies
+    spec = data.ClipSpec(audio_seconds=0.0)
+    out, audio = augment.ClipAugment(spec, p_jitter=1.0, p_grey=0.5, p_blur=0.5)(still)
+    assert out.shape == (16, 3, 8, 16, 16) and audio is None
+    assert torch.allclose(out, out[:, :, :1].expand_as(out), atol=1e-5)  # every frame of a clip alike
+    assert len({round(float(c.sum()), 2) for c in out}) == 16  # clips differ from each other
+
+
+def test_eval_mode_only_normalises_and_keeps_the_clip_axis():
+    spec = data.ClipSpec(n_mels=40, n_time=40)
+    video = torch.randint(0, 256, (2, 10, 3, 8, 16, 16), dtype=torch.uint8)  # (B, clips, 3, T, H, W)
+    out, audio = augment.ClipAugment(spec, train=False)(video, torch.randn(2, 10, 22050))
+    torch.testing.assert_close(out, (video.float() / 255 - 0.45) / 0.225)
+    assert audio.shape == (2, 10, 1, 40, 40)
+
+
+@pytest.mark.parametrize("spec,shape", [(data.ClipSpec(), (1, 80, 80)), (data.SOTA_CLIP, (1, 128, 128))])
+def test_spectrogram_shapes_for_both_paper_settings(spec, shape):
+    wav = torch.randn(int(spec.audio_seconds * spec.audio_rate))
+    assert augment.LogMel(spec)(wav).shape == shape
+    assert augment.LogMel(spec)(wav[None].repeat(3, 1)).shape == (3,) + shape
