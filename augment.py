@@ -116,15 +116,14 @@ def saturation(x, f):
 
 def hue(x, shift):
     """Shift the HSV hue of each clip by `shift` (in turns), as torchvision's adjust_hue."""
-    r, g, b = x.unbind(1)  # (N, T, H, W) each
-    v, _ = x.max(1)
-    cr = v - x.min(1)[0]  # chroma
-    s = cr / torch.where(v > 0, v, 1.0)
-    d = torch.where(cr > 0, cr, 1.0)
-    h = torch.where(v == r, (g - b) / d, torch.where(v == g, 2 + (b - r) / d, 4 + (r - g) / d)) / 6  # (N, T, H, W)
-    h = (h + shift.view(-1, 1, 1, 1)) % 1.0
-    k = (torch.tensor([5.0, 3.0, 1.0], device=x.device).view(1, 3, 1, 1, 1) + 6 * h[:, None]) % 6  # (N, 3, T, H, W)
-    return v[:, None] - (v * s)[:, None] * (torch.minimum(k, 4 - k)).clamp(0, 1)  # (N, 3, T, H, W)
+    v, imax = x.max(1)  # value and which channel holds it: (N, T, H, W) each
+    cr = v - x.min(1).values  # chroma, = v * saturation
+    r, g, b = x.unbind(1)
+    num = torch.where(imax == 0, g - b, torch.where(imax == 1, b - r, r - g))
+    h = (num / torch.where(cr > 0, cr, 1.0) + 2 * imax) / 6 + shift.view(-1, 1, 1, 1)  # hue in turns
+    h6 = torch.remainder(h, 1.0).mul_(6)
+    k = torch.stack([h6 + 5, h6 + 3, h6 + 1], 1).remainder_(6)  # (N, 3, T, H, W), the HSV -> RGB sectors
+    return v[:, None] - cr[:, None] * torch.minimum(k, 4 - k).clamp_(0, 1)  # (N, 3, T, H, W)
 
 
 def blur(x, sigma, k=5):

@@ -4,11 +4,14 @@
                                             # decode ms/clip, loader clips/s per worker, before/after prepare
     python bench.py model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python bench.py step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
+    python bench.py eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
-on a CPU); `--steps` and `--batch` keep CPU runs short. The step/model ratio is the figure that
-matters: everything but the encoders (bank sampling, targets, soft targets, weights, loss, bank
-update) should cost little.
+on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
+counter, forward + backward), clips/s, achieved TFLOP/s and peak memory; `step` adds train.train_step,
+the function the training loop calls, on device-resident batches. The step/model ratio is the
+figure that matters: everything but the encoders (augmentation, spectrograms, bank sampling,
+targets, soft targets, weights, loss, bank update) should cost little. Figures: BENCHMARKS.md.
 """
 import argparse
 import time
@@ -16,11 +19,13 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 import data
 import manifest
 import prepare
 import train
+from augment import ClipAugment
 from memory_bank import MemoryBank
 
 
@@ -54,7 +59,7 @@ def bench_data(args):
         rates = []
         for workers in args.workers:
             loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=train._worker_init,
-                                                 sampler=torch.utils.data.RandomSampler(ds, num_samples=2 * len(ds)))
+                                                 sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
             it = iter(loader)
             next(it)  # worker start-up is not throughput
             t0, n = time.perf_counter(), 0
@@ -76,16 +81,15 @@ def _setup(args, amp, channels_last):
     model = train.build_model(cfg).to(device)
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     model.video.to(memory_format=fmt)
-    video = torch.randn(args.batch, 3, cfg.frames, cfg.size, cfg.size, device=device).to(memory_format=fmt)
-    audio = torch.randn(args.batch, 1, cfg.n_mels, cfg.n_time, device=device)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if amp else nullcontext()
-    return cfg, device, model, video, audio, autocast
+    return cfg, device, model, fmt, autocast
 
 
 def _time(fn, steps, device):
     fn()  # warm-up: allocations, cuDNN algorithm choice
     if device.type == "cuda":
         torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     for _ in range(steps):
         fn()
@@ -95,14 +99,29 @@ def _time(fn, steps, device):
 
 
 def bench_model_and_step(args):
+    """`model`: encoders + heads + Adam on ready inputs, the floor. `step`: train.train_step, the
+    function the training loop calls, on device-resident loader-like batches (uint8 crops and
+    waveforms): augmentation, spectrograms, bank sampling, targets, soft targets, weights, loss,
+    backward, Adam, bank update."""
     gpu = torch.cuda.is_available()
     settings = [("fp32", False, False)] + ([("bf16", True, False), ("bf16+cl3d", True, True)] if gpu else [])
-    print(f"{args.preset} preset, batch {args.batch}, {'GPU ' + torch.cuda.get_device_name() if gpu else 'CPU'}")
-    print(f"  {'setting':10s} {'model clips/s':>14s} {'step clips/s':>13s} {'step/model':>11s}")
+    print(f"{args.preset} preset, batch {args.batch}, {'GPU ' + torch.cuda.get_device_name() if gpu else 'CPU'}, "
+          f"{torch.get_num_threads()} threads")
+    print(f"  {'setting':10s} {'GFLOP/clip':>10s} {'model clips/s':>14s} {'TFLOP/s':>8s} {'peak GiB':>9s} "
+          f"{'step clips/s':>13s} {'step/model':>11s} {'peak GiB':>9s}")
     for name, amp, cl in settings:
-        cfg, device, model, video, audio, autocast = _setup(args, amp, cl)
+        cfg, device, model, fmt, autocast = _setup(args, amp, cl)
+        spec = train.clip_spec(cfg)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        scaler = torch.amp.GradScaler(device.type, enabled=False)
         bank = MemoryBank(args.bank, momentum=cfg.momentum).to(device)
+        augment = ClipAugment(spec).to(device)
+        B = args.batch
+        batch = {"video": torch.randint(0, 256, (B, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8, device=device),
+                 "audio": torch.randn(B, int(spec.audio_seconds * spec.audio_rate), device=device) * 0.1,
+                 "index": torch.randint(0, args.bank, (B,), device=device)}
+        video, audio = augment(batch["video"], batch["audio"])  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
+        video = video.to(memory_format=fmt)
 
         def model_step():  # the floor: encoders, heads and Adam on a stand-in loss
             with autocast:
@@ -112,24 +131,52 @@ def bench_model_and_step(args):
             loss.backward()
             opt.step()
 
-        def full_step():  # what train.py does per step, less data loading and DDP
-            idx = torch.randint(0, args.bank, (args.batch,), device=device)
-            with autocast:
-                v, a = model(video, audio)
-            loss, _ = train.robust_xid_loss(v, a, idx, bank, cfg, "robust")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            bank.update(idx, v, a)
+        def full_step():  # what the training loop does per step, less data loading and DDP
+            batch["index"] = torch.randint(0, args.bank, (B,), device=device)
+            train.train_step(model, augment, bank, opt, scaler, autocast, batch, cfg, "robust", cfg.lr, video_format=fmt)
 
+        with FlopCounterMode(display=False) as counter:
+            model_step()
+        gflop = counter.get_total_flops() / B / 1e9  # forward + backward per clip
         t_model = _time(model_step, args.steps, device)
-        t_step = _time(full_step, args.steps, device) if args.cmd == "step" else float("nan")
-        print(f"  {name:10s} {args.batch / t_model:14.1f} {args.batch / t_step:13.1f} {t_model / t_step:11.2f}")
+        mem_model = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")
+        t_step, mem_step = float("nan"), float("nan")
+        if args.cmd == "step":
+            t_step = _time(full_step, args.steps, device)
+            mem_step = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")
+        print(f"  {name:10s} {gflop:10.2f} {B / t_model:14.1f} {gflop * B / t_model / 1e3:8.3f} {mem_model:9.2f} "
+              f"{B / t_step:13.1f} {t_model / t_step:11.2f} {mem_step:9.2f}")
+
+
+def bench_eval(args):
+    """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
+    50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
+    import evaluate
+    cfg = train.parse_config(["--preset", args.preset, "--data", args.root])
+    device = evaluate.device_default()
+    encoder = train.build_model(cfg).video
+    rows, feats = [], {}
+    for split in ("train", "test"):
+        ds = evaluate.eval_set(cfg, split)[0]
+        t0 = time.perf_counter()
+        feats[split] = evaluate.extract_features(encoder, ds, device, workers=args.workers[0])
+        dt = time.perf_counter() - t0
+        rows.append((f"features, {split} ({len(ds)} videos x {ds.num_clips} clips)", dt, f"{len(ds) * ds.num_clips / dt:.0f} clips/s"))
+    tr, te = feats["train"], feats["test"]
+    t0 = time.perf_counter()
+    evaluate.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
+    rows.append((f"retrieval R@1/5/20 ({tr['fmap'].shape[1]}-d)", time.perf_counter() - t0, ""))
+    t0 = time.perf_counter()
+    evaluate.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20), trials=50)
+    rows.append(("few-shot SVM, 1/5/20 shots x 50 trials", time.perf_counter() - t0, ""))
+    print(f"eval ({args.preset} preset, {args.root}, {device.type}, {args.workers[0]} loader workers)")
+    for name, sec, extra in rows:
+        print(f"  {name:48s} {sec:8.2f} s  {extra}")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("cmd", choices=["data", "model", "step"])
+    p.add_argument("cmd", choices=["data", "model", "step", "eval"])
     p.add_argument("--preset", default=None, help="train.py preset (default: demo for data, ablation otherwise)")
     p.add_argument("--root", default="data/synth", help="dataset as it comes (data)")
     p.add_argument("--prepared", default="", help="its prepared copy, made with `prepare` if missing (data)")
@@ -140,7 +187,7 @@ def main(argv=None):
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
     args = p.parse_args(argv)
     args.preset = args.preset or "ablation"
-    bench_data(args) if args.cmd == "data" else bench_model_and_step(args)
+    {"data": bench_data, "eval": bench_eval}.get(args.cmd, bench_model_and_step)(args)
 
 
 if __name__ == "__main__":

@@ -230,7 +230,17 @@ class AVDataset(torch.utils.data.Dataset):
             item["audio"] = audio[0] if self.train else audio
         return item
 
-    def __getitem__(self, i):
+    def __getitem__(self, key):
+        """key: an index, or (index, seed) from SeededSampler: the item's random draws then depend
+        on the seed alone, not on which worker made it or what that worker made before."""
+        if isinstance(key, int):
+            return self._get(key)
+        i, seed = key
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return self._get(i)
+
+    def _get(self, i):
         for _ in range(10):
             try:
                 return self.load(i)
@@ -244,6 +254,26 @@ class AVDataset(torch.utils.data.Dataset):
                                        f"max_bad_fraction={self.max_bad_fraction}); last: {path}: {err}") from err
                 i = int(torch.randint(0, len(self), ()))
         raise RuntimeError(f"10 bad files in a row, last {self.records[i].path}")
+
+
+class SeededSampler(torch.utils.data.Sampler):
+    """Wraps a sampler of indices (the DistributedSampler) to yield (index, seed) with the seed a
+    function of (seed, epoch, index). Augmentations are then the same for any number of workers,
+    for persistent workers, and for a run resumed at an epoch boundary."""
+
+    def __init__(self, sampler, seed=0):
+        self.sampler, self.seed, self.epoch = sampler, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+        self.sampler.set_epoch(epoch)
+
+    def __iter__(self):
+        base = (self.seed * 1_000_003 + self.epoch) * 10_000_019
+        return ((i, base + i) for i in self.sampler)
+
+    def __len__(self):
+        return len(self.sampler)
 
 
 _PRELOADED = {}  # kept for the life of the process, so the demo's runs share one decode per file

@@ -183,6 +183,31 @@ def robust_xid_loss(v, a, idx, bank, cfg, stage, labels=None):
     return loss, {"weight": w.mean(), "mu": mu, "sigma": sigma, "soft_mass": soft_mass}
 
 
+def train_step(model, augment, bank, optimizer, scaler, autocast, batch, cfg, stage, lr, labels=None,
+               video_format=torch.contiguous_format):
+    """One step of the recipe on a loader batch (uint8 crops, waveforms, bank indices): augment on
+    the device -> encode -> eq. (loss) -> backward -> EMA update of the bank. bench.py times this
+    same function. Returns the loss and the statistics, on the device (no host sync here)."""
+    device = bank.video.device
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    # workers send uint8 crops and waveforms; colour, blur and spectrograms are done here, batched
+    video, audio = augment(batch["video"].to(device, non_blocking=True),
+                           batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
+    video = video.to(memory_format=video_format)
+    idx = batch["index"].to(device, non_blocking=True)  # (B,)
+    with autocast:
+        v, a = model(video, audio)  # (B, 128) each
+    loss, stats = robust_xid_loss(v, a, idx, bank, cfg, stage, labels)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    bank.update(idx, v, a)  # after the loss: this step's targets came from the old memory
+    stats["loss"] = loss
+    return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
+
+
 def faulty_auroc(scores, faulty):
     """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
     if faulty.all() or not faulty.any():
@@ -241,11 +266,12 @@ def main(cfg):
         out.mkdir(parents=True, exist_ok=True)
 
     dataset = build_train_set(cfg)
-    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed)
-    loader_rng = torch.Generator()
+    sampler = data.SeededSampler(torch.utils.data.DistributedSampler(
+        dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed), seed=cfg.seed + 7919 * rank)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=cfg.batch_size // world, sampler=sampler, num_workers=cfg.workers, drop_last=True,
-        pin_memory=device.type == "cuda", generator=loader_rng, worker_init_fn=_worker_init)
+        pin_memory=device.type == "cuda", persistent_workers=cfg.workers > 0, worker_init_fn=_worker_init,
+        generator=torch.Generator().manual_seed(cfg.seed))  # its own: the loader's draws leave the global RNG alone
     steps_per_epoch = len(loader)
     if steps_per_epoch == 0:
         raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")
@@ -287,36 +313,21 @@ def main(cfg):
     total_epochs = cfg.warmup_epochs + cfg.epochs
     for epoch in range(start_epoch, total_epochs):
         stage = stage_at(epoch, cfg)
-        sampler.set_epoch(epoch)
-        loader_rng.manual_seed(cfg.seed * 100003 + epoch)  # worker seeds depend on the epoch only
+        sampler.set_epoch(epoch)  # shuffling and every item's augmentation seeds depend on the epoch only
         model.train()
         sums, t0, seen = {}, time.time(), 0
         bar = tqdm(loader, desc=f"epoch {epoch} {stage}", disable=not (master_process and sys.stdout.isatty()), leave=False, file=sys.stdout)
         for i, batch in enumerate(bar):
             step = epoch * steps_per_epoch + i
-            for group in optimizer.param_groups:
-                group["lr"] = lr_at(step, cfg, steps_per_epoch)
-            # workers send uint8 crops and waveforms; colour, blur and spectrograms are done here, batched
-            video, audio = augment(batch["video"].to(device, non_blocking=True),
-                                   batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
-            video = video.to(memory_format=video_format)
-            idx = batch["index"].to(device, non_blocking=True)
-            with autocast:
-                v, a = model(video, audio)  # (B, 128) each
-            loss, stats = robust_xid_loss(v, a, idx, bank, cfg, stage, labels)
-            if not torch.isfinite(loss):
-                raise SystemExit(f"non-finite loss ({loss.item()}) at step {step} (epoch {epoch}): "
-                                 f"lower --lr, or try --amp off")
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            bank.update(idx, v, a)  # after the loss: this step's targets came from the old memory
-            stats["loss"] = loss.detach()
+            loss, stats = train_step(model, augment, bank, optimizer, scaler, autocast, batch, cfg, stage,
+                                     lr_at(step, cfg, steps_per_epoch), labels, video_format)
             for k, val in stats.items():  # summed on the device: no host sync per statistic
-                sums[k] = sums.get(k, 0.0) + val.detach().float()
-            seen += video.shape[0] * world
-            if i % 10 == 0:
+                sums[k] = sums.get(k, 0.0) + val
+            seen += batch["video"].shape[0] * world
+            if i % 10 == 0 or i == steps_per_epoch - 1:  # the only host syncs: every 10th step
+                if not math.isfinite(loss.item()):
+                    raise SystemExit(f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
+                                     f"lower --lr, or try --amp off")
                 bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
 
         record = {"epoch": epoch, "stage": stage, "lr": lr_at(epoch * steps_per_epoch, cfg, steps_per_epoch),

@@ -1,11 +1,44 @@
 """Smoke runs of bench.py at CPU sizes: every figure's command works and prints its table."""
+import argparse
+
+import pytest
+
 import bench
+import synthetic
 
 
 def test_step_and_model_benchmarks_run_on_cpu(capsys):
     bench.main(["step", "--preset", "demo", "--batch", "4", "--steps", "1", "--bank", "300"])
     out = capsys.readouterr().out
     row = [line for line in out.splitlines() if line.strip().startswith("fp32")][0].split()
-    model_rate, step_rate, ratio = map(float, row[1:4])
+    gflop, model_rate, tflops, _, step_rate, ratio = map(float, row[1:7])
     assert model_rate > 0 and step_rate > 0
+    assert 0.3 < gflop < 0.5  # demo encoders at 64x64: 0.39 GFLOP per clip forward + backward
+    assert abs(tflops - gflop * model_rate / 1e3) < 0.02 * tflops + 1e-3
     assert abs(ratio - step_rate / model_rate) < 0.02 * ratio + 0.01  # timings vary; the columns must agree
+
+
+@pytest.fixture(scope="module")
+def tiny_synth(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth")
+    p = argparse.ArgumentParser()
+    p.add_argument("--out")
+    synthetic.add_arguments(p)
+    synthetic.generate(p.parse_args(["--out", str(out), "--classes", "2", "--train-per-class", "4", "--test-per-class", "2",
+                                     "--pool", "0", "--size", "48", "--gop", "250", "--seconds", "2.5", "2.5"]))
+    return out
+
+
+def test_data_benchmark_prepares_and_reports_both_sources(tiny_synth, tmp_path, capsys):
+    bench.main(["data", "--preset", "demo", "--root", str(tiny_synth), "--prepared", str(tmp_path / "prep"),
+                "--workers", "1", "--n", "4"])
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[-3:] for line in out.splitlines() if line.startswith("  as") or line.startswith("  prep")}
+    assert set(rows) == {"as", "prepared"} and all(float(v) > 0 for r in rows.values() for v in r)
+    assert (tmp_path / "prep" / "manifest.csv").exists()
+
+
+def test_eval_benchmark_runs(tiny_synth, capsys):
+    bench.main(["eval", "--preset", "demo", "--root", str(tiny_synth), "--workers", "0"])
+    out = capsys.readouterr().out
+    assert "features, test (4 videos x 10 clips)" in out and "few-shot SVM" in out

@@ -243,3 +243,18 @@ def test_preload_cuts_the_same_clips_as_decoding(tmp_path, files):
         assert wa.shape == wb.shape and (wa - wb).abs().max() < 0.05  # AAC restarts differ slightly after a seek
         burst_a, burst_b = int((wa.abs() > 0.1).float().argmax()), int((wb.abs() > 0.1).float().argmax())
         assert abs(burst_a - burst_b) <= 2
+
+
+def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
+    ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), data.ClipSpec(size=32), train=True)
+    sampler = data.SeededSampler(torch.utils.data.DistributedSampler(ds, num_replicas=1, rank=0, seed=3), seed=3)
+
+    def epoch(e, workers):
+        sampler.set_epoch(e)
+        loader = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler, num_workers=workers)
+        return [(b["index"], b["video"], b["audio"]) for b in loader]
+
+    a, b = epoch(1, 0), epoch(1, 2)
+    assert all(torch.equal(x, y) for ba, bb in zip(a, b) for x, y in zip(ba, bb))
+    c = epoch(2, 0)  # another epoch draws other clips and crops
+    assert not all(torch.equal(x[1], y[1]) for x, y in zip(a, c))
