@@ -233,8 +233,8 @@ class AVDataset(torch.utils.data.Dataset):
     def __getitem__(self, key):
         """key: an index, or (index, seed) from SeededSampler: the item's random draws then depend
         on the seed alone, not on which worker made it or what that worker made before."""
-        if isinstance(key, int):
-            return self._get(key)
+        if not isinstance(key, tuple):  # int, or numpy's from a Subset
+            return self._get(int(key))
         i, seed = key
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

@@ -55,7 +55,7 @@ def run_setting(args, seed, faulty):
         ckpt = root / loss / "ckpt.pt"
         res = evaluate.evaluate(ckpt, ["retrieval", "fewshot", "analysis", "finetune"],
                                 finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr,
-                                trials=args.trials, workers=args.workers)
+                                trials=args.trials, workers=args.workers, shots=(1, 5))  # the table's columns
         rows[name] = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
                       "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
                       "fine-tune": res["finetune"]["test_acc"], "AUROC": res["weights"]["faulty_auroc"],
@@ -90,8 +90,8 @@ def main(argv=None):
     p.add_argument("--results", default="results")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--faulty", type=float, nargs="+", default=[0.3], help="injected faulty-positive fractions")
-    p.add_argument("--warmup-epochs", type=int, default=40)
-    p.add_argument("--epochs", type=int, default=10, help="epochs of each branch")
+    p.add_argument("--warmup-epochs", type=int, default=30)
+    p.add_argument("--epochs", type=int, default=6, help="epochs of each branch")
     p.add_argument("--finetune-epochs", type=int, default=2)
     p.add_argument("--finetune-lr", type=float, default=1e-3)
     p.add_argument("--trials", type=int, default=50)

@@ -280,7 +280,8 @@ def plot_analysis(scores, w, faulty, cfg, per_class, classes, out_dir):
 
 # ----------------------------------------------------------------------------- command line
 
-def evaluate(ckpt, tasks, overrides=None, finetune_epochs=10, finetune_lr=1e-4, trials=50, workers=2, device=None):
+def evaluate(ckpt, tasks, overrides=None, finetune_epochs=10, finetune_lr=1e-4, trials=50, workers=2, device=None,
+             shots=(1, 5, 20)):
     device = device or device_default()
     cfg, model, bank = load_pretrained(ckpt)
     for k, v in (overrides or {}).items():
@@ -292,7 +293,7 @@ def evaluate(ckpt, tasks, overrides=None, finetune_epochs=10, finetune_lr=1e-4, 
         recall, top1 = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
         results["retrieval"] = {f"R@{k}": v for k, v in recall.items()}
     if "fewshot" in tasks:
-        fs = few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], trials=trials)
+        fs = few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=shots, trials=trials)
         results["fewshot"] = {f"{n}-shot": v for n, v in fs.items()}
     if "analysis" in tasks:
         pretrain = train.build_train_set(cfg)  # the same instances (and injected faults) as the bank

@@ -256,5 +256,6 @@ def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
 
     a, b = epoch(1, 0), epoch(1, 2)
     assert all(torch.equal(x, y) for ba, bb in zip(a, b) for x, y in zip(ba, bb))
+    assert ds[np.int64(2)]["index"] == 2  # plain indices of any integer type still work (Subset gives numpy's)
     c = epoch(2, 0)  # another epoch draws other clips and crops
     assert not all(torch.equal(x[1], y[1]) for x, y in zip(a, c))
