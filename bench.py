@@ -139,7 +139,7 @@ def bench_model_and_step(args):
             model_step()
         gflop = counter.get_total_flops() / B / 1e9  # forward + backward per clip
         t_model = _time(model_step, args.steps, device)
-        mem_model = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")
+        mem_model = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")  # nan: not tracked on a CPU
         t_step, mem_step = float("nan"), float("nan")
         if args.cmd == "step":
             t_step = _time(full_step, args.steps, device)
