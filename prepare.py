@@ -52,6 +52,8 @@ def prepare(args):
         raise FileNotFoundError(f"prepare: source folder not found: {src}")
     if src.resolve() == dst.resolve():
         raise ValueError(f"prepare: the destination must differ from the source ({src})")
+    for leftover in dst.rglob(".*.tmp.*") if dst.exists() else ():  # from a killed run: not videos
+        leftover.unlink()
     jobs, copied = [], 0
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)

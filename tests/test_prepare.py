@@ -80,7 +80,9 @@ def test_layout_labels_and_bad_files(prepared, capsys):
     assert classes == ["a", "b"] and [r.label for r in records] == [0, 1]
     assert not (dst / "b" / "broken.mp4").exists()
     mtime = (dst / "a" / "c25.mp4").stat().st_mtime_ns
+    (dst / "a" / ".c26.tmp.mp4").write_bytes(b"half a file")  # as a killed run leaves it
     prepare.prepare(_args(src, dst, short_side=32, gop=8))  # rerun: done files are skipped
+    assert not (dst / "a" / ".c26.tmp.mp4").exists()
     assert (dst / "a" / "c25.mp4").stat().st_mtime_ns == mtime
     err = capsys.readouterr().err
     assert "left out" in err and "broken.mp4" in err
