@@ -56,15 +56,17 @@ class ClipAugment(nn.Module):
     @torch.no_grad()
     def forward(self, video, wav=None):
         lead = video.shape[:-4]  # (B,) or (B, clips)
-        x = video.reshape(-1, *video.shape[-4:]).float() / 255  # x: (N, 3, T, H, W) in [0, 1]
+        x = video.reshape(-1, *video.shape[-4:])  # x: (N, 3, T, H, W) uint8
         if self.train_mode:
-            x = self.augment(x)
+            x = self.augment(x.float() / 255)  # in [0, 1]
         x = normalise(x).reshape(*lead, *x.shape[1:])  # (B, [clips,] 3, T, H, W)
         audio = None if wav is None or self.logmel is None else self.logmel(wav)
         return x, audio
 
     def augment(self, x):
-        """x: (N, 3, T, H, W) in [0, 1]; one random draw per clip."""
+        """x: (N, 3, T, H, W) in [0, 1]; one random draw per clip. Every op runs on the whole batch
+        and torch.where picks per clip: selecting the clips by index instead would save ~4% of a CPU
+        step but cost a host sync per op on a GPU."""
         n, dev = x.shape[0], x.device
         b, c, s, h = self.jitter
 

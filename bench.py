@@ -37,7 +37,7 @@ def bench_data(args):
     if args.prepared:
         if not Path(args.prepared).exists():  # made once, with the preset's frame and sample rates
             t0 = time.perf_counter()
-            prepare.prepare(_prepare_args(args.root, args.prepared, cfg))
+            prepare.prepare(args.root, args.prepared, fps=cfg.fps, audio_rate=cfg.audio_rate)
             print(f"prepare: {time.perf_counter() - t0:.1f}s")
         roots.append(("prepared", args.prepared))
     torch.set_num_threads(1)
@@ -67,12 +67,6 @@ def bench_data(args):
                 n += batch["video"].shape[0]
             rates.append(n / (time.perf_counter() - t0) / workers)
         print(f"  {name:14s} {decode:10.1f} {item:8.1f} " + " ".join(f"{r:12.1f}" for r in rates))
-
-
-def _prepare_args(src, dst, cfg):
-    p = argparse.ArgumentParser()
-    prepare.add_arguments(p)
-    return p.parse_args([str(src), str(dst), "--fps", str(cfg.fps), "--audio-rate", str(cfg.audio_rate)])
 
 
 def _setup(args, amp, channels_last):

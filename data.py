@@ -323,7 +323,7 @@ def main(argv=None):
         manifest.write_manifest(rows, args.out)
         print(f"{len(rows)} usable videos -> {args.out}")
     elif args.cmd == "prepare":
-        prepare.prepare(args)
+        prepare.prepare(**{k: v for k, v in vars(args).items() if k != "cmd"})
     else:
         synthetic.generate(args)
 

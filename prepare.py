@@ -42,12 +42,14 @@ def add_arguments(p):
     p.add_argument("--audio-rate", type=int, default=11025, help="the training sample rate (11025; 24000 for sota)")
     p.add_argument("--audio-codec", default="pcm_s16le", choices=["pcm_s16le", "aac"])
     p.add_argument("--crf", type=int, default=23, help="x264 quality (lower is better and larger)")
-    p.add_argument("--workers", type=int, default=os.cpu_count())
+    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
 
 
-def prepare(args):
-    """Re-encode every video under args.src into args.dst, copy the other files, scan the copy."""
-    src, dst, t0 = Path(args.src), Path(args.dst), time.time()
+def prepare(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_codec="pcm_s16le", crf=23,
+            workers=None):
+    """Re-encode every video under src into dst, copy the other files, scan the copy."""
+    src, dst, t0 = Path(src), Path(dst), time.time()
+    settings = (short_side, fps, gop, audio_rate, audio_codec, crf)
     if not src.is_dir():
         raise FileNotFoundError(f"prepare: source folder not found: {src}")
     if src.resolve() == dst.resolve():
@@ -65,11 +67,11 @@ def prepare(args):
             if path.suffix.lower() == ".webm":  # WebM takes VP8/VP9 only; keep the name, change the box
                 out = out.with_suffix(".mkv")
             if not out.exists():
-                jobs.append((path, out, args))
+                jobs.append((path, out, settings))
         elif not out.exists():
             shutil.copy2(path, out)
             copied += 1
-    with Pool(max(1, args.workers)) as pool:
+    with Pool(max(1, workers or os.cpu_count())) as pool:
         failed = [r for r in pool.imap_unordered(_prepare_one, jobs, chunksize=4) if r]
     for path, err in failed:
         print(f"prepare: left out {path}: {err}", file=sys.stderr)
@@ -80,10 +82,10 @@ def prepare(args):
 
 
 def _prepare_one(job):
-    src, out, args = job
+    src, out, settings = job
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")  # the suffix picks the container
     try:
-        reencode(src, tmp, args.short_side, args.fps, args.gop, args.audio_rate, args.audio_codec, args.crf)
+        reencode(src, tmp, *settings)
         os.replace(tmp, out)
         return None
     except (av.FFmpegError, RuntimeError, ValueError, IndexError) as err:
@@ -112,38 +114,34 @@ def reencode(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio
             aus = out.add_stream(audio_codec, rate=audio_rate)
             aus.layout = "mono"
         sent = 0  # audio samples muxed so far; audio is interleaved with the video by time
+
+        def emit(frame, k):
+            """Encode frame k; every `gop` frames, the audio up to the same time: packets of about a
+            second, so a 2 s window is a few packets to decode, not one per video frame."""
+            nonlocal sent
+            img = frame.reformat(width=vs.width, height=vs.height, format="yuv420p")
+            img.pts, img.time_base = k, Fraction(1, int(fps))
+            out.mux(vs.encode(img))
+            if aus is not None and (k + 1) % gop == 0:
+                sent = _mux_audio(out, aus, wav, sent, min(len(wav), int(round((k + 1) / fps * audio_rate))))
+
         if vin is not None:
             k, prev = 0, None
             for frame in inp.decode(vin):
                 t = frame.time if frame.time is not None else 0.0
-                while prev is not None and k / fps < t - 1e-6:  # frame k shows what was on screen at k/fps
-                    sent = _emit(out, vs, aus, prev, k, fps, wav, sent, audio_rate, gop)
+                fill = frame if prev is None else prev  # a source that starts late: its first frame fills in
+                while k / fps < t - 1e-6:  # frame k shows what was on screen at k/fps
+                    emit(fill, k)
                     k += 1
-                if prev is None:
-                    while k / fps < t - 1e-6:  # the source starts late: its first frame fills in
-                        sent = _emit(out, vs, aus, frame, k, fps, wav, sent, audio_rate, gop)
-                        k += 1
                 prev = frame
             if prev is None:
                 raise RuntimeError("no video frame decoded")
             if k == 0:  # a single-frame source still gives one frame
-                sent = _emit(out, vs, aus, prev, k, fps, wav, sent, audio_rate, gop)
+                emit(prev, 0)
             out.mux(vs.encode())
         if aus is not None:
             _mux_audio(out, aus, wav, sent, len(wav))
             out.mux(aus.encode())
-
-
-def _emit(out, vs, aus, frame, k, fps, wav, sent, rate, every):
-    """Encode frame k; every `every` frames, the audio up to the same time. Audio packets of about a
-    second each: a 2 s window is then a few packets to decode, not one per video frame."""
-    img = frame.reformat(width=vs.width, height=vs.height, format="yuv420p")
-    img.pts, img.time_base = k, Fraction(1, int(fps))
-    out.mux(vs.encode(img))
-    if aus is None or (k + 1) % every:
-        return sent
-    upto = min(len(wav), int(round((k + 1) / fps * rate)))
-    return _mux_audio(out, aus, wav, sent, upto)
 
 
 def _mux_audio(out, aus, wav, sent, upto):

@@ -1,10 +1,8 @@
 """Smoke runs of bench.py at CPU sizes: every figure's command works and prints its table."""
-import argparse
-
 import pytest
 
 import bench
-import synthetic
+import data
 
 
 def test_step_and_model_benchmarks_run_on_cpu(capsys):
@@ -21,11 +19,8 @@ def test_step_and_model_benchmarks_run_on_cpu(capsys):
 @pytest.fixture(scope="module")
 def tiny_synth(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    p = argparse.ArgumentParser()
-    p.add_argument("--out")
-    synthetic.add_arguments(p)
-    synthetic.generate(p.parse_args(["--out", str(out), "--classes", "2", "--train-per-class", "4", "--test-per-class", "2",
-                                     "--pool", "0", "--size", "48", "--gop", "250", "--seconds", "2.5", "2.5"]))
+    data.main(["synth", "--out", str(out), "--classes", "2", "--train-per-class", "4", "--test-per-class", "2",
+               "--pool", "0", "--size", "48", "--gop", "250", "--seconds", "2.5", "2.5"])
     return out
 
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import data
 import evaluate
 import train
 from memory_bank import MemoryBank
@@ -82,13 +83,8 @@ def test_soft_target_analysis_sees_same_class_mass():
 def test_finetune_end_to_end_on_tiny_videos(tmp_path):
     """The whole fine-tune protocol (train/val split, augmentations on the device, video-level
     accuracy) on 2 classes of generated videos: it runs and keeps val apart from test."""
-    import argparse
-    import synthetic
-    p = argparse.ArgumentParser()
-    p.add_argument("--out")
-    synthetic.add_arguments(p)
-    synthetic.generate(p.parse_args(["--out", str(tmp_path), "--classes", "2", "--train-per-class", "5",
-                                     "--test-per-class", "2", "--pool", "0", "--size", "32", "--seconds", "2.2", "2.2"]))
+    data.main(["synth", "--out", str(tmp_path), "--classes", "2", "--train-per-class", "5",
+               "--test-per-class", "2", "--pool", "0", "--size", "32", "--seconds", "2.2", "2.2"])
     cfg = train.parse_config(["--preset", "demo", "--data", str(tmp_path), "--size", "32", "--frames", "4"])
     res = evaluate.finetune(VideoEncoder(9, width=0.125), cfg, epochs=1, batch_size=4, val_fraction=0.2, workers=0)
     assert set(res) == {"val_acc", "test_acc"}

@@ -1,6 +1,4 @@
 """prepare.py: the re-encoded copy keeps frames, audio alignment, layout and labels."""
-import argparse
-
 import av
 import numpy as np
 import pytest
@@ -10,12 +8,6 @@ import manifest
 import prepare
 import synthetic
 from test_data import RATE, clicks, counter_frames
-
-
-def _args(src, dst, **kw):
-    p = argparse.ArgumentParser()
-    prepare.add_arguments(p)
-    return p.parse_args([str(src), str(dst), "--workers", "1", *sum(([f"--{k.replace('_', '-')}", str(v)] for k, v in kw.items()), [])])
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +23,7 @@ def prepared(tmp_path_factory):
     (src / "b" / "broken.mp4").write_bytes(np.random.default_rng(0).bytes(3000))
     (src / "train.txt").write_text("a/c25.mp4\nb/c10.mp4\n")
     dst = src.parent / "prepared"
-    prepare.prepare(_args(src, dst, short_side=32, gop=8))
+    prepare.prepare(src, dst, short_side=32, gop=8, workers=1)
     return src, dst
 
 
@@ -81,7 +73,7 @@ def test_layout_labels_and_bad_files(prepared, capsys):
     assert not (dst / "b" / "broken.mp4").exists()
     mtime = (dst / "a" / "c25.mp4").stat().st_mtime_ns
     (dst / "a" / ".c26.tmp.mp4").write_bytes(b"half a file")  # as a killed run leaves it
-    prepare.prepare(_args(src, dst, short_side=32, gop=8))  # rerun: done files are skipped
+    prepare.prepare(src, dst, short_side=32, gop=8, workers=1)  # rerun: done files are skipped
     assert not (dst / "a" / ".c26.tmp.mp4").exists()
     assert (dst / "a" / "c25.mp4").stat().st_mtime_ns == mtime
     err = capsys.readouterr().err
@@ -90,4 +82,4 @@ def test_layout_labels_and_bad_files(prepared, capsys):
 
 def test_refuses_to_overwrite_the_source(tmp_path):
     with pytest.raises(ValueError, match="must differ"):
-        prepare.prepare(_args(tmp_path, tmp_path))
+        prepare.prepare(tmp_path, tmp_path)

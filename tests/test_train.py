@@ -5,13 +5,12 @@ import signal
 import subprocess
 import sys
 import time
-from argparse import ArgumentParser
 from pathlib import Path
 
 import pytest
 import torch
 
-import synthetic
+import data
 import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,11 +21,8 @@ TINY = ["--frames", "4", "--size", "32", "--n-mels", "40", "--n-time", "40", "--
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    p = ArgumentParser()
-    synthetic.add_arguments(p)
-    p.add_argument("--out")
-    synthetic.generate(p.parse_args(["--out", str(out), "--classes", "2", "--train-per-class", "8", "--test-per-class", "2", "--pool", "4",
-                                     "--faulty", "0.25", "--size", "32", "--seconds", "2.2", "2.6", "--noise", "0.5"]))
+    data.main(["synth", "--out", str(out), "--classes", "2", "--train-per-class", "8", "--test-per-class", "2", "--pool", "4",
+               "--faulty", "0.25", "--size", "32", "--seconds", "2.2", "2.6", "--noise", "0.5"])
     return out
 
 
