@@ -21,18 +21,21 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import checkpoint
 import data
 import manifest
 import prepare
 import train
 from augment import ClipAugment
+from config import parse_config
 from memory_bank import MemoryBank
+from model import AVModel
 
 
 def bench_data(args):
     """Per source: decode time, item time, DataLoader clips/s per worker; and the prepared copy's."""
-    cfg = train.parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
-    spec = train.clip_spec(cfg)
+    cfg = parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
+    spec = data.clip_spec(cfg)
     roots = [("as they come", args.root)]
     if args.prepared:
         if not Path(args.prepared).exists():  # made once, with the preset's frame and sample rates
@@ -58,7 +61,7 @@ def bench_data(args):
         item = 1e3 * (time.perf_counter() - t0) / len(ds)
         rates = []
         for workers in args.workers:
-            loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=train._worker_init,
+            loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=data.worker_init,
                                                  sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
             it = iter(loader)
             next(it)  # worker start-up is not throughput
@@ -70,9 +73,9 @@ def bench_data(args):
 
 
 def _setup(args, amp, channels_last):
-    cfg = train.parse_config(["--preset", args.preset])
+    cfg = parse_config(["--preset", args.preset])
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model = train.build_model(cfg).to(device)
+    model = AVModel(**checkpoint.model_args(cfg)).to(device)
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     model.video.to(memory_format=fmt)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if amp else nullcontext()
@@ -105,7 +108,7 @@ def bench_model_and_step(args):
           f"{'step clips/s':>13s} {'step/model':>11s} {'peak GiB':>9s}")
     for name, amp, cl in settings:
         cfg, device, model, fmt, autocast = _setup(args, amp, cl)
-        spec = train.clip_spec(cfg)
+        spec = data.clip_spec(cfg)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         scaler = torch.amp.GradScaler(device.type, enabled=False)
         bank = MemoryBank(args.bank, momentum=cfg.momentum).to(device)
@@ -125,9 +128,12 @@ def bench_model_and_step(args):
             loss.backward()
             opt.step()
 
+        parts = train.Parts(model=model, augment=augment, bank=bank, optimizer=opt, scaler=scaler, autocast=autocast,
+                            video_format=fmt, truth={})
+
         def full_step():  # what the training loop does per step, less data loading and DDP
             batch["index"] = torch.randint(0, args.bank, (B,), device=device)
-            train.train_step(model, augment, bank, opt, scaler, autocast, batch, cfg, "robust", cfg.lr, video_format=fmt)
+            train.train_step(parts, batch, cfg, "robust", cfg.lr)
 
         with FlopCounterMode(display=False) as counter:
             model_step()
@@ -146,9 +152,9 @@ def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
     import evaluate
-    cfg = train.parse_config(["--preset", args.preset, "--data", args.root])
+    cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = evaluate.device_default()
-    encoder = train.build_model(cfg).video
+    encoder = AVModel(**checkpoint.model_args(cfg)).video
     rows, feats = [], {}
     for split in ("train", "test"):
         ds = evaluate.eval_set(cfg, split)[0]

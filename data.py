@@ -6,14 +6,15 @@ in Sec. 6) with its volume changed by up to 20%. Evaluation item: 10 clips unifo
 the video, centre crop. DataLoader workers do only this; colour jitter, greyscale, blur,
 normalisation and the log-mel spectrogram run on the device in batches (augment.py).
 
-    python data.py synth --out data/synth                 # the embedded synthetic dataset (synthetic.py)
-    python data.py scan ROOT --out ROOT/manifest.csv      # list usable files, report the others (manifest.py)
-    python data.py prepare SRC DST                        # re-encode once for cheap seeking (prepare.py)
+Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, seeded share of the
+instances gets the audio of another video. By default that is another training video (any class:
+the replacement sounds like the rest of the data, so only the broken correspondence gives it
+away); `faulty_source="pool"` takes files from a folder instead, e.g. videos outside the training
+set as the paper does, or the synthetic set's out-of-distribution `_pool/`.
 
-Which files a dataset holds (layouts, manifest) is manifest.py's business; this file turns them into
-items. Faulty positives (Sec. 5.2) are injected with `faulty_fraction`. Tests: tests/test_data.py
+Which files a dataset holds (layouts, split lists, manifest) is manifest.py's business; this file
+turns them into items. Tests: tests/test_data.py
 """
-import argparse
 import sys
 from dataclasses import dataclass
 
@@ -43,6 +44,17 @@ class ClipSpec:
 
 
 SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
+
+
+def clip_spec(cfg, audio=True):
+    """The ClipSpec of a config.Config (or anything with the same fields); audio=False for
+    evaluation, which reads video only."""
+    return ClipSpec(frames=cfg.frames, fps=cfg.fps, size=cfg.size, audio_rate=cfg.audio_rate,
+                    n_mels=cfg.n_mels, n_time=cfg.n_time, audio_seconds=2.0 if audio else 0.0)
+
+
+def worker_init(worker_id):
+    torch.set_num_threads(1)  # decoding workers: one thread each, the main process keeps the cores
 
 
 # ----------------------------------------------------------------------------- decoding (PyAV)
@@ -142,17 +154,19 @@ class AVDataset(torch.utils.data.Dataset):
     (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty. The
     rest of the augmentation and the spectrogram are done on whole batches by augment.ClipAugment.
 
-    faulty_fraction p replaces the audio of a fixed, seeded p-share of the instances by audio from
-    `pool` (files outside the training set), as the paper does to inject faulty positives (Sec. 5.2).
-    `faulty` is that injection or the ground truth of the record. A file that fails to decode is
-    reported once and replaced by another item; more than max_bad_fraction bad files stop the run.
+    faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
+    (Sec. 5.2): of another record (faulty_source="dataset", never the instance's own) or of a file
+    of `pool`, a list of (path, seconds) (faulty_source="pool"). `injected` flags them; `faulty`
+    is that or the record's ground truth. A file that fails to decode is reported once and replaced
+    by another item; more than max_bad_fraction bad files stop the run.
 
     preload=True decodes every file once into memory (frames at spec.fps, audio at spec.audio_rate)
     and cuts clips from there, starting on the 16 fps grid: for datasets that fit in memory, such
     as the synthetic one, where decoding would otherwise take most of the CPU time."""
 
     def __init__(self, records, spec=ClipSpec(), train=True, audio=True, num_clips=10,
-                 faulty_fraction=0.0, pool=(), seed=0, max_bad_fraction=0.05, preload=False):
+                 faulty_fraction=0.0, faulty_source="dataset", pool=(), seed=0, max_bad_fraction=0.05,
+                 preload=False):
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
         self.records, self.train, self.num_clips = list(records), train, num_clips
@@ -160,21 +174,33 @@ class AVDataset(torch.utils.data.Dataset):
         self.transform = video_transform(spec.size, train)
         self.max_bad_fraction, self.bad = max_bad_fraction, {}
         n = len(self.records)
-        injected = torch.zeros(n, dtype=torch.bool)
-        self.pool = list(pool)
+        self.injected = torch.zeros(n, dtype=torch.bool)
+        self.donor = {}  # instance -> (path, seconds) of the audio that replaces its own
         if faulty_fraction > 0:
-            if not self.pool:
-                raise ValueError("faulty_fraction > 0 needs a pool of audio files outside the training set")
+            if faulty_source == "dataset":
+                if n < 2:
+                    raise ValueError("faulty_source='dataset' needs at least 2 videos to swap audio between")
+                donors = [(r.path, r.audio_duration) for r in self.records]
+            elif faulty_source == "pool":
+                donors = list(pool)
+                if not donors:
+                    raise ValueError("faulty_source='pool' needs a pool of audio files outside the training set")
+            else:
+                raise ValueError(f"faulty_source {faulty_source!r}: expected 'dataset' or 'pool'")
             g = torch.Generator().manual_seed(seed)
-            injected[torch.randperm(n, generator=g)[:int(round(faulty_fraction * n))]] = True
-            self.pool_of = torch.randint(0, len(self.pool), (n,), generator=g)  # fixed replacement per instance
-        self.injected = injected
-        self.faulty = injected | torch.tensor([r.faulty for r in self.records])
+            self.injected[torch.randperm(n, generator=g)[:int(round(faulty_fraction * n))]] = True
+            for i in self.injected.nonzero().flatten().tolist():
+                if faulty_source == "dataset":  # uniform over the other n-1 videos, never itself
+                    j = int(torch.randint(0, n - 1, (), generator=g))
+                    self.donor[i] = donors[j + (j >= i)]
+                else:
+                    self.donor[i] = donors[int(torch.randint(0, len(donors), (), generator=g))]
+        self.faulty = self.injected | torch.tensor([r.faulty for r in self.records])
         self.memory = None
         if preload:
-            pool_used = {self.pool[j][0] for j in self.pool_of[injected].tolist()} if injected.any() else set()
             self.memory = {r.path: _decode_all(r.path, self.spec, video=True) for r in self.records}
-            self.memory.update({p: _decode_all(p, self.spec, video=False) for p in pool_used})
+            self.memory.update({p: _decode_all(p, self.spec, video=False)
+                                for p, _ in self.donor.values() if p not in self.memory})
 
     def read(self, path, start, audio_path=None, audio_start=None):
         """read_clip, or the same cut from memory when preloaded."""
@@ -210,13 +236,11 @@ class AVDataset(torch.utils.data.Dataset):
         rec = self.records[i]
         clips = []
         for start in self.clip_starts(rec):
-            audio_path, audio_len = None, rec.audio_duration
-            if self.injected[i]:
-                audio_path, audio_len = self.pool[self.pool_of[i]]
+            audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
             centre = start + self.spec.seconds / 2
             audio_start = min(max(0.0, centre - self.spec.audio_seconds / 2),
                               max(0.0, audio_len - self.spec.audio_seconds))
-            if self.injected[i] and self.train:  # the replacement audio comes from anywhere in its file
+            if audio_path is not None and self.train:  # the replacement audio comes from anywhere in its file
                 audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
             frames, wav = self.read(rec.path, start, audio_path, audio_start)
             if wav is not None and self.train:
@@ -301,32 +325,3 @@ def _decode_whole_file(path, spec, video):
             return frames, wav
     except (av.FFmpegError, RuntimeError, IndexError) as err:
         return err, None
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("scan", help="write a manifest of the usable videos under ROOT")
-    p.add_argument("root")
-    p.add_argument("--out", required=True, help="manifest CSV to write")
-    p.add_argument("--video-only", action="store_true", help="files without audio are usable (evaluation sets)")
-    p = sub.add_parser("synth", help="generate the synthetic audio-visual dataset")
-    p.add_argument("--out", required=True)
-    import prepare
-    import synthetic
-    synthetic.add_arguments(p)
-    p = sub.add_parser("prepare", help="re-encode a dataset for training: small, 16 fps, frequent keyframes")
-    prepare.add_arguments(p)
-    args = parser.parse_args(argv)
-    if args.cmd == "scan":
-        rows = manifest.scan(args.root, need_audio=not args.video_only)
-        manifest.write_manifest(rows, args.out)
-        print(f"{len(rows)} usable videos -> {args.out}")
-    elif args.cmd == "prepare":
-        prepare.prepare(**{k: v for k, v in vars(args).items() if k != "cmd"})
-    else:
-        synthetic.generate(args)
-
-
-if __name__ == "__main__":
-    main()

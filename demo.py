@@ -1,14 +1,19 @@
-"""The demo: the paper's Table robust-distill on the synthetic dataset, where the truth is known.
+"""The demo: the paper's Table 2 and Fig. 7 on the synthetic dataset, where the truth is known.
 
-One xID warm-up, then four branches for equal epochs (xID, Weighted-xID, Soft-xID with CCP
-targets, Robust-xID), each evaluated by retrieval, few-shot SVMs, a short fine-tune and the
-faulty-positive AUROC of its weights. Writes results/demo.md and the analysis plots.
+For each seed and share of injected faulty positives: one xID warm-up, then one branch per method
+for equal epochs (losses.VARIANTS: xID, Weighted-xID, Oracle-xID, Soft-xID, Robust-xID; `soft:oracle`
+is Soft-xID with the oracle's class-label targets of Table 1), each evaluated by retrieval, few-shot
+SVMs and the AUROC of its weights against the known faulty positives. Writes RESULTS/demo.md (means
+over seeds and paired differences against xID with 95% confidence intervals), RESULTS/demo.json and,
+with several noise levels, Fig. 7 as RESULTS/noisy.png.
 
-    make demo                                              # = python demo.py (one seed, 30% injected)
-    python demo.py --seeds 0 1 2 --faulty 0 0.3 0.6        # Fig. noisy: mean +- std over seeds
+    make demo                                                       # = python demo.py --fresh
+    python demo.py --figure noisy                                   # Fig. 7: 4 levels x 3 methods x 3 seeds
+    python demo.py --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
 
 As in the paper (Sec. 5.2), delta is set from the known noise level: the weight function's
-midpoint sits at the quantile of the known share of faulty positives (natural + injected).
+midpoint sits at the quantile of the known share of faulty positives (natural + injected). Every
+run resumes: rerunning a command continues where it stopped and re-evaluates finished runs.
 """
 import argparse
 import json
@@ -18,18 +23,32 @@ import time
 from pathlib import Path
 from statistics import NormalDist, mean, pstdev
 
-import data
 import evaluate
+import figures
+import synthetic
 import train
+from config import parse_config
+from losses import VARIANTS
 
-VARIANTS = (("xID", "xid", False, False), ("Weighted-xID", "weighted", True, False),
-            ("Soft-xID", "soft", False, True), ("Robust-xID", "robust", True, True))
-COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "fine-tune", "AUROC")
+COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
+FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
 
 
-def ensure_data(root):
-    if not (Path(root) / "manifest.csv").exists():
-        data.main(["synth", "--out", str(root)])  # the defaults of `python data.py synth`
+def method_name(method):
+    key, _, targets = method.partition(":")
+    return VARIANTS[key].name + (f" ({targets} targets)" if targets else "")
+
+
+def ensure_data(root, synth_args=()):
+    """Generate the synthetic set only where nothing of the user's can be overwritten: a folder
+    that does not exist, or one synthetic.py made (it holds the marker). Any other folder is used
+    as it is (scanned when it has no manifest)."""
+    root = Path(root)
+    if root.exists() and not synthetic.is_synthetic(root):
+        print(f"[demo] {root} is not a synthetic set: using it as it is")
+        return
+    if not (root / "manifest.csv").exists():
+        synthetic.main(["--out", str(root), *synth_args])
 
 
 def faulty_share(cfg):
@@ -38,29 +57,36 @@ def faulty_share(cfg):
 
 
 def run_setting(args, seed, faulty):
-    """Warm-up and four branches for one seed and injected-fault level; returns {method: metrics}."""
+    """Warm-up and one branch per method for one seed and noise level; returns {method: metrics}."""
     root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
     common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty),
               "--workers", str(args.workers)] + args.train_args
-    warm = train.parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
-                                        "--epochs", "0"])
-    delta = NormalDist().inv_cdf(faulty_share(warm))
+    warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
+                                  "--epochs", "0"])
+    delta = NormalDist().inv_cdf(min(max(faulty_share(warm), 1e-3), 1 - 1e-3))
     train.main(warm)
     rows = {}
-    for name, loss, _, _ in VARIANTS:
-        cfg = train.parse_config(common + ["--out", str(root / loss), "--init", str(root / "warmup" / "ckpt.pt"),
-                                           "--warmup-epochs", "0", "--epochs", str(args.epochs), "--loss", loss,
-                                           "--delta", f"{delta:.4f}"])
+    for method in args.methods:
+        key, _, targets = method.partition(":")
+        out = root / method.replace(":", "_")
+        cfg = parse_config(common + ["--out", str(out), "--init", str(root / "warmup" / "ckpt.pt"), "--warmup-epochs",
+                                     "0", "--epochs", str(args.epochs), "--loss", key, "--delta", f"{delta:.4f}"]
+                           + (["--soft-targets", targets] if targets else []))
         train.main(cfg)
-        ckpt = root / loss / "ckpt.pt"
-        res = evaluate.evaluate(ckpt, ["retrieval", "fewshot", "analysis", "finetune"],
-                                finetune_epochs=args.finetune_epochs, finetune_lr=args.finetune_lr,
-                                trials=args.trials, workers=args.workers, shots=(1, 5))  # the table's columns
-        rows[name] = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
-                      "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
-                      "fine-tune": res["finetune"]["test_acc"], "AUROC": res["weights"]["faulty_auroc"],
-                      "soft_same_class": res["soft_targets_same_class"]}
-        print(f"[demo] seed {seed} faulty {faulty:.0%} {name}: " + json.dumps({k: rows[name][k] for k in COLUMNS}))
+        tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
+        res = evaluate.evaluate(out / "ckpt.pt", tasks, workers=args.workers, shots=(1, 5), trials=args.trials,
+                                finetune_args={"epochs": args.finetune_epochs, "batch_size": 32, "lr": 1e-3,
+                                               "lr_min": 1e-4}, figures=args.figures)
+        rows[method] = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
+                        "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
+                        "AUROC": res["weights"]["faulty_auroc"], "weight_faulty": res["weights"]["mean_weight_faulty"],
+                        "weight_clean": res["weights"]["mean_weight_clean"],
+                        "soft_same_class": res["soft_targets_same_class"],
+                        "protocols": {k: res[k]["protocol"] for k in ("retrieval", "fewshot")}}
+        if args.finetune_epochs:
+            rows[method]["fine-tune"] = res["finetune"]["test_acc"]
+        print(f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
+              + json.dumps({k: rows[method][k] for k in args.columns}))
     return rows, delta, root
 
 
@@ -73,31 +99,65 @@ def fmt(values):
     return f"{100 * mean(values):.1f} ± {100 * pstdev(values):.1f}"
 
 
-def table(results, faulty):
-    """Markdown table like the paper's: one row per method, mean +- std over seeds."""
-    lines = ["| Method | Weighting | CCP soft targets | " + " | ".join(COLUMNS) + " |",
-             "|---|:-:|:-:|" + "---:|" * len(COLUMNS)]
-    for name, _, weighted, soft in VARIANTS:
-        cells = [fmt([r[faulty][name][c] for r in results]) for c in COLUMNS]
-        lines.append(f"| {name} | {'✓' if weighted else '✗'} | {'✓' if soft else '✗'} | " + " | ".join(cells) + " |")
+def fmt_diff(diffs):
+    """Mean paired difference and its 95% CI over seeds, in points; '+' marks an interval above 0."""
+    diffs = [d for d in diffs if d is not None]
+    if not diffs:
+        return "-"
+    m, h = 100 * mean(diffs), 100 * figures.ci95(diffs)
+    if len(diffs) == 1:
+        return f"{m:+.1f}"
+    return f"{m:+.1f} [{m - h:+.1f}, {m + h:+.1f}]"
+
+
+def tables(results, faulty, methods, columns):
+    """Mean +- std over seeds per method, then each method minus xID on the same seed."""
+    lines = ["| Method | Weights | Soft targets | " + " | ".join(columns) + " |",
+             "|---|:-:|:-:|" + "---:|" * len(columns)]
+    for m in methods:
+        key, _, targets = m.partition(":")
+        v = VARIANTS[key]
+        soft = (targets or "ccp") if v.soft else "✗"
+        cells = [fmt([r[faulty][m][c] for r in results]) for c in columns]
+        lines.append(f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft} | "
+                     + " | ".join(cells) + " |")
+    base = methods[0]
+    diff_cols = [c for c in columns if c != "AUROC"]
+    lines += ["", f"Paired differences against {method_name(base)} (same seed, same warm-up), in points: mean "
+              f"[95% CI over {len(results)} seed(s)].", "",
+              "| Method | " + " | ".join(f"Δ {c}" for c in diff_cols) + " |", "|---|" + "---:|" * len(diff_cols)]
+    for m in methods[1:]:
+        cells = [fmt_diff([None if r[faulty][m][c] is None else r[faulty][m][c] - r[faulty][base][c]
+                           for r in results]) for c in diff_cols]
+        lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="data/synth", help="generated here when missing")
+    p.add_argument("--data", default="data/synth", help="generated here when missing (never into a user's folder)")
     p.add_argument("--runs", default="runs/demo")
     p.add_argument("--results", default="results")
+    p.add_argument("--figure", choices=sorted(FIGURES), help="the settings of a paper figure (methods, levels, seeds)")
+    p.add_argument("--methods", nargs="+", default=["xid", "weighted", "oracle"],
+                   help=f"first is the baseline; one of {list(VARIANTS)}, or soft:STRATEGY")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--faulty", type=float, nargs="+", default=[0.3], help="injected faulty-positive fractions")
+    p.add_argument("--faulty", type=float, nargs="+", default=[0.5], help="shares of injected faulty positives")
     p.add_argument("--warmup-epochs", type=int, default=30)
     p.add_argument("--epochs", type=int, default=6, help="epochs of each branch")
-    p.add_argument("--finetune-epochs", type=int, default=2)
-    p.add_argument("--finetune-lr", type=float, default=1e-3)
+    p.add_argument("--finetune-epochs", type=int, default=0, help="add a fine-tune column (0: none)")
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
     p.add_argument("--fresh", action="store_true", help="delete earlier demo runs first (else they resume)")
     args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
+    for k, v in FIGURES.get(args.figure, {}).items():
+        setattr(args, k, v)
+    for m in args.methods:
+        key, _, _ = m.partition(":")
+        if key not in VARIANTS:
+            p.error(f"--methods {m}: expected one of {list(VARIANTS)} or soft:STRATEGY")
+    args.columns = COLUMNS + (("fine-tune",) if args.finetune_epochs else ())
     t0 = time.time()
     if args.fresh:
         shutil.rmtree(args.runs, ignore_errors=True)
@@ -109,21 +169,37 @@ def main(argv=None):
             per_level[faulty], deltas[faulty], root = run_setting(args, seed, faulty)
         results.append(per_level)
     minutes = (time.time() - t0) / 60
+    write_results(args, results, deltas, root, minutes, argv)
+
+
+def write_results(args, results, deltas, root, minutes, argv):
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
-    for png in ("scores_weights.png", "per_class_r1.png"):  # plots of the last Robust-xID run
-        shutil.copy(root / "robust" / png, out / png)
+    name = args.figure or "demo"
+    last = root / args.methods[-1].replace(":", "_")
+    for png in ("scores_weights.png", "retrievals.png"):  # plots of the last run of the last method
+        if (last / png).exists():
+            shutil.copy(last / png, out / (png if name == "demo" else f"{name}_{png}"))
     command = "python demo.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = ["# Demo results\n", f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs "
-            f"of xID, then {args.epochs} epochs per branch; fine-tune {args.finetune_epochs} epochs; "
-            f"{minutes:.1f} minutes in all. Metrics in %: test videos query the train set (R@k), "
-            f"SVMs on n train videos per class (n-shot), fine-tuned top-1, and the AUROC of the weights "
-            f"for the ground-truth faulty positives.\n"]
+    text = [f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
+            f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "
+            f"{args.epochs} epochs per method; {minutes:.1f} minutes in all. Metrics in %: test videos query "
+            f"the train split (R@k, Euclidean distance on the last feature map), linear SVMs on n train videos "
+            f"per class (n-shot, raw features), and the AUROC of the bank scores for the known faulty "
+            f"positives (natural and injected). Mean ± std over seeds.\n"]
     for faulty in args.faulty:
-        text += [f"## {faulty:.0%} injected faulty positives (delta = {deltas[faulty]:.2f})\n", table(results, faulty), ""]
-    (out / "demo.md").write_text("\n".join(text) + "\n")
-    (out / "demo.json").write_text(json.dumps({"args": vars(args), "minutes": minutes, "results": [
-        {str(k): v for k, v in r.items()} for r in results]}, indent=1))
+        text += [f"## {faulty:.0%} injected faulty positives (delta = {deltas[faulty]:.2f})\n",
+                 tables(results, faulty, args.methods, args.columns), ""]
+    if len(args.faulty) > 1:
+        curves = {method_name(m): {f: [r[f][m]["R@5"] for r in results] for f in args.faulty} for m in args.methods}
+        figures.noisy(args.faulty, curves, "R@5", out / f"{name}.png")
+        curves = {method_name(m): {f: [r[f][m]["5-shot"] for r in results] for f in args.faulty} for m in args.methods}
+        figures.noisy(args.faulty, curves, "5-shot", out / f"{name}_5shot.png")
+        text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
+    (out / f"{name}.md").write_text("\n".join(text) + "\n")
+    (out / f"{name}.json").write_text(json.dumps({
+        "args": {k: v for k, v in vars(args).items()}, "minutes": minutes, "deltas": {str(k): v for k, v in deltas.items()},
+        "results": [{str(k): v for k, v in r.items()} for r in results]}, indent=1))
     print("\n".join(text))
 
 

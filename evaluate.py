@@ -1,20 +1,29 @@
-"""Downstream evaluation of a pre-trained video encoder (paper Sec. 5.1 "Downstream tasks", Sec. 6, App. B).
+"""Downstream evaluation of a pre-trained video encoder, by the paper's protocols (Sec. 5.1, Sec. 6).
 
-    retrieval  last feature map (4x4x512; pooled to 4x4 at other sizes) averaged over 10 clips per
-               video; test videos query the train set; R@1/5/20 (a hit if any of the top k shares the label)
-    fewshot    max-pooled features averaged over 10 clips; one-vs-all linear SVM (C=1) on n videos
-               per class; top-1 on the test set, mean +- std over 50 seeded trials
-    finetune   encoder + dropout + linear classifier, Adam (wd 1e-3, backbone lr x0.1, cosine);
-               top-1 of video-level predictions averaged over 10 clips; a validation split held out
-    analysis   histogram of bank scores with the weight function (Fig. weights), AUROC / precision
-               of the weights for the faulty-positive flags, soft-target mass on same-class
-               candidates vs chance, per-class R@1 (PNG files)
+    retrieval  the last conv feature map (4x4x512 at 112x112) averaged over 10 clips per video; test
+               videos query the train split by Euclidean distance (Fig. 11); R@1/5/20: a hit if one
+               of the k nearest shares the query's class (Sec. 5.1, Table 4)
+    fewshot    global max-pooled features averaged over 10 clips; a one-vs-all linear SVM (C=1) on the
+               raw features of n train videos per class; top-1 on the test split, mean +- std over 50
+               seeded trials (Sec. 6, Table 5)
+    finetune   encoder + dropout after the max pooling + linear layer; Adam, batch 192, 200 epochs,
+               cosine 1e-4 -> 1e-5, backbone lr x0.1, weight decay 1e-3; trained on the whole train
+               split, the final epoch's top-1 of video-level predictions (softmax averaged over 10
+               clips) on the test split (Sec. 5.1; Sec. 6 also on 32-frame clips: --frames 32)
+    analysis   the weights of eq. (6) against the known faulty positives (AUROC, histogram as in
+               Fig. 5), soft-target mass on same-class candidates, per-class R@1 (Fig. 10), and
+               the retrieval figure (Fig. 11): query frames and their top-4 retrievals
+
+Deviations are named options, off by default: --standardise (few-shot), --select-on-val (fine-tune),
+--accumulate (gradient accumulation when a batch of 192 does not fit). Every task prints the
+protocol it ran and stores it beside its numbers in CKPT_DIR/eval.json. A query set that shares a
+file with its gallery (or a test split that shares one with the train split) is refused.
 
     python evaluate.py all runs/demo/robust/ckpt.pt                      # on the data it was trained on
     python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1
-Results go to CKPT_DIR/eval.json (and a table on stdout); features are cached next to the checkpoint.
 """
 import argparse
+import copy
 import hashlib
 import json
 import math
@@ -28,95 +37,101 @@ import torch.nn.functional as F
 import augment
 import data
 import manifest
-import train
+from checkpoint import load_pretrained
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
-from memory_bank import MemoryBank
+
+FINETUNE = dict(epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3,
+                dropout=0.5)  # Sec. 5.1
 
 
 def device_default():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def load_pretrained(ckpt):
-    """(config, model with the checkpoint's weights, memory bank) from a train.py checkpoint."""
-    state = train.load_checkpoint(ckpt)
-    cfg = train.Config(**state["config"])
-    model = train.build_model(cfg)
-    model.load_state_dict(state["model"])
-    bank = MemoryBank(state["bank"]["video"].shape[0], momentum=cfg.momentum)
-    bank.load_state_dict(state["bank"])
-    return cfg, model, bank
-
-
 def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None):
-    """Video-only dataset of one split, for evaluation (UCF101/HMDB51 videos often have no audio);
-    `keep` selects records by position (a held-out validation part)."""
+    """Video-only dataset of one split (UCF101/HMDB51 videos often have no audio); `keep` selects
+    records by position (a held-out validation part)."""
     records, classes = manifest.load_records(cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None,
                                              cfg.manifest or None, need_audio=False)
     if keep is not None:
         records = [records[i] for i in keep]
-    return data.AVDataset(records, train.clip_spec(cfg, audio=False), train=train_mode, audio=False,
+    return data.AVDataset(records, data.clip_spec(cfg, audio=False), train=train_mode, audio=False,
                           num_clips=num_clips, max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload), classes
+
+
+def check_disjoint(query, gallery, what="query and gallery"):
+    """Refuse an evaluation whose two sets share a video file: it would find every query itself."""
+    shared = sorted({r.path for r in query.records} & {r.path for r in gallery.records})
+    if shared:
+        raise ValueError(f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
+                         f"dataset disjoint train.txt/test.txt lists (python manifest.py split ROOT makes them)")
 
 
 def loader(dataset, batch_size, workers, shuffle=False, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
-                                       drop_last=shuffle, generator=g, worker_init_fn=train._worker_init)
+                                       drop_last=shuffle, generator=g, worker_init_fn=data.worker_init)
 
 
 # ----------------------------------------------------------------------------- features
 
 @torch.no_grad()
 def extract_features(encoder, dataset, device, batch_size=8, workers=2):
-    """Per video, averaged over its clips: `fmap` the last feature map pooled to (1, 4, 4) and
-    flattened (retrieval), `pooled` the global max-pooled feature (few-shot). And the labels."""
+    """Per video, averaged over its clips: `fmap` the last conv feature map, flattened (retrieval),
+    `pooled` the global max-pooled feature (few-shot); and the labels.
+
+    The paper's map is 4x4x512, what R(2+1)D gives at its 112x112 input. At other sizes we keep the
+    network's own map (3x3 at 80x80, 2x2 at 64x64) rather than resample it to 4x4: pooling a 3x3 map
+    up to 4x4 would repeat the centre positions and weight them more in the distance."""
     encoder.eval().to(device)
     fmaps, pooled, labels = [], [], []
     for batch in loader(dataset, batch_size, workers):
         x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
         B, C = x.shape[:2]
-        fm = encoder.feature_map(x.flatten(0, 1)).float()  # (B*clips, 512, t, h, w)
-        fmaps.append(F.adaptive_avg_pool3d(fm, (1, 4, 4)).flatten(1).view(B, C, -1).mean(1).cpu())  # (B, 512*16)
-        pooled.append(torch.amax(fm, dim=(2, 3, 4)).view(B, C, -1).mean(1).cpu())  # (B, 512)
+        fm = encoder.feature_map(x.flatten(0, 1)).float().mean(2)  # (B*clips, 512, h, w): the 1-frame time axis
+        fmaps.append(fm.flatten(1).view(B, C, -1).mean(1).cpu())  # (B, 512*h*w)
+        pooled.append(torch.amax(fm, dim=(2, 3)).view(B, C, -1).mean(1).cpu())  # (B, 512)
         labels.append(batch["label"])
     return {"fmap": torch.cat(fmaps), "pooled": torch.cat(pooled), "labels": torch.cat(labels)}
 
 
 def cached_features(ckpt, cfg, encoder, split, device, workers=2):
-    """extract_features, saved next to the checkpoint under a key of checkpoint and data settings."""
+    """extract_features of a split, saved next to the checkpoint under a key of checkpoint and data
+    settings; the dataset is returned too (its records name the files)."""
+    ds = eval_set(cfg, split)[0]
     st = Path(ckpt).stat()
     key = json.dumps([str(Path(ckpt).resolve()), st.st_mtime_ns, st.st_size, cfg.data, cfg.layout, cfg.fold,
-                      split, cfg.frames, cfg.fps, cfg.size])
+                      split, cfg.frames, cfg.fps, cfg.size, "native-map", [r.path for r in ds.records]])
     path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
     if path.exists():
-        return torch.load(path, weights_only=True)
-    feats = extract_features(encoder, eval_set(cfg, split)[0], device, workers=workers)
+        return torch.load(path, weights_only=True), ds
+    feats = extract_features(encoder, ds, device, workers=workers)
     torch.save(feats, path)
-    return feats
+    return feats, ds
 
 
 # ----------------------------------------------------------------------------- retrieval and few-shot
 
 def recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 5, 20), device=None, chunk=1024):
-    """R@k with cosine similarity: the share of queries with a same-label video among their k nearest.
-    Returns ({k: R@k}, per-query top-1 hits)."""
+    """R@k by Euclidean distance (Fig. 11): the share of queries with a same-label video among their
+    k nearest. Returns ({k: R@k}, per-query indices of the nearest max(ks) gallery videos)."""
     device = device or device_default()
-    g = F.normalize(gallery.float(), dim=1).to(device)  # (G, F)
+    g = gallery.float().to(device)  # (G, F)
     gl = gallery_labels.to(device)
     kmax = min(max(ks), g.shape[0])
-    hits = []
+    hits, nearest = [], []
     for q, ql in zip(query.split(chunk), query_labels.split(chunk)):
-        sim = F.normalize(q.float(), dim=1).to(device) @ g.T  # (Q, G)
-        top = sim.topk(kmax, dim=1).indices  # (Q, kmax)
+        dist = torch.cdist(q.float().to(device), g)  # (Q, G)
+        top = dist.topk(kmax, dim=1, largest=False).indices  # (Q, kmax), nearest first
         hits.append((gl[top] == ql.to(device)[:, None]).cpu())  # (Q, kmax)
+        nearest.append(top.cpu())
     hits = torch.cat(hits)
-    recall = {k: float(hits[:, :k].any(1).float().mean()) for k in ks}
-    return recall, hits[:, 0]
+    return {k: float(hits[:, :k].any(1).float().mean()) for k in ks}, torch.cat(nearest)
 
 
-def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed=0):
-    """Linear SVM (one-vs-all, C=1) on n videos per class; {n: (mean, std) top-1} over seeded trials."""
+def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed=0, standardise=False):
+    """One-vs-all linear SVM (C=1) on n videos per class; {n: (mean, std) top-1} over seeded trials.
+    standardise=True (not the paper's) scales the features by statistics of the n-shot samples."""
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
     train_x, train_y, test_x, test_y = (t.numpy() for t in (train_x, train_y, test_x, test_y))
@@ -128,9 +143,12 @@ def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed
             rng = np.random.default_rng(seed * 1000 + t)
             pick = np.concatenate([rng.choice(np.flatnonzero(train_y == c), min(n, (train_y == c).sum()),
                                               replace=False) for c in classes])
-            scaler = StandardScaler().fit(train_x[pick])
-            svm = LinearSVC(C=1.0, max_iter=10000).fit(scaler.transform(train_x[pick]), train_y[pick])
-            accs.append(float((svm.predict(scaler.transform(test_x)) == test_y).mean()))
+            x, xt = train_x[pick], test_x
+            if standardise:
+                scaler = StandardScaler().fit(x)
+                x, xt = scaler.transform(x), scaler.transform(xt)
+            svm = LinearSVC(C=1.0, multi_class="ovr", max_iter=10000).fit(x, train_y[pick])  # liblinear: one-vs-all
+            accs.append(float((svm.predict(xt) == test_y).mean()))
         out[n] = (float(np.mean(accs)), float(np.std(accs)))
     return out
 
@@ -160,15 +178,20 @@ def finetune_optimizer(clf, lr, backbone_lr_scale=0.1, weight_decay=1e-3, freeze
     return torch.optim.Adam(groups, weight_decay=weight_decay)
 
 
-def finetune_step(clf, optimizer, video, label, freeze_backbone=False):
+def finetune_step(clf, optimizer, video, label, freeze_backbone=False, accumulate=1):
+    """One optimiser step over `accumulate` equal micro-batches of (video, label): the gradient of
+    the mean loss of the whole batch. BatchNorm sees the micro-batches (the only difference)."""
     clf.train()
     if freeze_backbone:
         clf.encoder.eval()  # frozen means BatchNorm statistics too
-    loss = F.cross_entropy(clf(video), label)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    total = 0.0
+    for v, y in zip(video.chunk(accumulate), label.chunk(accumulate)):
+        loss = F.cross_entropy(clf(v), y) * len(y) / len(label)
+        loss.backward()
+        total += loss.item()
     optimizer.step()
-    return loss.item()
+    return total
 
 
 @torch.no_grad()
@@ -184,20 +207,31 @@ def video_accuracy(clf, dataset, device, workers=2):
     return correct / total
 
 
-def finetune(encoder, cfg, epochs=10, lr=1e-4, lr_min=1e-5, batch_size=32, val_fraction=0.1,
-             freeze_backbone=False, device=None, workers=2, seed=0):
-    """Fine-tune on the train split; pick the epoch by accuracy on a held-out part of it; report test."""
+def finetune(encoder, cfg, epochs=200, lr=1e-4, lr_min=1e-5, batch_size=192, accumulate=1, frames=None,
+             select_on_val=False, val_fraction=0.1, freeze_backbone=False, device=None, workers=2, seed=0):
+    """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
+    select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
+    that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32)."""
     device = device or device_default()
+    if frames:
+        cfg = copy.copy(cfg)
+        cfg.frames = frames
+    if batch_size % accumulate:
+        raise ValueError(f"batch_size {batch_size} must divide into accumulate={accumulate} micro-batches")
     train_set, classes = eval_set(cfg, "train", train_mode=True)
-    rng = np.random.default_rng(seed)
-    labels = train_set.labels.numpy()
-    val_idx = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:max(1, int(val_fraction * (labels == c).sum()))]
-                              for c in np.unique(labels)])
-    fit_idx = np.setdiff1d(np.arange(len(train_set)), val_idx)
-    val_set, _ = eval_set(cfg, "train", keep=val_idx)
     test_set, _ = eval_set(cfg, "test")
-    clf = Classifier(encoder, len(classes)).to(device)
-    opt = finetune_optimizer(clf, lr, freeze_backbone=freeze_backbone)
+    check_disjoint(test_set, train_set, "the test and train splits")
+    fit_idx, val_set = np.arange(len(train_set)), None
+    if select_on_val:
+        rng = np.random.default_rng(seed)
+        labels = train_set.labels.numpy()
+        val_idx = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:max(1, int(val_fraction * (labels == c).sum()))]
+                                  for c in np.unique(labels)])
+        fit_idx = np.setdiff1d(fit_idx, val_idx)
+        val_set = eval_set(cfg, "train", keep=val_idx)[0]
+    batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
+    clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)
+    opt = finetune_optimizer(clf, lr, FINETUNE["backbone_lr_scale"], FINETUNE["weight_decay"], freeze_backbone)
     aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
     fit = loader(torch.utils.data.Subset(train_set, fit_idx), batch_size, workers, shuffle=True, seed=seed)
     steps, best = epochs * len(fit), (-1.0, None)
@@ -208,23 +242,37 @@ def finetune(encoder, cfg, epochs=10, lr=1e-4, lr_min=1e-5, batch_size=32, val_f
             for g in opt.param_groups:
                 g["lr"] = g["initial_lr"] * scale
             video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
-            finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone)
-        val = video_accuracy(clf, val_set, device, workers)
-        if val > best[0]:
-            best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
-    clf.load_state_dict(best[1])
-    return {"val_acc": best[0], "test_acc": video_accuracy(clf, test_set, device, workers)}
+            finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
+        if select_on_val:
+            val = video_accuracy(clf, val_set, device, workers)
+            if val > best[0]:
+                best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
+    out = {}
+    if select_on_val:
+        clf.load_state_dict(best[1])
+        out["val_acc"] = best[0]
+    out["test_acc"] = video_accuracy(clf, test_set, device, workers)
+    out["steps"] = steps
+    return out
 
 
 # ----------------------------------------------------------------------------- analysis
 
+def faulty_auroc(scores, faulty):
+    """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
+    if faulty.all() or not faulty.any():
+        return None
+    from sklearn.metrics import roc_auc_score
+    return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
+
+
 def weight_analysis(bank, faulty, cfg):
-    """How well do the weights of eq. (weigths) find the faulty positives? AUROC and precision at
+    """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at
     k = number of faulty instances, ranking by increasing weight."""
     scores = bank.scores()
     w = sample_weights(scores, scores.mean(), scores.std(), cfg.delta, cfg.kappa, cfg.w_min)
     k = int(faulty.sum())
-    out = {"faulty_auroc": train.faulty_auroc(scores, faulty), "mean_weight": float(w.mean()),
+    out = {"faulty_auroc": faulty_auroc(scores, faulty), "mean_weight": float(w.mean()),
            "mean_weight_faulty": float(w[faulty].mean()) if k else None,
            "mean_weight_clean": float(w[~faulty].mean())}
     if k:
@@ -249,64 +297,71 @@ def soft_target_analysis(bank, labels, cfg, num_negatives=None, seed=0):
     return out
 
 
-def plot_analysis(scores, w, faulty, cfg, per_class, classes, out_dir):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    out_dir = Path(out_dir)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    s = scores.numpy()
-    bins = np.linspace(s.min(), s.max(), 40)
-    ax.hist([s[~faulty.numpy()], s[faulty.numpy()]], bins=bins, stacked=True, color=["tab:red", "tab:gray"],
-            label=["clean", "faulty positive (ground truth)"])
-    ax.set_xlabel(r"bank score $\bar v_i^T \bar a_i$")
-    ax.set_ylabel("instances")
-    ax2 = ax.twinx()
-    order = np.argsort(s)
-    ax2.plot(s[order], w.numpy()[order], "k-", label="weight")
-    ax2.set_ylim(0, 1.05)
-    ax2.set_ylabel(rf"$w_i$ ($\delta$={cfg.delta:.2f}, $\kappa$={cfg.kappa}, $w_{{min}}$={cfg.w_min})")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "scores_weights.png", dpi=120)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.bar(range(len(per_class)), per_class)
-    ax.set_xticks(range(len(per_class)), classes, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("R@1")
-    fig.tight_layout()
-    fig.savefig(out_dir / "per_class_r1.png", dpi=120)
-    plt.close("all")
-
-
 # ----------------------------------------------------------------------------- command line
 
-def evaluate(ckpt, tasks, overrides=None, finetune_epochs=10, finetune_lr=1e-4, trials=50, workers=2, device=None,
-             shots=(1, 5, 20)):
+def protocol_of(task, **settings):
+    """What a task ran, as printed and stored beside its numbers."""
+    text = {"retrieval": "last conv map averaged over 10 clips, Euclidean distance, test queries the train split",
+            "fewshot": "max-pooled features averaged over 10 clips, one-vs-all linear SVM C=1, {trials} trials"
+                       "{scaled}",
+            "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
+                        "cosine, backbone x0.1, wd 1e-3, dropout 0.5, {frames}-frame clips, {select}",
+            "analysis": "bank scores and eq. (6) weights vs the known faulty positives; soft-target mass"}[task]
+    fmt = {**settings, "scaled": ", standardised (not the paper's)" if settings.get("standardise") else ", raw",
+           "select": "validation-selected epoch (not the paper's)" if settings.get("select_on_val")
+           else "final epoch on the test split"}
+    return {"text": text.format(**fmt), **settings}
+
+
+def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 20), trials=50, standardise=False,
+             finetune_args=None, figures=True):
+    """Run `tasks` on a checkpoint; returns {task: results} with each task's protocol, and merges
+    them into CKPT_DIR/eval.json."""
+    import figures as figs
     device = device or device_default()
-    cfg, model, bank = load_pretrained(ckpt)
+    cfg, model, bank, instances = load_pretrained(ckpt)
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
-        tr = cached_features(ckpt, cfg, model.video, "train", device, workers)
-        te = cached_features(ckpt, cfg, model.video, "test", device, workers)
-        recall, top1 = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
-        results["retrieval"] = {f"R@{k}": v for k, v in recall.items()}
+        tr, tr_set = cached_features(ckpt, cfg, model.video, "train", device, workers)
+        te, te_set = cached_features(ckpt, cfg, model.video, "test", device, workers)
+        check_disjoint(te_set, tr_set, "the test queries and the train gallery")
+        recall, nearest = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
+        results["retrieval"] = {**{f"R@{k}": v for k, v in recall.items()},
+                                "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]))}
     if "fewshot" in tasks:
-        fs = few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=shots, trials=trials)
-        results["fewshot"] = {f"{n}-shot": v for n, v in fs.items()}
+        fs = few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots, trials, standardise=standardise)
+        results["fewshot"] = {**{f"{n}-shot": v for n, v in fs.items()},
+                              "protocol": protocol_of("fewshot", trials=trials, standardise=standardise)}
     if "analysis" in tasks:
-        pretrain = train.build_train_set(cfg)  # the same instances (and injected faults) as the bank
-        wa, scores, w = weight_analysis(bank, pretrain.faulty, cfg)
+        if instances is None:
+            raise SystemExit(f"{ckpt} predates checkpoints that keep their instances' labels and faulty flags; "
+                             f"the analysis needs them: resume the run for one more epoch to rewrite it")
+        faulty, labels = instances["faulty"], instances["labels"]
+        wa, scores, w = weight_analysis(bank, faulty, cfg)
         results["weights"] = wa
-        results["soft_targets_same_class"] = soft_target_analysis(bank, pretrain.labels, cfg)
+        results["soft_targets_same_class"] = soft_target_analysis(bank, labels, cfg)
         classes = manifest.list_split(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None)[1]
-        per_class = [float(top1[te["labels"] == c].float().mean()) for c in range(len(classes))]
+        per_class = [float((tr["labels"][nearest[:, 0]] == te["labels"])[te["labels"] == c].float().mean())
+                     for c in range(len(classes))]
         results["per_class_R@1"] = dict(zip(classes, per_class))
-        plot_analysis(scores, w, pretrain.faulty, cfg, per_class, classes, Path(ckpt).parent)
+        results["analysis"] = {"protocol": protocol_of("analysis")}
+        if figures:
+            out = Path(ckpt).parent
+            figs.scores_and_weights(scores, w, faulty, cfg, out / "scores_weights.png")
+            figs.per_class(per_class, classes, out / "per_class_r1.png")
+            figs.retrievals(te_set, tr_set, nearest, classes, out / "retrievals.png")
     if "finetune" in tasks:
-        results["finetune"] = finetune(model.video, cfg, epochs=finetune_epochs, lr=finetune_lr,
-                                       device=device, workers=workers)
+        fa = {**FINETUNE, "accumulate": 1, "frames": cfg.frames, "select_on_val": False, **(finetune_args or {})}
+        res = finetune(model.video, cfg, epochs=fa["epochs"], lr=fa["lr"], lr_min=fa["lr_min"],
+                       batch_size=fa["batch_size"], accumulate=fa["accumulate"], frames=fa["frames"],
+                       select_on_val=fa["select_on_val"], device=device, workers=workers)
+        keep = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
+        results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in keep})}
+    for task, res in results.items():
+        if "protocol" in res:
+            print(f"[evaluate] {task}: {res['protocol']['text']}")
     path = Path(ckpt).parent / "eval.json"
     previous = json.loads(path.read_text()) if path.exists() else {}
     path.write_text(json.dumps({**previous, **results}, indent=1))
@@ -321,9 +376,15 @@ def main(argv=None):
     p.add_argument("--layout", help="ucf101 | hmdb51 | kinetics | folder")
     p.add_argument("--fold", type=int, help="split 1-3 of UCF101 / HMDB51")
     p.add_argument("--annotations", help="split files, when not in the layout's default place")
-    p.add_argument("--finetune-epochs", type=int, default=10, help="paper: 200")
-    p.add_argument("--finetune-lr", type=float, default=1e-4, help="paper: 1e-4 -> 1e-5 cosine, backbone x0.1")
-    p.add_argument("--trials", type=int, default=50, help="few-shot trials (paper protocol: 50)")
+    p.add_argument("--trials", type=int, default=50, help="few-shot trials (paper: 50)")
+    p.add_argument("--standardise", action="store_true", help="few-shot on standardised features (paper: raw)")
+    p.add_argument("--finetune-epochs", type=int, default=FINETUNE["epochs"], help="paper: 200")
+    p.add_argument("--finetune-batch", type=int, default=FINETUNE["batch_size"], help="paper: 192")
+    p.add_argument("--finetune-lr", type=float, default=FINETUNE["lr"], help="paper: 1e-4 -> 1e-5 cosine")
+    p.add_argument("--accumulate", type=int, default=1, help="micro-batches per step when a batch does not fit")
+    p.add_argument("--frames", type=int, help="fine-tune on clips of this many frames (paper: 8; Sec. 6 also 32)")
+    p.add_argument("--select-on-val", action="store_true",
+                   help="keep the best epoch on 10%% of the train split (paper: the final epoch)")
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args(argv)
     overrides = {k: v for k in ("data", "layout", "fold", "annotations") if (v := getattr(args, k)) is not None}
@@ -332,7 +393,12 @@ def main(argv=None):
     tasks = ["retrieval", "fewshot", "analysis", "finetune"] if args.task == "all" else [args.task]
     if "analysis" in tasks and "data" in overrides:
         tasks.remove("analysis")  # the bank belongs to the pre-training data
-    res = evaluate(args.ckpt, tasks, overrides, args.finetune_epochs, args.finetune_lr, args.trials, args.workers)
+    finetune_args = {"epochs": args.finetune_epochs, "batch_size": args.finetune_batch, "lr": args.finetune_lr,
+                     "lr_min": args.finetune_lr / 10, "accumulate": args.accumulate, "select_on_val": args.select_on_val}
+    if args.frames:
+        finetune_args["frames"] = args.frames
+    res = evaluate(args.ckpt, tasks, overrides, args.workers, trials=args.trials, standardise=args.standardise,
+                   finetune_args=finetune_args)
     print(json.dumps(res, indent=1))
 
 

@@ -1,10 +1,16 @@
 """The Robust-xID objective as pure functions: the paper's Sections 3-4, one function per equation.
+Equation numbers are the ones printed in the paper; the LaTeX source's labels are in brackets.
 
-    xid_loss        eq. (avid)       cross-modal instance discrimination against memory-bank targets
-    soft_targets    eq. (bts-trg-v/a) + Sec. 4.2: bootstrap, swapped, neighbor, ccp, oracle
-    soft_xid_loss   eq. (soft-xID)   cross-entropy against the soft targets
-    sample_weights  eq. (weigths)    down-weight likely faulty positives from the bank scores
-    robust_loss     eq. (wavid), eq. (loss)  the weighted mean of per-sample losses
+    xid_loss         eqs. (1)-(2) [avid]    cross-modal instance discrimination against bank targets
+    soft_targets     eqs. (8)-(14) [bts-trg] T = (1 - lam) onehot + lam S; S by bootstrapping (10),
+                                            swapped (11), neighbour (12), CCP (13)-(14) or oracle labels
+    soft_xid_loss    eq. (7) [soft-xID]     cross-entropy against the soft targets
+    sample_weights   eq. (6) [weigths]      down-weight likely faulty positives from the bank scores
+    weighted_mean    eq. (5) [wavid]        sum_i w_i L_i / sum_i w_i
+    robust_xid_loss  eq. (17) [loss]        the paper's objective: weighted mean of the (soft) xID loss
+
+`VARIANTS` names the methods of the paper's Table 2 and Fig. 7 by the two switches of eq. (17): which
+weights (none, eq. (6), or the oracle's 0/1 of Sec. 5.2) and whether the targets are soft.
 
 Notation (as in the paper): B samples, K negatives, D embedding size. `v`, `a` (B, D) are the
 unit-norm encoder outputs v_i = f_v(v_i), a_i = f_a(a_i). `vbar`, `abar` (B, 1+K, D) are memory-bank
@@ -15,10 +21,28 @@ Nothing here holds state or touches a device; train.py calls these, tests/test_l
 them (python -m pytest tests/test_losses.py).
 """
 import math
+from dataclasses import dataclass
 
 import torch
 
 SOFT_TARGET_STRATEGIES = ("bootstrap", "swapped", "neighbor", "ccp", "oracle")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One method as the paper's tables name it: the switches of eq. (17)."""
+    name: str
+    weights: str  # "none" (w_i = 1), "scores" (eq. (6) from the bank scores), "oracle" (0 on injected faults)
+    soft: bool    # soft targets T of eqs. (8)-(9) instead of one-hot
+
+
+VARIANTS = {  # the --loss choices of train.py; demo.py and the tests use the same table
+    "xid": Variant("xID", "none", False),
+    "weighted": Variant("Weighted-xID", "scores", False),
+    "oracle": Variant("Oracle-xID", "oracle", False),
+    "soft": Variant("Soft-xID", "none", True),
+    "robust": Variant("Robust-xID", "scores", True),
+}
 
 
 def _float32(fn):
@@ -39,13 +63,13 @@ def candidate_dot(s, tbar):
 
 
 def log_posterior(s, tbar, tau):
-    """log P(tbar_j | s_i; tau), eq. (avid2): a softmax over the 1+K candidates. -> (B, 1+K)"""
+    """log P(tbar_j | s_i; tau), eq. (2) [avid2]: a softmax over the 1+K candidates. -> (B, 1+K)"""
     return torch.log_softmax(candidate_dot(s, tbar) / tau, dim=1)  # (B, 1+K)
 
 
 @_float32
 def xid_loss(v, a, vbar, abar, tau=0.07):
-    """eq. (avid): L_xID(v_i, a_i) = -log P(abar_i | v_i; tau) - log P(vbar_i | a_i; tau). -> (B,)
+    """eq. (1) [avid]: L_xID(v_i, a_i) = -log P(abar_i | v_i; tau) - log P(vbar_i | a_i; tau). -> (B,)
 
     The positive is column 0 of the candidates, so this is cross-entropy with target 0."""
     logp_v = log_posterior(v, abar, tau)  # (B, 1+K): video queries the audio targets
@@ -56,7 +80,8 @@ def xid_loss(v, a, vbar, abar, tau=0.07):
 @torch.no_grad()
 @_float32
 def soft_targets(vbar, abar, strategy, lam=0.5, tau_s=0.02, tau_t=0.07, labels=None):
-    """eq. (bts-trg-v/a): T(j|i) = (1 - lam) 1[i=j] + lam S(j|i), with S from Sec. 4.2.
+    """eqs. (8)-(9) [bts-trg-v/a]: T(j|i) = (1 - lam) 1[i=j] + lam S(j|i), with S from Sec. 4.2:
+    bootstrap eq. (10), swapped eq. (11), neighbor eq. (12), ccp eqs. (13)-(14), oracle (Table 1).
 
     Only memory-bank targets enter S (vbar_i = vbar[:, 0], abar_i = abar[:, 0]), never the encoder
     outputs, so the targets carry no gradient. `labels` (B, 1+K) is used by "oracle" alone.
@@ -65,22 +90,22 @@ def soft_targets(vbar, abar, strategy, lam=0.5, tau_s=0.02, tau_t=0.07, labels=N
     if strategy not in SOFT_TARGET_STRATEGIES:
         raise ValueError(f"soft target strategy {strategy!r}: expected one of {SOFT_TARGET_STRATEGIES}")
     vbar_i, abar_i = vbar[:, 0], abar[:, 0]  # (B, D) each: the sample's own targets
-    if strategy == "bootstrap":  # each modality's own posterior, made peakier by tau_s
+    if strategy == "bootstrap":  # eq. (10): each modality's own posterior, made peakier by tau_s
         S_v = torch.softmax(candidate_dot(vbar_i, abar) / tau_s, dim=1)  # P(abar_j | vbar_i): (B, 1+K)
         S_a = torch.softmax(candidate_dot(abar_i, vbar) / tau_s, dim=1)  # P(vbar_j | abar_i): (B, 1+K)
-    elif strategy == "swapped":  # the opposite modality's posterior
+    elif strategy == "swapped":  # eq. (11): the opposite modality's posterior
         S_v = torch.softmax(candidate_dot(abar_i, vbar) / tau_s, dim=1)  # P(vbar_j | abar_i): (B, 1+K)
         S_a = torch.softmax(candidate_dot(vbar_i, abar) / tau_s, dim=1)  # P(abar_j | vbar_i): (B, 1+K)
-    elif strategy == "neighbor":  # within-modal similarity
+    elif strategy == "neighbor":  # eq. (12): within-modal similarity
         S_v = torch.softmax(candidate_dot(vbar_i, vbar) / tau_s, dim=1)  # (B, 1+K)
         S_a = torch.softmax(candidate_dot(abar_i, abar) / tau_s, dim=1)  # (B, 1+K)
-    elif strategy == "ccp":  # swapped prediction, favouring candidates that correspond well themselves
+    elif strategy == "ccp":  # eqs. (13)-(14): swapped prediction, favouring candidates that correspond well
         self_i = (vbar_i * abar_i).sum(1, keepdim=True)  # vbar_i . abar_i: (B, 1)
         self_j = (vbar * abar).sum(2)                    # vbar_j . abar_j: (B, 1+K)
         # self_i / tau_t is the same for every j and cancels in the softmax; kept to match the paper.
         S_v = torch.softmax(self_i / tau_t + candidate_dot(abar_i, vbar) / tau_s + self_j / tau_t, dim=1)
         S_a = torch.softmax(self_i / tau_t + candidate_dot(vbar_i, abar) / tau_s + self_j / tau_t, dim=1)
-    else:  # "oracle": uniform over the candidates of the sample's own class (uses labels)
+    else:  # "oracle" (Table 1): uniform over the candidates of the sample's own class (uses labels)
         if labels is None:
             raise ValueError("soft target strategy 'oracle' needs labels (B, 1+K)")
         same = (labels == labels[:, :1]).float()  # (B, 1+K); column 0 is always 1
@@ -94,10 +119,10 @@ def soft_targets(vbar, abar, strategy, lam=0.5, tau_s=0.02, tau_t=0.07, labels=N
 
 @_float32
 def soft_xid_loss(v, a, vbar, abar, T_v, T_a, tau=0.07):
-    """eq. (soft-xID): -sum_j T_v(j|i) log P(abar_j|v_i) - sum_j T_a(j|i) log P(vbar_j|a_i). -> (B,)
+    """eq. (7) [soft-xID]: -sum_j T_v(j|i) log P(abar_j|v_i) - sum_j T_a(j|i) log P(vbar_j|a_i). -> (B,)
 
     Its gradient is -dL/dv_i = (1/tau) sum_j abar_j (T_v(j|i) - P(abar_j|v_i)). The printed
-    eq. (update_rxid_1) writes P(abar_i|v_i) inside the sum; the index must be j (the posterior of
+    eq. (15) [update_rxid_1] writes P(abar_i|v_i) inside the sum; the index must be j (the posterior of
     each candidate), which is what autograd computes here and tests/test_losses.py checks.
     With one-hot T this is exactly xid_loss."""
     logp_v = log_posterior(v, abar, tau)  # (B, 1+K)
@@ -106,7 +131,7 @@ def soft_xid_loss(v, a, vbar, abar, T_v, T_a, tau=0.07):
 
 
 def sample_weights(scores, mu, sigma, delta, kappa=0.5, w_min=0.25):
-    """eq. (weigths): w_i = t_{w_min}(C_N(s_i; mu + delta sigma, kappa sigma^2)).
+    """eq. (6) [weigths]: w_i = t_{w_min}(C_N(s_i; mu + delta sigma, kappa sigma^2)).
 
     C_N is the CDF of a normal with mean mu + delta*sigma and variance kappa*sigma^2, and
     t_{w_min}(x) = w_min + (1 - w_min) x keeps low-score (likely faulty) positives at w_min > 0.
@@ -118,10 +143,26 @@ def sample_weights(scores, mu, sigma, delta, kappa=0.5, w_min=0.25):
     return w_min + (1 - w_min) * torch.special.ndtr(z)
 
 
-def robust_loss(losses, weights):
-    """eq. (wavid) / eq. (loss): sum_i w_i L_i / sum_i w_i over the batch. -> scalar
+def weighted_mean(losses, weights):
+    """eq. (5) [wavid]: sum_i w_i L_i / sum_i w_i over the batch. -> scalar
 
-    With L = xid_loss this is Weighted-xID, with L = soft_xid_loss it is Robust-xID; all-ones
-    weights give the plain mean. Weights are constants (they come from the memory bank)."""
+    Weights are constants (they come from the memory bank or the ground truth): no gradient flows
+    into them. All-ones weights give the plain mean."""
     weights = weights.detach().to(losses.dtype)
     return (weights * losses).sum() / weights.sum()
+
+
+def robust_xid_loss(v, a, vbar, abar, weights=None, targets=None, tau=0.07):
+    """eq. (17) [loss]: L = sum_i w_i L_Soft-xID(v_i, a_i) / sum_k w_k. -> (scalar, per-sample (B,))
+
+    The two switches of the paper's Table 2: `weights` (B,) are the w_i (None: all ones, no
+    weighting), `targets` = (T_v, T_a) are the soft targets (None: one-hot, i.e. L_xID of eq. (1)).
+    Neither switch: xID. Weights only: Weighted-xID, eq. (5). Targets only: Soft-xID, eq. (7).
+    Both: Robust-xID."""
+    if targets is None:
+        per_sample = xid_loss(v, a, vbar, abar, tau)  # (B,)
+    else:
+        per_sample = soft_xid_loss(v, a, vbar, abar, *targets, tau=tau)  # (B,)
+    if weights is None:
+        weights = torch.ones_like(per_sample)
+    return weighted_mean(per_sample, weights), per_sample

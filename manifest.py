@@ -1,22 +1,34 @@
-"""Which files make a dataset: layouts, the scan of usable files, and the manifest (paper Sec. 5.1).
+"""Which files make a dataset: layouts, split lists, the scan of usable files, the manifest (Sec. 5.1).
 
-    python data.py scan ROOT --out ROOT/manifest.csv [--video-only]
+    python manifest.py scan ROOT --out ROOT/manifest.csv [--video-only]
+    python manifest.py split ROOT [--test-fraction 0.2 --seed 0]     # a folder without split lists
 
 `scan` opens every video once and keeps the usable ones (path, label, duration, fps, size, audio);
 each unusable file gets one line with its path and the reason: empty, cannot be opened, no video
 stream, no audio stream, shorter than one clip, truncated. `load_records` joins a layout's split
 (UCF101, HMDB51, Kinetics-400, or a plain folder of class folders) with the manifest, so the number
-of memory-bank slots always comes from the files that work. Tests: tests/test_data.py
+of memory-bank slots always comes from the files that work.
+
+Splits cannot leak: a `folder` dataset without train.txt/test.txt gets a seeded, stratified split
+written to those files (readable, and the same on every run), never every file in both splits.
+Files under a class folder that look like media but are not in VIDEO_EXTENSIONS are reported once,
+with the reason. Tests: tests/test_data.py, tests/test_protocols.py
 """
+import argparse
 import csv
+import mimetypes
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
+import numpy as np
 
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm")
+# containers PyAV (FFmpeg) reads that real collections ship: Kinetics .mp4/.webm/.mkv, UCF101 and
+# HMDB51 .avi, phones .mov/.m4v/.3gp, older archives .mpg/.mpeg/.flv, Wikimedia .ogv
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".ogv", ".flv", ".3gp")
+AUDIO_EXTENSIONS = (".m4a", ".wav", ".mp3", ".flac", ".ogg", ".aac")  # replacement audio (--faulty-pool)
 MIN_VIDEO_SECONDS, MIN_AUDIO_SECONDS = 0.5, 2.0  # one clip: 8 frames at 16 fps, 2 s of audio
 
 
@@ -58,9 +70,18 @@ def list_split(layout, root, split, fold=1, annotations=None):
     elif layout == "folder":
         classes = _class_dirs(root)
         items = _class_files(root, classes)
-        if (root / f"{split}.txt").exists():
-            keep = set(_lines(root / f"{split}.txt"))
+        lists = {s: root / f"{s}.txt" for s in ("train", "test")}
+        if not any(p.exists() for p in lists.values()):
+            lists = folder_split(root, items)
+        other = "test" if split == "train" else "train"
+        if split in lists and Path(lists[split]).exists():
+            keep = set(_lines(lists[split]))
             items = [it for it in items if it[0] in keep]
+        elif Path(lists[other]).exists():  # one list given: the split is the rest of the files
+            drop = set(_lines(lists[other]))
+            items = [it for it in items if it[0] not in drop]
+        else:
+            raise FileNotFoundError(f"split {split!r}: no {split}.txt under {root}")
     else:
         raise ValueError(f"unknown layout {layout!r}: expected ucf101, hmdb51, kinetics or folder")
     return items, classes
@@ -79,9 +100,61 @@ def _class_dirs(root):
     return sorted(d.name for d in Path(root).iterdir() if d.is_dir() and d.name[0] not in "_.")
 
 
+_REPORTED = set()  # files already reported as not usable, so that each is named once per process
+
+
 def _class_files(root, classes):
-    return [(f"{c}/{f.name}", k) for k, c in enumerate(classes)
-            for f in sorted((Path(root) / c).iterdir()) if f.suffix.lower() in VIDEO_EXTENSIONS]
+    items = []
+    for k, c in enumerate(classes):
+        for f in sorted((Path(root) / c).iterdir()):
+            if f.suffix.lower() in VIDEO_EXTENSIONS:
+                items.append((f"{c}/{f.name}", k))
+            elif f.is_file():
+                _report_unsupported(f)
+    return items
+
+
+def _report_unsupported(path, out=sys.stderr):
+    """Name a media-looking file that is not read, once, with the reason."""
+    mime = mimetypes.guess_type(path.name)[0] or ""
+    if path in _REPORTED or not (mime.startswith(("video/", "audio/")) or path.suffix.lower() in AUDIO_EXTENSIONS):
+        return
+    _REPORTED.add(path)
+    what = "audio only, not a video" if mime.startswith("audio/") or path.suffix.lower() in AUDIO_EXTENSIONS \
+        else f"{path.suffix} is not a supported video container ({' '.join(VIDEO_EXTENSIONS)})"
+    print(f"data: ignored {path}: {what}; convert it to .mp4 to use it", file=out)
+
+
+def folder_split(root, items, test_fraction=0.2, seed=0):
+    """A seeded split, stratified by class, of a folder dataset that has no split lists: per class,
+    round(test_fraction * n) files (at least one when there are two) go to test. Written to
+    ROOT/train.txt and ROOT/test.txt when ROOT is writable, else kept in memory (with a warning).
+    Returns {split: path of its list} (a temporary folder's when ROOT is read-only)."""
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    lists = {"train": [], "test": []}
+    for label in sorted({k for _, k in items}):
+        paths = sorted(p for p, k in items if k == label)
+        n_test = max(1 if len(paths) >= 2 else 0, int(round(test_fraction * len(paths))))
+        order = rng.permutation(len(paths))
+        lists["test"] += [paths[i] for i in sorted(order[:n_test])]
+        lists["train"] += [paths[i] for i in sorted(order[n_test:])]
+    where = root
+    if not os.access(root, os.W_OK):
+        import tempfile
+        where = Path(tempfile.mkdtemp(prefix="split_"))
+        print(f"data: {root} has no train.txt/test.txt and is read-only: using a seeded split kept in {where}",
+              file=sys.stderr)
+    else:
+        print(f"data: {root} had no train.txt/test.txt: wrote a seeded, stratified split "
+              f"({len(lists['train'])} train / {len(lists['test'])} test videos)", file=sys.stderr)
+    out = {}
+    for split, paths in lists.items():
+        out[split] = where / f"{split}.txt"
+        tmp = Path(f"{out[split]}.tmp")
+        tmp.write_text("".join(p + "\n" for p in paths))
+        os.replace(tmp, out[split])
+    return out
 
 
 def load_records(layout, root, split, fold=1, annotations=None, manifest=None, need_audio=True):
@@ -118,7 +191,7 @@ def audio_pool(folder):
     """(path, seconds) of every file in `folder` that has an audio stream: replacement audio."""
     pool = []
     for f in sorted(Path(folder).iterdir()):
-        if f.suffix.lower() in VIDEO_EXTENSIONS + (".m4a", ".wav", ".mp3"):
+        if f.suffix.lower() in VIDEO_EXTENSIONS + AUDIO_EXTENSIONS:
             with av.open(str(f)) as c:
                 if c.streams.audio:
                     pool.append((str(f), stream_duration(c, c.streams.audio[0])))
@@ -174,8 +247,13 @@ def probe(path, need_audio=True, min_video=MIN_VIDEO_SECONDS, min_audio=MIN_AUDI
 def scan(root, files=None, need_audio=True, out=sys.stdout):
     """Probe every video under root (or the given files); print one line per unusable file."""
     root = Path(root)
-    files = sorted(files) if files is not None else sorted(
-        p for p in root.rglob("*") if p.suffix.lower() in VIDEO_EXTENSIONS and not _hidden(p.relative_to(root)))
+    if files is None:
+        found = [p for p in root.rglob("*") if p.is_file() and not _hidden(p.relative_to(root))]
+        for p in found:
+            if p.suffix.lower() not in VIDEO_EXTENSIONS:
+                _report_unsupported(p, out)
+        files = [p for p in found if p.suffix.lower() in VIDEO_EXTENSIONS]
+    files = sorted(files)
     rows = []
     for f in files:
         try:
@@ -199,3 +277,31 @@ def write_manifest(rows, path):
         writer.writeheader()
         writer.writerows(rows)
     os.replace(tmp, path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("scan", help="write a manifest of the usable videos under ROOT")
+    p.add_argument("root")
+    p.add_argument("--out", help="manifest CSV to write (default ROOT/manifest.csv)")
+    p.add_argument("--video-only", action="store_true", help="files without audio are usable (evaluation sets)")
+    p = sub.add_parser("split", help="write a seeded, stratified train.txt/test.txt for a folder of class folders")
+    p.add_argument("root")
+    p.add_argument("--test-fraction", type=float, default=0.2)
+    p.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.cmd == "scan":
+        rows = scan(args.root, need_audio=not args.video_only)
+        out = args.out or Path(args.root) / "manifest.csv"
+        write_manifest(rows, out)
+        print(f"{len(rows)} usable videos -> {out}")
+    else:
+        root = Path(args.root)
+        if any((root / f"{s}.txt").exists() for s in ("train", "test")):
+            raise SystemExit(f"{root} already has split lists; remove them first to make new ones")
+        folder_split(root, _class_files(root, _class_dirs(root)), args.test_fraction, args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,9 +1,9 @@
 """Memory bank of target representations vbar_i, abar_i (paper Sec. 3 and 5.1, "Pretraining").
 
-Following AVID and Wu et al.'s instance discrimination, the targets of eq. (avid) are not the
+Following AVID and Wu et al.'s instance discrimination, the targets of eq. (1) [avid] are not the
 encoder outputs but one slot per training instance, updated by an exponential moving average with
 constant 0.5 after every step. The bank also gives the scores vbar_i . abar_i whose distribution
-sets the weights of eq. (weigths).
+sets the weights of eq. (6) [weigths].
 
 State lives in buffers, so a checkpoint of the module is the whole bank. Under DDP every rank holds
 an identical replica: same seed at construction, and `update` all-gathers each rank's batch first.

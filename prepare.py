@@ -17,8 +17,14 @@ non-video file (split lists, CSVs, ground truth) are kept, so the same --layout 
 manifest is scanned at the end. Files are written atomically and existing ones skipped: rerunning
 resumes. Files that do not decode are reported and left out, as the scan would.
 
-    python data.py prepare data/raw data/prepared [--short-side 128 --fps 16 --gop 16 --audio-rate 11025]
+Every file keeps its name, extension included, so split lists still match. MP4, MOV, MKV and AVI
+hold H.264 with PCM as they are; the other containers (WebM, MPEG-PS, Ogg, FLV, 3GP, M4V) cannot, so
+those files get a Matroska container under their old name: FFmpeg, and so PyAV, detects the container
+from the content, not the extension.
+
+    python prepare.py data/raw data/prepared [--short-side 128 --fps 16 --gop 16 --audio-rate 11025]
 """
+import argparse
 import os
 import shutil
 import sys
@@ -31,6 +37,8 @@ import av
 import numpy as np
 
 import manifest
+
+NATIVE_CONTAINERS = (".mp4", ".mov", ".mkv", ".avi")  # hold H.264 + PCM; the rest get Matroska
 
 
 def add_arguments(p):
@@ -64,8 +72,6 @@ def prepare(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix.lower() in manifest.VIDEO_EXTENSIONS:
-            if path.suffix.lower() == ".webm":  # WebM takes VP8/VP9 only; keep the name, change the box
-                out = out.with_suffix(".mkv")
             if not out.exists():
                 jobs.append((path, out, settings))
         elif not out.exists():
@@ -97,7 +103,8 @@ def reencode(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio
     """One file, as the module docstring says. A file without a video stream (the synthetic audio
     pool) keeps only its audio; one without audio only its video."""
     wav = _read_audio(src, audio_rate)  # (n,) float32 on the source clock, or None
-    with av.open(str(src)) as inp, av.open(str(dst), "w") as out:
+    container = None if Path(dst).suffix.lower() in NATIVE_CONTAINERS else "matroska"
+    with av.open(str(src)) as inp, av.open(str(dst), "w", format=container) as out:
         vin = inp.streams.video[0] if inp.streams.video else None
         if vin is None and wav is None:
             raise ValueError("neither video nor audio")
@@ -172,3 +179,13 @@ def _read_audio(src, rate):
     wav = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
     shift = int(round(t0 * rate))
     return np.concatenate([np.zeros(shift, np.float32), wav]) if shift > 0 else wav[-shift:]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    prepare(**vars(p.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

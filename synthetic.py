@@ -12,11 +12,14 @@ No public video dataset can be downloaded here, so the project makes one whose t
            ground_truth.csv. _pool/ holds more such audio for injecting faulty positives (Sec. 5.2).
            Videos of the same class are the natural faulty negatives.
 
-Output (the `folder` layout of data.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames, AAC),
-DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_pool/*.mp4, DIR/manifest.csv.
+Output (the `folder` layout of manifest.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames,
+AAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_pool/*.mp4, DIR/manifest.csv, and the
+marker DIR/.robust_xid_synthetic. The generator writes only into a folder that does not exist yet,
+is empty, or carries that marker: never into a user's dataset.
 
-    python data.py synth --out data/synth [--classes 10 --train-per-class 50 --test-per-class 10]
+    python synthetic.py --out data/synth [--classes 10 --train-per-class 50 --test-per-class 10]
 """
+import argparse
 import csv
 import time
 from multiprocessing import Pool
@@ -30,7 +33,11 @@ PATHS = ("horizontal", "vertical", "circle", "diagonal", "pulse")
 TIMBRES = ("sine", "square", "saw", "bell", "fm")
 
 
+MARKER = ".robust_xid_synthetic"  # in every folder this generator made
+
+
 def add_arguments(p):
+    p.add_argument("--out", required=True, help="folder to create (or one this generator made before)")
     p.add_argument("--classes", type=int, default=10, help="number of classes (at most 25)")
     p.add_argument("--train-per-class", type=int, default=50)
     p.add_argument("--test-per-class", type=int, default=10)
@@ -167,32 +174,44 @@ def _make_one(job):
     write_mp4(path, frames, wav, fps, rate, gop)
 
 
-def generate(args):
-    """Write the dataset described in the module docstring under args.out."""
+def is_synthetic(folder):
+    """True if this generator made `folder` (it holds the marker file)."""
+    return (Path(folder) / MARKER).is_file()
+
+
+def generate(out, classes=10, train_per_class=50, test_per_class=10, pool=100, faulty=0.1, size=64, fps=24, gop=12,
+             audio_rate=22050, seconds=(3.0, 4.0), noise=0.3, seed=0, workers=2):
+    """Write the dataset described in the module docstring under `out`."""
     import manifest  # the scan that writes the manifest
-    if not 1 <= args.classes <= 25:
-        raise ValueError(f"--classes {args.classes}: expected 1..25 (5 shapes x 5 paths)")
-    t0, out = time.time(), Path(args.out)
-    rng = np.random.default_rng(args.seed)
+    if not 1 <= classes <= 25:
+        raise ValueError(f"classes={classes}: expected 1..25 (5 shapes x 5 paths)")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not is_synthetic(out):
+        raise FileExistsError(f"{out} exists and was not made by synthetic.py (no {MARKER} in it): "
+                              f"refusing to write into it; choose a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("made by synthetic.py; the folder may be regenerated\n")
+    t0 = time.time()
+    rng = np.random.default_rng(seed)
     jobs, truth, splits = [], [], {"train": [], "test": []}
-    for c in range(args.classes):
+    for c in range(classes):
         name = "class{:02d}_{}_{}".format(c, *class_signature(c)[:2])
         (out / name).mkdir(parents=True, exist_ok=True)
-        for split, count in (("train", args.train_per_class), ("test", args.test_per_class)):
+        for split, count in (("train", train_per_class), ("test", test_per_class)):
             for k in range(count):
                 rel = f"{name}/{split}_{k:03d}.mp4"
-                p = _video_params(rng, c, args.seconds, args.noise)
-                unrelated = split == "train" and rng.uniform() < args.faulty
-                jobs.append((out / rel, p, args.size, args.fps, args.audio_rate, unrelated, args.gop))
+                p = _video_params(rng, c, seconds, noise)
+                unrelated = split == "train" and rng.uniform() < faulty
+                jobs.append((out / rel, p, size, fps, audio_rate, unrelated, gop))
                 splits[split].append(rel)
                 truth.append({"path": rel, "label": c, "class": name, "split": split, "faulty_audio": int(unrelated),
                               "motion_hz": f"{p['freq']:.3f}", "pitch_hz": f"{p['pitch']:.1f}"})
     (out / "_pool").mkdir(parents=True, exist_ok=True)
-    for k in range(args.pool):  # audio that belongs to no class, for injected faulty positives
-        p = {**_video_params(rng, 0, (4.0, 6.0), args.noise), "shape": None}
-        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, args.size, args.fps, args.audio_rate, True, args.gop))
-    with Pool(args.workers) as pool:
-        pool.map(_make_one, jobs, chunksize=8)
+    for k in range(pool):  # audio that belongs to no class, for injected faulty positives
+        p = {**_video_params(rng, 0, (4.0, 6.0), noise), "shape": None}
+        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, size, fps, audio_rate, True, gop))
+    with Pool(workers) as processes:
+        processes.map(_make_one, jobs, chunksize=8)
     for split, rels in splits.items():
         (out / f"{split}.txt").write_text("\n".join(rels) + "\n")
     with open(out / "ground_truth.csv", "w", newline="") as f:
@@ -202,6 +221,16 @@ def generate(args):
     rows = manifest.scan(out)
     manifest.write_manifest(rows, out / "manifest.csv")
     n_faulty = sum(t["faulty_audio"] for t in truth)
-    print(f"synthetic dataset: {args.classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
-          f"videos ({n_faulty} with unrelated audio), {args.pool} pool files, {len(rows)} in the manifest "
+    print(f"synthetic dataset: {classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
+          f"videos ({n_faulty} with unrelated audio), {pool} pool files, {len(rows)} in the manifest "
           f"-> {out} ({time.time() - t0:.1f}s)")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    generate(**vars(p.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

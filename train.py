@@ -1,18 +1,20 @@
-"""Pre-training: xID warm-up, then Robust-xID (paper Sec. 4.3, 5.1 "Pretraining", Sec. 6).
+"""Pre-training: xID warm-up, then Robust-xID (paper Sec. 4.3, Sec. 5.1 "Pretraining", Sec. 6).
 
 Each step: encode the clips -> draw 1+K candidates from the memory bank -> their targets -> soft
-targets (Soft-xID) and sample weights (Weighted-xID) -> loss, eq. (loss) -> backward -> EMA update of
-the bank. The first `warmup_epochs` use plain xID at a constant learning rate, the next `epochs`
-use --loss with a cosine learning rate. `--init` branches a stage off a warm-up checkpoint.
+targets (eqs. (8)-(14)) and sample weights (eq. (6)) as the variant asks -> the objective, eq. (17)
+-> backward -> EMA update of the bank. The first `warmup_epochs` minimise plain xID, eq. (1), at a
+constant learning rate; the next `epochs` minimise --loss (losses.VARIANTS: xid, weighted, oracle,
+soft, robust) under a cosine learning rate. `--init` branches a second stage off a warm-up.
 
     python train.py --preset demo                                   # synthetic data, CPU, minutes
     python train.py --preset ablation --data K400 --layout kinetics  # the paper's Sec. 5 setting
     torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
-Rerunning a command resumes from OUT/ckpt.pt. Logs: a tqdm bar and OUT/log.jsonl, one line per epoch.
+Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the result differs
+from the checkpoint's (--allow-config-change overrides). Logs: a tqdm bar and OUT/log.jsonl, one
+line per epoch. Options and their paper values: python train.py --help (config.py).
 """
-import argparse
 import json
 import math
 import os
@@ -20,7 +22,7 @@ import random
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -28,120 +30,58 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+import checkpoint
 import data
 import manifest
 from augment import ClipAugment
-from losses import robust_loss, sample_weights, soft_targets, soft_xid_loss, xid_loss
+from config import config_from_dict, parse_config, result_changes
+from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from memory_bank import MemoryBank
 from model import AVModel
 
-LOSSES = ("xid", "weighted", "soft", "robust")
+
+# ----------------------------------------------------------------------------- what a run is built from
+
+def build_train_set(cfg):
+    """The pre-training instances (one bank slot each), with the injected faulty positives."""
+    records, classes = manifest.load_records(cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None,
+                                             cfg.manifest or None, need_audio=True)
+    pool = ()
+    if cfg.faulty_fraction > 0 and cfg.faulty_source == "pool":
+        pool = manifest.audio_pool(cfg.faulty_pool or Path(cfg.data) / "_pool")
+    dataset = data.AVDataset(records, data.clip_spec(cfg), train=True, faulty_fraction=cfg.faulty_fraction,
+                             faulty_source=cfg.faulty_source, pool=pool, seed=cfg.seed,
+                             max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload)
+    dataset.classes = classes
+    return dataset
 
 
 @dataclass
-class Config:
-    # data
-    data: str = "data/synth"        # dataset root
-    layout: str = "folder"          # ucf101 | hmdb51 | kinetics | folder (see data.py)
-    split: str = "train"
-    fold: int = 1
-    annotations: str = ""           # split files / Kinetics CSV, when not in the layout's default place
-    manifest: str = ""              # default ROOT/manifest.csv, made by a scan when missing
-    faulty_fraction: float = 0.0    # injected faulty positives, Sec. 5.2 (Fig. noisy: 0 .. 0.8)
-    faulty_pool: str = ""           # audio outside the training set; default ROOT/_pool
-    workers: int = 4                # DataLoader workers per process
-    preload: bool = False           # decode every video once into memory (small datasets only)
-    # clip (Sec. 5.1; Sec. 6 in brackets)
-    frames: int = 8                 # T = 8
-    fps: float = 16.0               # 16 fps
-    size: int = 80                  # 80x80 crops [112x112]
-    audio_rate: int = 11025         # 11025 Hz [24 kHz]
-    n_mels: int = 80                # 80 mel bands [128]
-    n_time: int = 80                # 80 time steps over 2 s [128]
-    # model
-    video_depth: int = 9            # R(2+1)D-9 [R(2+1)D-18]
-    width: float = 1.0              # channel multiplier; 1.0 is the paper's model
-    # optimisation
-    batch_size: int = 224           # global batch, split over processes [512]
-    lr: float = 1e-4                # Adam; warm-up lr and start of the cosine [5e-4]
-    lr_min: float = 1e-5            # end of the cosine [5e-5]
-    warmup_epochs: int = 400        # xID warm-up [200]
-    epochs: int = 200               # second stage with --loss [200]
-    # method (Sec. 4)
-    loss: str = "robust"            # second stage: xid | weighted | soft | robust
-    soft_targets: str = "ccp"       # bootstrap | swapped | neighbor | ccp | oracle (uses labels)
-    num_negatives: int = 1024       # K = 1024
-    tau: float = 0.07               # tau = 0.07
-    tau_s: float = 0.02             # tau_s = 0.02
-    tau_t: float = 0.07             # tau_t = 0.07
-    lam: float = 0.5                # lambda = 0.5
-    kappa: float = 0.5              # kappa = 0.5
-    w_min: float = 0.25             # w_min = 0.25
-    delta: float = -1.0             # midpoint at mu + delta sigma; the paper sets it from the noise level
-    momentum: float = 0.5           # memory-bank EMA constant 0.5
-    # run
-    out: str = "runs/demo"          # checkpoint ckpt.pt and log.jsonl
-    init: str = ""                  # start from this checkpoint's model and bank (branching a stage)
-    amp: str = "auto"               # bf16 | fp16 | off; auto = bf16 on GPU, off on CPU
-    channels_last: bool = True      # channels_last_3d video encoder on GPU
-    seed: int = 0
-    max_bad_fraction: float = 0.05  # stop when more of the files fail to decode
+class Parts:
+    """Everything a training step touches."""
+    model: torch.nn.Module       # AVModel, wrapped in DDP under torchrun
+    augment: ClipAugment         # the device half of the input (augment.py)
+    bank: MemoryBank
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    autocast: object             # torch.autocast context, or nullcontext() in fp32
+    video_format: torch.memory_format
+    truth: dict                  # ground truth on the device, for the oracles only: labels, injected
 
 
-PRESETS = {
-    "ablation": {},  # the dataclass defaults are the paper's Sec. 5 values
-    "sota": dict(video_depth=18, size=112, audio_rate=24000, n_mels=128, n_time=128, batch_size=512,
-                 lr=5e-4, lr_min=5e-5, warmup_epochs=200, epochs=200),
-    # 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide
-    "demo": dict(data="data/synth", size=64, frames=8, audio_rate=11025, n_mels=40, n_time=40, width=0.25,
-                 batch_size=32, lr=1e-3, lr_min=1e-4, warmup_epochs=40, epochs=10, num_negatives=256, workers=1,
-                 preload=True),
-}
-
-
-def parse_config(argv=None):
-    """--preset NAME, then any Config field as --field-name VALUE. Unknown options are an error."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="ablation", help="paper setting to start from")
-    for f in fields(Config):
-        kind = argparse.BooleanOptionalAction if f.type is bool else None
-        parser.add_argument("--" + f.name.replace("_", "-"), type=None if kind else f.type, action=kind,
-                            default=None, help=f"default {f.default!r} (ablation preset)")
-    args = vars(parser.parse_args(argv))
-    cfg = Config(**PRESETS[args.pop("preset")])
-    for k, v in args.items():
-        if v is not None:
-            setattr(cfg, k, v)
-    if cfg.loss not in LOSSES:
-        parser.error(f"--loss {cfg.loss!r}: expected one of {LOSSES}")
-    if cfg.amp not in ("auto", "bf16", "fp16", "off"):
-        parser.error(f"--amp {cfg.amp!r}: expected bf16, fp16, off or auto")
-    return cfg
-
-
-# ----------------------------------------------------------------------------- shared with evaluate.py
-
-def clip_spec(cfg, audio=True):
-    return data.ClipSpec(frames=cfg.frames, fps=cfg.fps, size=cfg.size, audio_rate=cfg.audio_rate,
-                         n_mels=cfg.n_mels, n_time=cfg.n_time, audio_seconds=2.0 if audio else 0.0)
-
-
-def build_model(cfg):
-    return AVModel(video_depth=cfg.video_depth, width=cfg.width)
-
-
-def build_train_set(cfg):
-    records, _ = manifest.load_records(cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None,
-                                   cfg.manifest or None, need_audio=True)
-    pool = ()
-    if cfg.faulty_fraction > 0:
-        pool = manifest.audio_pool(cfg.faulty_pool or Path(cfg.data) / "_pool")
-    return data.AVDataset(records, clip_spec(cfg), train=True, faulty_fraction=cfg.faulty_fraction,
-                          pool=pool, seed=cfg.seed, max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload)
-
-
-def load_checkpoint(path):
-    return torch.load(path, map_location="cpu", weights_only=True)
+def build_parts(cfg, dataset, device):
+    model = AVModel(**checkpoint.model_args(cfg)).to(device)
+    amp = cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
+    video_format = torch.channels_last_3d if cfg.channels_last and device.type == "cuda" else torch.contiguous_format
+    model.video.to(memory_format=video_format)
+    return Parts(model=model, augment=ClipAugment(dataset.spec, train=True).to(device),
+                 bank=MemoryBank(len(dataset), momentum=cfg.momentum, seed=cfg.seed).to(device),
+                 optimizer=torch.optim.Adam(model.parameters(), lr=cfg.lr),
+                 scaler=torch.amp.GradScaler(device.type, enabled=amp == "fp16"),  # fp16 only
+                 autocast=torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext(),
+                 video_format=video_format,
+                 truth={"labels": dataset.labels.to(device), "injected": dataset.injected.to(device)})
 
 
 # ----------------------------------------------------------------------------- schedule and step
@@ -159,50 +99,50 @@ def stage_at(epoch, cfg):
     return "xid" if epoch < cfg.warmup_epochs else cfg.loss
 
 
-def robust_xid_loss(v, a, idx, bank, cfg, stage, labels=None):
-    """eq. (loss) for one batch, with the pieces each variant switches on:
-    weighted -> w_i from eq. (weigths); soft -> T from eq. (bts-trg); xid -> neither.
-    Returns the loss and a dict of statistics for the log."""
+def objective(v, a, idx, bank, cfg, stage, truth):
+    """eq. (17) for one batch with the switches of VARIANTS[stage]: candidates and their bank
+    targets, soft targets T (eqs. (8)-(14)) if the variant is soft, weights w_i from the bank scores
+    (eq. (6)) or the oracle's 0/1 if it is weighted. Returns the loss and statistics for the log."""
+    variant = VARIANTS[stage]
     cand = bank.sample(idx, cfg.num_negatives)  # (B, 1+K)
     vbar, abar = bank.targets(cand)             # (B, 1+K, D) each
-    if stage in ("soft", "robust"):
-        T_v, T_a = soft_targets(vbar, abar, cfg.soft_targets, cfg.lam, cfg.tau_s, cfg.tau_t,
-                                labels=None if labels is None else labels[cand])  # (B, 1+K) each
-        per_sample = soft_xid_loss(v, a, vbar, abar, T_v, T_a, cfg.tau)  # (B,)
-        soft_mass = 1 - 0.5 * (T_v[:, 0] + T_a[:, 0]).mean()
-    else:
-        per_sample = xid_loss(v, a, vbar, abar, cfg.tau)  # (B,)
-        soft_mass = per_sample.new_zeros(())
+    targets = None
+    if variant.soft:
+        labels = truth["labels"][cand] if cfg.soft_targets == "oracle" else None  # (B, 1+K)
+        targets = soft_targets(vbar, abar, cfg.soft_targets, cfg.lam, cfg.tau_s, cfg.tau_t, labels=labels)
     scores = bank.scores()  # (N,): vbar_i . abar_i before this step's update
     mu, sigma = scores.mean(), scores.std()
-    if stage in ("weighted", "robust"):
-        w = sample_weights(scores[idx], mu, sigma, cfg.delta, cfg.kappa, cfg.w_min)  # (B,)
-    else:
-        w = torch.ones_like(per_sample)
-    loss = robust_loss(per_sample, w)
-    return loss, {"weight": w.mean(), "mu": mu, "sigma": sigma, "soft_mass": soft_mass}
+    weights = None
+    if variant.weights == "scores":
+        weights = sample_weights(scores[idx], mu, sigma, cfg.delta, cfg.kappa, cfg.w_min)  # (B,)
+    elif variant.weights == "oracle":  # Sec. 5.2: w_i = 0 on the injected faulty positives, 1 elsewhere
+        weights = (~truth["injected"][idx]).float()  # (B,)
+    loss, _ = robust_xid_loss(v, a, vbar, abar, weights, targets, cfg.tau)
+    soft_mass = 1 - 0.5 * (targets[0][:, 0] + targets[1][:, 0]).mean() if targets else loss.new_zeros(())
+    weight = weights.mean() if weights is not None else loss.new_ones(())
+    return loss, {"weight": weight, "mu": mu, "sigma": sigma, "soft_mass": soft_mass}
 
 
-def train_step(model, augment, bank, optimizer, scaler, autocast, batch, cfg, stage, lr, labels=None,
-               video_format=torch.contiguous_format):
+def train_step(parts, batch, cfg, stage, lr):
     """One step of the recipe on a loader batch (uint8 crops, waveforms, bank indices): augment on
-    the device -> encode -> eq. (loss) -> backward -> EMA update of the bank. bench.py times this
+    the device -> encode -> eq. (17) -> backward -> EMA update of the bank. bench.py times this
     same function. Returns the loss and the statistics, on the device (no host sync here)."""
+    bank = parts.bank
     device = bank.video.device
-    for group in optimizer.param_groups:
+    for group in parts.optimizer.param_groups:
         group["lr"] = lr
     # workers send uint8 crops and waveforms; colour, blur and spectrograms are done here, batched
-    video, audio = augment(batch["video"].to(device, non_blocking=True),
-                           batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
-    video = video.to(memory_format=video_format)
+    video, audio = parts.augment(batch["video"].to(device, non_blocking=True),
+                                 batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, F, T')
+    video = video.to(memory_format=parts.video_format)
     idx = batch["index"].to(device, non_blocking=True)  # (B,)
-    with autocast:
-        v, a = model(video, audio)  # (B, 128) each
-    loss, stats = robust_xid_loss(v, a, idx, bank, cfg, stage, labels)
-    optimizer.zero_grad(set_to_none=True)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
+    with parts.autocast:
+        v, a = parts.model(video, audio)  # (B, 128) each
+    loss, stats = objective(v, a, idx, bank, cfg, stage, parts.truth)
+    parts.optimizer.zero_grad(set_to_none=True)
+    parts.scaler.scale(loss).backward()
+    parts.scaler.step(parts.optimizer)
+    parts.scaler.update()
     bank.update(idx, v, a)  # after the loss: this step's targets came from the old memory
     stats["loss"] = loss
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
@@ -213,155 +153,146 @@ def faulty_auroc(scores, faulty):
     if faulty.all() or not faulty.any():
         return None
     from sklearn.metrics import roc_auc_score
-    return float(roc_auc_score(faulty.numpy(), -scores.cpu().numpy()))
+    return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
 
 
-# ----------------------------------------------------------------------------- checkpoints
+# ----------------------------------------------------------------------------- the recipe's steps
 
-def save_checkpoint(path, **state):
-    """Atomic: a kill during the write leaves the previous checkpoint intact."""
-    tmp = f"{path}.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+def setup_distributed():
+    """torchrun's environment decides: (ddp, rank, world, device). Plain python is one process."""
+    if "RANK" not in os.environ:
+        return False, 0, 1, torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend)
+    device = torch.device("cpu")
+    if backend == "nccl":
+        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
+        torch.cuda.set_device(device)
+    return True, dist.get_rank(), dist.get_world_size(), device
 
 
-def rng_state():
-    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
+def make_loader(cfg, dataset, rank, world, device):
+    """Shuffled per rank; each item's random draws seeded by (seed, epoch, index) (data.SeededSampler)."""
+    if cfg.batch_size % world:
+        raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
+    sampler = data.SeededSampler(torch.utils.data.DistributedSampler(
+        dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed), seed=cfg.seed + 7919 * rank)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=cfg.batch_size // world, sampler=sampler, num_workers=cfg.workers, drop_last=True,
+        pin_memory=device.type == "cuda", persistent_workers=cfg.workers > 0, worker_init_fn=data.worker_init,
+        generator=torch.Generator().manual_seed(cfg.seed))  # its own: the loader's draws leave the global RNG alone
+    if len(loader) == 0:
+        raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")
+    return sampler, loader
 
 
-def set_rng_state(state):
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+def restore(cfg, parts, ckpt_path, rank, num_items):
+    """Resume OUT/ckpt.pt (model, bank, optimizer, RNG) or branch off --init (model and bank, a fresh
+    optimizer). Returns the first epoch to run."""
+    if ckpt_path.exists():  # rerunning the same command resumes
+        state = checkpoint.load_checkpoint(ckpt_path)
+        changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
+        if changed and not cfg.allow_config_change:
+            raise SystemExit(f"{ckpt_path} was trained with other settings: " + ", ".join(
+                f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                + ". Use another --out, or --allow-config-change to resume under the new ones.")
+        parts.model.load_state_dict(state["model"])
+        parts.bank.load_state_dict(state["bank"])
+        parts.optimizer.load_state_dict(state["optimizer"])
+        parts.scaler.load_state_dict(state["scaler"])
+        checkpoint.set_rng_state(state["rng"][rank] if rank < len(state["rng"]) else state["rng"][0])
+        if rank == 0:
+            print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
+        return state["epoch"] + 1
+    if cfg.init:
+        state = checkpoint.load_checkpoint(cfg.init)
+        if state["bank"]["video"].shape[0] != num_items:
+            raise SystemExit(f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "
+                             f"the training set {num_items} videos; use the same data and manifest")
+        parts.model.load_state_dict(state["model"])
+        parts.bank.load_state_dict(state["bank"])
+    return 0
+
+
+def train_epoch(parts, loader, cfg, epoch, world, show_bar):
+    """One pass over the loader; returns the epoch's log record (means of the step statistics)."""
+    stage, steps = stage_at(epoch, cfg), len(loader)
+    parts.model.train()
+    sums, t0, seen = {}, time.time(), 0
+    bar = tqdm(loader, desc=f"epoch {epoch} {stage}", disable=not show_bar, leave=False, file=sys.stdout)
+    for i, batch in enumerate(bar):
+        step = epoch * steps + i
+        loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
+        for k, val in stats.items():  # summed on the device: no host sync per statistic
+            sums[k] = sums.get(k, 0.0) + val
+        seen += batch["video"].shape[0] * world
+        if i % 10 == 0 or i == steps - 1:  # the only host syncs: every 10th step
+            if not math.isfinite(loss.item()):
+                raise SystemExit(f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
+                                 f"lower --lr, or try --amp off")
+            bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
+    return {"epoch": epoch, "stage": stage, "lr": lr_at(epoch * steps, cfg, steps),
+            **{k: float(s) / steps for k, s in sums.items()}, "clips_per_s": seen / (time.time() - t0)}
+
+
+def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process):
+    """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state."""
+    rngs = [checkpoint.rng_state()]
+    if ddp:
+        # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
+        # holds its own; take rank 0's so that every replica equals the checkpoint.
+        for buf in raw_model.buffers():
+            dist.broadcast(buf, src=0)
+        rngs = [None] * world
+        dist.all_gather_object(rngs, checkpoint.rng_state())
+    if master_process:
+        checkpoint.save_checkpoint(
+            ckpt_path, model_args=checkpoint.model_args(cfg), clip=asdict(dataset.spec), config=asdict(cfg),
+            model=raw_model.state_dict(), bank=parts.bank.state_dict(), instances=checkpoint.instances_of(dataset),
+            optimizer=parts.optimizer.state_dict(), scaler=parts.scaler.state_dict(), epoch=epoch,
+            step=(epoch + 1) * steps, rng=rngs)
+    if ddp:
+        dist.barrier()  # no rank starts the next epoch before the checkpoint is written
+
+
+def log_epoch(record, out):
+    print("epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
+          "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc}".format(
+              **record, auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}"))
+    with open(out / "log.jsonl", "a") as f:
+        f.write(json.dumps(record) + "\n")
 
 
 # ----------------------------------------------------------------------------- the recipe
 
 def main(cfg):
-    # distributed mode comes from torchrun's environment; plain `python train.py` is one process
-    ddp = "RANK" in os.environ
-    if ddp:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend)
-        rank, world = dist.get_rank(), dist.get_world_size()
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        device = torch.device(f"cuda:{local_rank}") if backend == "nccl" else torch.device("cpu")
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-    else:
-        rank, world = 0, 1
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    ddp, rank, world, device = setup_distributed()
     master_process = rank == 0
-    if cfg.batch_size % world:
-        raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
     out = Path(cfg.out)
-    ckpt_path = out / "ckpt.pt"
     if master_process:
         out.mkdir(parents=True, exist_ok=True)
 
     dataset = build_train_set(cfg)
-    sampler = data.SeededSampler(torch.utils.data.DistributedSampler(
-        dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed), seed=cfg.seed + 7919 * rank)
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=cfg.batch_size // world, sampler=sampler, num_workers=cfg.workers, drop_last=True,
-        pin_memory=device.type == "cuda", persistent_workers=cfg.workers > 0, worker_init_fn=_worker_init,
-        generator=torch.Generator().manual_seed(cfg.seed))  # its own: the loader's draws leave the global RNG alone
-    steps_per_epoch = len(loader)
-    if steps_per_epoch == 0:
-        raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")
-
-    model = build_model(cfg).to(device)
-    augment = ClipAugment(dataset.spec, train=True).to(device)
-    bank = MemoryBank(len(dataset), momentum=cfg.momentum, seed=cfg.seed).to(device)
-    labels = dataset.labels.to(device) if cfg.soft_targets == "oracle" else None
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    amp = cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
-    autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
-    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")
-    video_format = torch.channels_last_3d if cfg.channels_last and device.type == "cuda" else torch.contiguous_format
-    model.video.to(memory_format=video_format)
-
-    start_epoch = 0
-    if ckpt_path.exists():  # rerunning the same command resumes
-        state = load_checkpoint(ckpt_path)
-        model.load_state_dict(state["model"])
-        bank.load_state_dict(state["bank"])
-        optimizer.load_state_dict(state["optimizer"])
-        scaler.load_state_dict(state["scaler"])
-        set_rng_state(state["rng"][rank] if rank < len(state["rng"]) else state["rng"][0])
-        start_epoch = state["epoch"] + 1
-        if master_process:
-            print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
-    elif cfg.init:  # a new stage from a warm-up checkpoint: its model and bank, a fresh optimizer
-        state = load_checkpoint(cfg.init)
-        if state["bank"]["video"].shape[0] != len(dataset):
-            raise SystemExit(f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "
-                             f"the training set {len(dataset)} videos; use the same data and manifest")
-        model.load_state_dict(state["model"])
-        bank.load_state_dict(state["bank"])
-    raw_model = model
+    sampler, loader = make_loader(cfg, dataset, rank, world, device)
+    parts = build_parts(cfg, dataset, device)
+    start_epoch = restore(cfg, parts, out / "ckpt.pt", rank, len(dataset))
+    raw_model = parts.model  # what is saved; the DDP wrapper only synchronises gradients
     if ddp:
-        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+        parts.model = DDP(raw_model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    total_epochs = cfg.warmup_epochs + cfg.epochs
-    for epoch in range(start_epoch, total_epochs):
-        stage = stage_at(epoch, cfg)
+    for epoch in range(start_epoch, cfg.warmup_epochs + cfg.epochs):
         sampler.set_epoch(epoch)  # shuffling and every item's augmentation seeds depend on the epoch only
-        model.train()
-        sums, t0, seen = {}, time.time(), 0
-        bar = tqdm(loader, desc=f"epoch {epoch} {stage}", disable=not (master_process and sys.stdout.isatty()), leave=False, file=sys.stdout)
-        for i, batch in enumerate(bar):
-            step = epoch * steps_per_epoch + i
-            loss, stats = train_step(model, augment, bank, optimizer, scaler, autocast, batch, cfg, stage,
-                                     lr_at(step, cfg, steps_per_epoch), labels, video_format)
-            for k, val in stats.items():  # summed on the device: no host sync per statistic
-                sums[k] = sums.get(k, 0.0) + val
-            seen += batch["video"].shape[0] * world
-            if i % 10 == 0 or i == steps_per_epoch - 1:  # the only host syncs: every 10th step
-                if not math.isfinite(loss.item()):
-                    raise SystemExit(f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
-                                     f"lower --lr, or try --amp off")
-                bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
-
-        record = {"epoch": epoch, "stage": stage, "lr": lr_at(epoch * steps_per_epoch, cfg, steps_per_epoch),
-                  **{k: float(s) / steps_per_epoch for k, s in sums.items()},
-                  "clips_per_s": seen / (time.time() - t0),
-                  "faulty_auroc": faulty_auroc(bank.scores(), dataset.faulty)}
+        record = train_epoch(parts, loader, cfg, epoch, world, show_bar=master_process and sys.stdout.isatty())
+        record["faulty_auroc"] = faulty_auroc(parts.bank.scores(), dataset.faulty)
         if master_process:
-            print("epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
-                  "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc}".format(
-                      **record, auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}"))
-            with open(out / "log.jsonl", "a") as f:
-                f.write(json.dumps(record) + "\n")
-        rngs = [rng_state()]
-        if ddp:
-            # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
-            # holds its own; take rank 0's so that every replica equals the checkpoint.
-            for buf in raw_model.buffers():
-                dist.broadcast(buf, src=0)
-            rngs = [None] * world
-            dist.all_gather_object(rngs, rng_state())
-        if master_process:
-            save_checkpoint(ckpt_path, model=raw_model.state_dict(), bank=bank.state_dict(),
-                            optimizer=optimizer.state_dict(), scaler=scaler.state_dict(), epoch=epoch,
-                            step=(epoch + 1) * steps_per_epoch, rng=rngs, config=asdict(cfg))
-        if ddp:
-            dist.barrier()  # no rank starts the next epoch before the checkpoint is written
+            log_epoch(record, out)
+        save_epoch(parts, raw_model, cfg, dataset, epoch, len(loader), out / "ckpt.pt", ddp, world, master_process)
     if ddp:
         dist.destroy_process_group()
-    return raw_model, bank
-
-
-def _worker_init(worker_id):
-    torch.set_num_threads(1)  # decoding workers: one thread each, the main process keeps the cores
+    return raw_model, parts.bank
 
 
 if __name__ == "__main__":
-    main(parse_config())
+    main(parse_config(description=__doc__.split("\n\n")[0]))

@@ -7,9 +7,10 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import train  # noqa: E402
+from config import parse_config  # noqa: E402
 
 if __name__ == "__main__":
-    cfg = train.parse_config(sys.argv[1:])
+    cfg = parse_config(sys.argv[1:])
     model, bank = train.main(cfg)
     rank = int(__import__("os").environ["RANK"])
     torch.save({"model": model.state_dict(), "bank": bank.state_dict()}, Path(cfg.out) / f"rank{rank}.pt")

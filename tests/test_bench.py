@@ -2,7 +2,7 @@
 import pytest
 
 import bench
-import data
+import synthetic
 
 
 def test_step_and_model_benchmarks_run_on_cpu(capsys):
@@ -19,7 +19,7 @@ def test_step_and_model_benchmarks_run_on_cpu(capsys):
 @pytest.fixture(scope="module")
 def tiny_synth(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    data.main(["synth", "--out", str(out), "--classes", "2", "--train-per-class", "4", "--test-per-class", "2",
+    synthetic.main(["--out", str(out), "--classes", "2", "--train-per-class", "4", "--test-per-class", "2",
                "--pool", "0", "--size", "48", "--gop", "250", "--seconds", "2.5", "2.5"])
     return out
 

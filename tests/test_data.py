@@ -10,24 +10,7 @@ import torch
 import data
 import manifest
 import synthetic
-
-RATE = 22050
-
-
-def clicks(seconds, at):
-    """Silence with 50 ms 1 kHz bursts starting at the times `at`."""
-    t = np.arange(int(RATE * seconds)) / RATE
-    wav = np.zeros_like(t, dtype=np.float32)
-    for s in at:
-        on = (t >= s) & (t < s + 0.05)
-        wav[on] = 0.5 * np.sin(2 * np.pi * 1000 * t[on])
-    return wav
-
-
-def counter_frames(seconds, fps, size=32):
-    """Frame k is uniformly grey at level 3k: the decoded level tells which source frame it is."""
-    return np.stack([np.full((size, size, 3), 3 * k, np.uint8) for k in range(int(round(seconds * fps)))])
-
+from conftest import RATE, clicks, counter_frames
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
@@ -135,7 +118,9 @@ def test_layouts(tmp_path, files):
 
 def _dataset_files(tmp_path, files, n=10):
     fol = tmp_path / "ds"
-    _tree(fol, [f"c{k % 2}/{k}.mp4" for k in range(n)], files["25fps"])
+    rels = [f"c{k % 2}/{k}.mp4" for k in range(n)]
+    _tree(fol, rels, files["25fps"])
+    (fol / "train.txt").write_text("\n".join(rels) + "\n")  # every file trains
     return manifest.load_records("folder", fol, "train")[0]
 
 
@@ -143,7 +128,8 @@ def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     recs = _dataset_files(tmp_path, files)
     pool = manifest.audio_pool(files["silent_pool"].parent)
     pool = [p for p in pool if p[0].endswith("pool.mp4")]
-    make = lambda seed, p=0.3: data.AVDataset(recs, train=True, faulty_fraction=p, pool=pool, seed=seed)
+    make = lambda seed, p=0.3: data.AVDataset(recs, train=True, faulty_fraction=p, faulty_source="pool", pool=pool,
+                                              seed=seed)
     a, b, c = make(0), make(0), make(1)
     assert int(a.injected.sum()) == 3 and torch.equal(a.injected, b.injected)
     assert not torch.equal(a.injected, c.injected)
@@ -154,7 +140,33 @@ def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     assert fake["audio"].shape == real["audio"].shape == (22050,)  # 2 s waveforms; spectrograms come later
     assert fake["audio"].abs().max() == 0 and real["audio"].abs().max() > 0.1  # the silent pool vs clicks
     with pytest.raises(ValueError, match="pool"):
-        data.AVDataset(recs, faulty_fraction=0.3)
+        data.AVDataset(recs, faulty_fraction=0.3, faulty_source="pool")
+
+
+def test_injected_audio_comes_from_another_video_of_the_dataset(tmp_path, files):
+    """The default injection (Sec. 5.2) is in distribution: the audio of another training video,
+    never the instance's own, fixed per instance and seed."""
+    recs = _dataset_files(tmp_path, files, n=10)
+    ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, seed=3)
+    assert int(ds.injected.sum()) == 5 and set(ds.donor) == set(ds.injected.nonzero().flatten().tolist())
+    paths = [r.path for r in recs]
+    for i, (path, seconds) in ds.donor.items():
+        assert path in paths and path != recs[i].path  # another video of the same training set
+        assert seconds == recs[paths.index(path)].audio_duration
+    again = data.AVDataset(recs, train=True, faulty_fraction=0.5, seed=3)
+    assert again.donor == ds.donor
+    # the item carries the donor's sound: two videos whose clicks differ, one of them injected
+    two = tmp_path / "two"
+    _tree(two, ["a/0.mp4"], files["25fps"])
+    _tree(two, ["b/1.mp4"], files["10fps"])
+    (two / "train.txt").write_text("a/0.mp4\nb/1.mp4\n")
+    recs2 = manifest.load_records("folder", two, "train")[0]
+    swapped = data.AVDataset(recs2, train=False, faulty_fraction=0.5, seed=0)
+    clean = data.AVDataset(recs2, train=False)
+    i = int(swapped.injected.nonzero()[0])
+    assert torch.equal(swapped[i]["audio"], clean[1 - i]["audio"])  # the other video's clicks
+    assert not torch.equal(swapped[i]["audio"], clean[i]["audio"])
+    assert torch.equal(swapped[i]["video"], clean[i]["video"])  # its own picture
 
 
 def test_eval_items_hold_ten_clips(tmp_path, files):
@@ -225,7 +237,7 @@ def test_a_bad_file_met_in_training_is_reported_once_and_replaced(tmp_path, file
 
 def test_scan_cli_writes_a_manifest(tmp_path, files, capsys):
     root = make_bad_folder(tmp_path / "bad", files)
-    data.main(["scan", str(root), "--out", str(tmp_path / "m.csv")])
+    manifest.main(["scan", str(root), "--out", str(tmp_path / "m.csv")])
     text = (tmp_path / "m.csv").read_text().splitlines()
     assert text[0].startswith("path,label,duration") and len(text) == 2
     assert "1 usable videos" in capsys.readouterr().out
@@ -259,3 +271,44 @@ def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
     assert ds[np.int64(2)]["index"] == 2  # plain indices of any integer type still work (Subset gives numpy's)
     c = epoch(2, 0)  # another epoch draws other clips and crops
     assert not all(torch.equal(x[1], y[1]) for x, y in zip(a, c))
+
+
+def _write_mpeg_ps(path, seconds=3.0, fps=25):
+    """A real MPEG-PS file (.mpg): MPEG-1 video and MP2 audio, as old archives hold."""
+    import av
+    with av.open(str(path), "w", format="mpeg") as c:
+        vs = c.add_stream("mpeg1video", rate=fps)
+        vs.width = vs.height = 32
+        vs.pix_fmt = "yuv420p"
+        aus = c.add_stream("mp2", rate=44100)
+        aus.layout = "mono"
+        for img in counter_frames(seconds, fps):
+            c.mux(vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")))
+        c.mux(vs.encode())
+        wav = np.zeros((1, int(44100 * seconds)), np.int16)
+        for k in range(0, wav.shape[1], 1152):
+            frame = av.AudioFrame.from_ndarray(wav[:, k:k + 1152], format="s16", layout="mono")
+            frame.sample_rate, frame.pts = 44100, k
+            c.mux(aus.encode(frame))
+        c.mux(aus.encode())
+
+
+def test_every_common_container_is_used_and_other_media_are_named_once(tmp_path, files):
+    root = tmp_path / "media"
+    _tree(root, ["a/phone.mov", "a/clip.m4v", "b/old.3gp"], files["25fps"])  # MP4 content: PyAV reads it
+    _write_mpeg_ps(root / "b" / "archive.mpg")
+    (root / "a" / "talk.wmv").write_bytes(b"0" * 100)
+    (root / "b" / "song.wav").write_bytes(b"0" * 100)
+    (root / "b" / "notes.txt").write_text("not media")
+    out = io.StringIO()
+    rows = manifest.scan(root, need_audio=False, out=out)
+    assert sorted(r["path"] for r in rows) == ["a/clip.m4v", "a/phone.mov", "b/archive.mpg", "b/old.3gp"]
+    text = out.getvalue()
+    assert "talk.wmv: .wmv is not a supported video container" in text and "song.wav: audio only" in text
+    assert "notes.txt" not in text
+    err = io.StringIO()
+    import contextlib
+    with contextlib.redirect_stderr(err):  # listing both splits names each unsupported file once at most
+        manifest.list_split("folder", root, "train")
+        manifest.list_split("folder", root, "test")
+    assert err.getvalue().count("talk.wmv") <= 1

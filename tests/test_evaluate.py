@@ -1,11 +1,13 @@
-"""evaluate.py on hand-made inputs with known answers."""
+"""evaluate.py on hand-made inputs with known answers: the paper's protocols, and no leaks."""
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-import data
 import evaluate
-import train
+import manifest
+import synthetic
+from config import Config, parse_config
 from memory_bank import MemoryBank
 from model import VideoEncoder
 
@@ -17,13 +19,22 @@ def test_recall_at_k_is_exact_on_hand_made_features():
                           [0.1, 1.0, 0.5, 0],   # nearest: g1 (label 1) ... but its label is 2
                           [0, 0, 0.2, 1.0]])    # nearest: g3 (label 2)
     query_labels = torch.tensor([0, 2, 2])
-    recall, top1 = evaluate.recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 2, 3),
-                                        device=torch.device("cpu"))
+    recall, nearest = evaluate.recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 2, 3),
+                                           device=torch.device("cpu"))
     assert recall == {1: pytest.approx(2 / 3), 2: pytest.approx(1.0), 3: pytest.approx(1.0)}
-    assert top1.tolist() == [True, False, True]
+    assert nearest[:, 0].tolist() == [0, 1, 3]
     recall, _ = evaluate.recall_at_k(query, torch.tensor([3, 3, 3]), gallery, gallery_labels, ks=(1, 20),
                                      device=torch.device("cpu"))
     assert recall == {1: 0.0, 20: 0.0}  # k larger than the gallery is fine
+
+
+def test_retrieval_ranks_by_euclidean_distance_not_cosine():
+    """Fig. 11: Euclidean distance. Here the two disagree: g0 points the query's way but is far."""
+    gallery = torch.tensor([[10.0, 0.0], [1.0, 0.5]])
+    query = torch.tensor([[1.0, 0.0]])
+    _, nearest = evaluate.recall_at_k(query, torch.tensor([1]), gallery, torch.tensor([0, 1]), ks=(1,),
+                                      device=torch.device("cpu"))
+    assert nearest[0, 0] == 1  # cosine would pick g0 (cos 1.0 against 0.89)
 
 
 def test_few_shot_separable_features_are_perfect_and_random_labels_are_not():
@@ -37,6 +48,21 @@ def test_few_shot_separable_features_are_perfect_and_random_labels_are_not():
     assert res[1][0] == pytest.approx(1.0) and res[5] == (pytest.approx(1.0), pytest.approx(0.0))
     shuffled = yte[torch.randperm(len(yte), generator=g)]
     assert evaluate.few_shot(xtr, ytr, xte, shuffled, shots=(5,), trials=5)[5][0] < 0.5
+
+
+def test_few_shot_uses_raw_features_unless_asked():
+    """The paper's SVM sees the raw features. One dimension carries the class at a tiny scale and
+    another is large noise: C=1 on raw features cannot use the tiny one; standardising can."""
+    g = torch.Generator().manual_seed(1)
+    def make(n):
+        y = torch.arange(2).repeat_interleave(n)
+        x = torch.stack([1e-3 * (2 * y - 1).float() + 1e-5 * torch.randn(len(y), generator=g),
+                         100 * torch.randn(len(y), generator=g)], 1)
+        return x, y
+    (xtr, ytr), (xte, yte) = make(20), make(50)
+    raw = evaluate.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5)[5][0]
+    scaled = evaluate.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5, standardise=True)[5][0]
+    assert raw < 0.8 and scaled > 0.95
 
 
 @pytest.mark.parametrize("freeze", [True, False])
@@ -63,7 +89,7 @@ def test_weight_analysis_finds_planted_low_scores():
     bank.audio.copy_(bank.video)  # clean pairs: perfect correspondence
     other = torch.randn(20, 16, generator=torch.Generator().manual_seed(7))
     bank.audio[faulty] = F.normalize(other, dim=1)  # planted: unrelated audio memory
-    cfg = train.Config(delta=-1.0)
+    cfg = Config(delta=-1.0)
     res, scores, w = evaluate.weight_analysis(bank, faulty, cfg)
     assert res["faulty_auroc"] == pytest.approx(1.0) and res["faulty_precision_at_k"] == 1.0
     assert res["mean_weight_faulty"] < 0.3 < 0.95 < res["mean_weight_clean"]
@@ -75,17 +101,74 @@ def test_soft_target_analysis_sees_same_class_mass():
     bank = MemoryBank(200, dim=16)
     bank.video.copy_(F.normalize(protos[labels] + 0.1 * torch.randn(200, 16), dim=1))
     bank.audio.copy_(F.normalize(protos[labels] + 0.1 * torch.randn(200, 16), dim=1))
-    res = evaluate.soft_target_analysis(bank, labels, train.Config(), num_negatives=64)
+    res = evaluate.soft_target_analysis(bank, labels, Config(), num_negatives=64)
     assert res["chance"] == pytest.approx(49 / 199, abs=0.05)
     assert res["ccp"] > 0.9 and res["oracle"] == pytest.approx(1.0)
 
 
-def test_finetune_end_to_end_on_tiny_videos(tmp_path):
-    """The whole fine-tune protocol (train/val split, augmentations on the device, video-level
-    accuracy) on 2 classes of generated videos: it runs and keeps val apart from test."""
-    data.main(["synth", "--out", str(tmp_path), "--classes", "2", "--train-per-class", "5",
-               "--test-per-class", "2", "--pool", "0", "--size", "32", "--seconds", "2.2", "2.2"])
-    cfg = train.parse_config(["--preset", "demo", "--data", str(tmp_path), "--size", "32", "--frames", "4"])
-    res = evaluate.finetune(VideoEncoder(9, width=0.125), cfg, epochs=1, batch_size=4, val_fraction=0.2, workers=0)
-    assert set(res) == {"val_acc", "test_acc"}
-    assert res["val_acc"] in (0.0, 0.5, 1.0) and res["test_acc"] in (0.0, 0.25, 0.5, 0.75, 1.0)  # 2 val, 4 test videos
+def _two_colour_folder(root, n_train=4, n_test=3, lists=True):
+    """Class 'dark' shows dark frames, class 'bright' bright ones (with noise): a classifier on any
+    encoder can learn it, so a fine-tune that works must reach 100%."""
+    rng = np.random.default_rng(0)
+    rels = {"train": [], "test": []}
+    for c, level in (("dark", 30), ("bright", 220)):
+        (root / c).mkdir(parents=True)
+        for split, n in (("train", n_train), ("test", n_test)):
+            for k in range(n):
+                frames = np.clip(level + rng.normal(0, 20, (40, 32, 32, 3)), 0, 255).astype(np.uint8)
+                synthetic.write_mp4(root / c / f"{split}{k}.mp4", frames, None, 16, 22050)
+                rels[split].append(f"{c}/{split}{k}.mp4")
+    if lists:
+        for split, paths in rels.items():
+            (root / f"{split}.txt").write_text("\n".join(paths) + "\n")
+    return root
+
+
+def test_finetune_trains_on_the_whole_train_split_and_reports_the_final_epoch(tmp_path):
+    root = _two_colour_folder(tmp_path / "ds")
+    cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--no-preload"])
+    enc = VideoEncoder(9, width=0.125)
+    before = {k: v.clone() for k, v in enc.state_dict().items()}
+    res = evaluate.finetune(enc, cfg, epochs=30, lr=1e-2, lr_min=1e-3, batch_size=8, accumulate=2, workers=0)
+    assert set(res) == {"test_acc", "steps"}  # no validation part held out by default
+    assert res["steps"] == 30 * (8 // 8)  # every one of the 8 train videos in every epoch
+    assert res["test_acc"] == 1.0  # 6 test videos, dark vs bright
+    assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())  # the caller's encoder is untouched
+    sel = evaluate.finetune(enc, cfg, epochs=1, batch_size=4, select_on_val=True, val_fraction=0.25, workers=0)
+    assert set(sel) == {"val_acc", "test_acc", "steps"} and sel["steps"] == 1 * (6 // 4)  # 2 held out
+
+
+def test_finetune_accumulation_gives_the_gradient_of_the_whole_batch():
+    torch.manual_seed(0)
+    clf = evaluate.Classifier(VideoEncoder(9, width=0.125), 3, dropout=0.0)
+    x, y = torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0])
+    clf.eval()  # BatchNorm in eval mode: then micro-batches change nothing
+    grads = []
+    for acc in (1, 2):
+        clf.zero_grad()
+        for v, t in zip(x.chunk(acc), y.chunk(acc)):
+            (F.cross_entropy(clf(v), t) * len(t) / len(y)).backward()
+        grads.append(clf.fc.weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak(tmp_path):
+    root = _two_colour_folder(tmp_path / "ds", n_train=5, n_test=0, lists=False)
+    items, classes = manifest.list_split("folder", root, "train")
+    test_items, _ = manifest.list_split("folder", root, "test")
+    assert (root / "train.txt").exists() and (root / "test.txt").exists()
+    assert not {p for p, _ in items} & {p for p, _ in test_items}
+    assert len(test_items) == 2 and {k for _, k in test_items} == {0, 1}  # round(0.2 * 5) = 1 per class
+    assert (root / "test.txt").read_text() == manifest.folder_split(tmp_path / "ds", items + test_items)["test"].read_text()
+    # retrieval on the split: the queries are not in the gallery, so R@1 is not trivially 100%
+    cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--no-preload"])
+    tr, te = evaluate.eval_set(cfg, "train")[0], evaluate.eval_set(cfg, "test")[0]
+    evaluate.check_disjoint(te, tr)
+    enc = VideoEncoder(9, width=0.125)
+    ftr = evaluate.extract_features(enc, tr, torch.device("cpu"), workers=0)
+    fte = evaluate.extract_features(enc, te, torch.device("cpu"), workers=0)
+    dist = torch.cdist(fte["fmap"], ftr["fmap"])
+    assert dist.min() > 1e-3  # no query finds itself at distance 0
+    # and a set that does share files is refused
+    with pytest.raises(ValueError, match="share 8 video file"):
+        evaluate.check_disjoint(tr, tr)

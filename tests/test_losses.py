@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from losses import (SOFT_TARGET_STRATEGIES, robust_loss, sample_weights, soft_targets, soft_xid_loss,
+from losses import (SOFT_TARGET_STRATEGIES, robust_xid_loss, VARIANTS, weighted_mean, sample_weights, soft_targets, soft_xid_loss,
                     xid_loss)
 
 B, K, D = 6, 9, 16
@@ -25,7 +25,7 @@ def test_soft_xid_gradient_matches_the_analytic_forces(strategy):
     # -dL/dv_i = (1/tau) sum_j abar_j (T_v(j|i) - P(abar_j|v_i)), and the audio twin (Sec. 4.2).
     v, a, vbar, abar, lab = batch()
     tau = 0.07
-    if strategy == "one-hot":  # xID: the attraction/repulsion form of eq. (update_avid)
+    if strategy == "one-hot":  # xID: the attraction/repulsion form of eqs. (3)-(4) [update_avid]
         T_v = T_a = F.one_hot(torch.zeros(B, dtype=torch.long), 1 + K).double()
     else:
         T_v, T_a = soft_targets(vbar, abar, strategy, lam=0.5, labels=lab)
@@ -127,11 +127,27 @@ def test_weights_lie_in_range_and_rise_with_the_score():
     torch.testing.assert_close(w_up, torch.tensor([0.25 + 0.75 * 0.841345]), rtol=1e-5, atol=1e-5)
 
 
-def test_robust_loss_is_the_weighted_mean():
+def test_weighted_mean_is_eq5():
     L = torch.tensor([1.0, 2.0, 4.0])
-    assert robust_loss(L, torch.ones(3)) == pytest.approx(7 / 3)
-    assert robust_loss(L, torch.tensor([1.0, 0.0, 1.0])) == pytest.approx(2.5)
-    assert robust_loss(L, torch.tensor([0.5, 0.5, 0.5])) == pytest.approx(7 / 3)  # scale-free
+    assert weighted_mean(L, torch.ones(3)) == pytest.approx(7 / 3)
+    assert weighted_mean(L, torch.tensor([1.0, 0.0, 1.0])) == pytest.approx(2.5)
+    assert weighted_mean(L, torch.tensor([0.5, 0.5, 0.5])) == pytest.approx(7 / 3)  # scale-free
+
+
+def test_robust_xid_loss_switches_give_the_four_methods_of_table_2():
+    v, a, vbar, abar, _ = batch()
+    w = torch.rand(v.shape[0]) + 0.1
+    T = soft_targets(vbar.detach(), abar.detach(), "ccp")
+    xid = xid_loss(v, a, vbar, abar)
+    soft = soft_xid_loss(v, a, vbar, abar, *T)
+    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar)[0], xid.mean())                 # xID
+    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, w)[0], (w * xid).sum() / w.sum())  # Weighted
+    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, None, T)[0], soft.mean())       # Soft
+    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, w, T)[0], (w * soft).sum() / w.sum())  # Robust
+    assert not torch.allclose(xid, soft)
+    assert {k: (x.weights, x.soft) for k, x in VARIANTS.items()} == {
+        "xid": ("none", False), "weighted": ("scores", False), "oracle": ("oracle", False),
+        "soft": ("none", True), "robust": ("scores", True)}
 
 
 def test_loss_is_float32_under_autocast():

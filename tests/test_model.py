@@ -30,11 +30,17 @@ def test_audio_encoder_shapes_and_nine_convs(size, fmap):
     assert enc(x).shape == (2, 128)
 
 
-def test_video_depth_9_has_nine_weight_layers_on_the_main_path():
-    enc = VideoEncoder(9)
-    # stem counts as one layer (a (2+1)D factorised conv), each block has two (2+1)D convs
-    blocks = [m for m in enc.modules() if m.__class__.__name__ == "BasicBlock"]
-    assert len(blocks) == 4 and len([m for m in VideoEncoder(18).modules() if m.__class__.__name__ == "BasicBlock"]) == 8
+@pytest.mark.parametrize("depth", [9, 18])
+def test_video_depth_counts_the_weight_layers_on_the_main_path(depth):
+    """The weight layers on the main path: the (2+1)D stem and two (2+1)D convs per block. That is
+    9 for R(2+1)D-9 (AVID's encoder counts conv layers) and 17 for R(2+1)D-18, whose name counts
+    the final classifier too, as ResNet-18's does."""
+    from torchvision.models.video.resnet import Conv2Plus1D
+    enc = VideoEncoder(depth, width=0.125)
+    stem = [m for m in enc.stem if isinstance(m, torch.nn.Conv3d)]
+    assert [c.kernel_size for c in stem] == [(1, 7, 7), (3, 1, 1)]  # one factorised (2+1)D layer
+    block_convs = [m for m in enc.stages.modules() if isinstance(m, Conv2Plus1D)]
+    assert 1 + len(block_convs) == {9: 9, 18: 17}[depth]
 
 
 def test_avmodel_outputs_unit_vectors_and_backprops_into_both_encoders():

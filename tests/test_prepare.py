@@ -7,7 +7,7 @@ import data
 import manifest
 import prepare
 import synthetic
-from test_data import RATE, clicks, counter_frames
+from conftest import RATE, clicks, counter_frames
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +83,20 @@ def test_layout_labels_and_bad_files(prepared, capsys):
 def test_refuses_to_overwrite_the_source(tmp_path):
     with pytest.raises(ValueError, match="must differ"):
         prepare.prepare(tmp_path, tmp_path)
+
+
+def test_other_containers_keep_their_names_and_stay_readable(tmp_path):
+    """An MPEG-PS .mpg cannot hold H.264 + PCM: the prepared file is Matroska under the same name,
+    so split lists still match, and PyAV reads it by its content."""
+    from test_data import _write_mpeg_ps
+    src = tmp_path / "src"
+    (src / "a").mkdir(parents=True)
+    _write_mpeg_ps(src / "a" / "old.mpg")
+    (src / "train.txt").write_text("a/old.mpg\n")
+    prepare.prepare(src, tmp_path / "dst", short_side=32, gop=8, workers=1)
+    out = tmp_path / "dst" / "a" / "old.mpg"
+    with av.open(str(out)) as c:
+        assert c.format.name.startswith("matroska") and c.streams.video[0].codec_context.name == "h264"
+        assert c.streams.audio[0].codec_context.name == "pcm_s16le"
+    records, _ = manifest.load_records("folder", tmp_path / "dst", "train")
+    assert [r.path for r in records] == [str(out)]

@@ -1,4 +1,5 @@
-"""train.py end to end on a tiny generated dataset: learning, DDP replicas, kill-and-resume, variant equivalence."""
+"""train.py end to end on a tiny generated dataset: learning, DDP replicas, kill-and-resume, variant
+equivalence, the resume guard, --init, and the oracle's weights."""
 import json
 import os
 import signal
@@ -10,8 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import data
+import checkpoint
+import synthetic
 import train
+from config import Config, parse_config
+from memory_bank import MemoryBank
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--frames", "4", "--size", "32", "--n-mels", "40", "--n-time", "40", "--width", "0.125",
@@ -21,7 +25,7 @@ TINY = ["--frames", "4", "--size", "32", "--n-mels", "40", "--n-time", "40", "--
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    data.main(["synth", "--out", str(out), "--classes", "2", "--train-per-class", "8", "--test-per-class", "2", "--pool", "4",
+    synthetic.main(["--out", str(out), "--classes", "2", "--train-per-class", "8", "--test-per-class", "2", "--pool", "4",
                "--faulty", "0.25", "--size", "32", "--seconds", "2.2", "2.6", "--noise", "0.5"])
     return out
 
@@ -43,7 +47,7 @@ def log(out):
 
 
 def weights(out):
-    return train.load_checkpoint(Path(out) / "ckpt.pt")
+    return checkpoint.load_checkpoint(Path(out) / "ckpt.pt")
 
 
 def assert_same_state(a, b):
@@ -54,17 +58,17 @@ def assert_same_state(a, b):
 
 
 def test_config_presets_and_unknown_options():
-    cfg = train.parse_config(["--preset", "sota", "--lam", "0.25"])
+    cfg = parse_config(["--preset", "sota", "--lam", "0.25"])
     assert (cfg.video_depth, cfg.size, cfg.batch_size, cfg.lr, cfg.lam) == (18, 112, 512, 5e-4, 0.25)
-    assert train.parse_config([]).num_negatives == 1024
+    assert parse_config([]).num_negatives == 1024
     with pytest.raises(SystemExit):
-        train.parse_config(["--no-such-option", "1"])
+        parse_config(["--no-such-option", "1"])
     with pytest.raises(SystemExit):
-        train.parse_config(["--loss", "magic"])
+        parse_config(["--loss", "magic"])
 
 
 def test_lr_schedule_is_constant_then_cosine():
-    cfg = train.Config(lr=1.0, lr_min=0.1, warmup_epochs=2, epochs=2)
+    cfg = Config(lr=1.0, lr_min=0.1, warmup_epochs=2, epochs=2)
     lrs = [train.lr_at(s, cfg, 10) for s in range(40)]
     assert lrs[:20] == [1.0] * 20 and lrs[20] == pytest.approx(1.0) and lrs[30] == pytest.approx(0.55)
     assert all(b <= a for a, b in zip(lrs[20:], lrs[21:])) and lrs[-1] > 0.1
@@ -110,11 +114,61 @@ def test_killed_run_resumes_to_the_same_weights(tiny_data, tmp_path):
 
 
 def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
+    """The branch starts from the warm-up's model and bank, with a fresh optimizer and epoch 0."""
     run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
+    warm = weights(tmp_path / "warm")
+    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path / "branch"),
+                        "--warmup-epochs", "0", "--epochs", "1", "--loss", "weighted",
+                        "--init", str(tmp_path / "warm" / "ckpt.pt")] + TINY + ["--workers", "0"])
+    dataset = train.build_train_set(cfg)
+    parts = train.build_parts(cfg, dataset, torch.device("cpu"))
+    fresh = {k: v.clone() for k, v in parts.model.state_dict().items()}
+    assert train.restore(cfg, parts, tmp_path / "branch" / "ckpt.pt", 0, len(dataset)) == 0
+    assert_same_state(warm, {"model": parts.model.state_dict(), "bank": parts.bank.state_dict()})
+    assert not all(torch.equal(fresh[k], warm["model"][k]) for k in fresh)  # so the load did something
+    assert parts.optimizer.state_dict()["state"] == {}  # a fresh optimizer
     run(tiny_data, tmp_path / "branch", "--warmup-epochs", "0", "--epochs", "1", "--loss", "weighted",
         "--init", tmp_path / "warm" / "ckpt.pt")
-    rec = log(tmp_path / "branch")
-    assert [r["stage"] for r in rec] == ["weighted"]
+    assert [r["stage"] for r in log(tmp_path / "branch")] == ["weighted"]
+
+
+def test_resuming_under_other_settings_stops_and_names_them(tiny_data, tmp_path):
+    run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0")
+    proc = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--faulty-fraction", "0.25", wait=False)
+    text, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    assert "faulty_fraction 0.0 -> 0.25" in text and "warmup_epochs 1 -> 2" in text and "--allow-config-change" in text
+    assert len(log(tmp_path)) == 1  # nothing was trained under the new settings
+    # engineering settings may change, and the flag lets a user continue anyway
+    text = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--allow-config-change", "--workers", "0")
+    assert "resuming from" in text and len(log(tmp_path)) == 2
+
+
+def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
+    """Oracle-xID (Sec. 5.2): w_i = 0 on the injected faulty positives, 1 on every other instance,
+    the natural faulty positives of the data included."""
+    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--faulty-fraction", "0.5", "--loss", "oracle",
+                        "--warmup-epochs", "0", "--epochs", "1"] + TINY + ["--workers", "0"])
+    dataset = train.build_train_set(cfg)
+    parts = train.build_parts(cfg, dataset, torch.device("cpu"))
+    n = len(dataset)
+    idx = torch.arange(n)
+    v, a = parts.bank.video[idx].clone().requires_grad_(), parts.bank.audio[idx].clone().requires_grad_()
+    captured = {}
+    original = train.robust_xid_loss
+
+    def spy(v, a, vbar, abar, weights, targets, tau):
+        captured["w"], captured["targets"] = weights, targets
+        return original(v, a, vbar, abar, weights, targets, tau)
+
+    train.robust_xid_loss = spy
+    try:
+        train.objective(v, a, idx, parts.bank, cfg, "oracle", parts.truth)
+    finally:
+        train.robust_xid_loss = original
+    assert torch.equal(captured["w"], (~dataset.injected).float()) and captured["targets"] is None
+    assert dataset.injected.sum() == round(0.5 * n) and (dataset.faulty & ~dataset.injected).any()
+    assert set(captured["w"].tolist()) == {0.0, 1.0}
 
 
 def test_torchrun_gloo_keeps_replicas_identical(tiny_data, tmp_path):
@@ -126,12 +180,12 @@ def test_torchrun_gloo_keeps_replicas_identical(tiny_data, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     assert_same_state(r0, r1)
-    assert not torch.equal(r0["bank"]["video"], train.MemoryBank(16, seed=0).video)  # the bank was updated
+    assert not torch.equal(r0["bank"]["video"], MemoryBank(16, seed=0).video)  # the bank was updated
     assert len(log(tmp_path)) == 2  # only rank 0 logs
 
 
 def test_a_non_finite_loss_stops_the_run_naming_the_step(tiny_data, tmp_path):
-    cfg = train.parse_config(["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--tau", "0",
+    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--tau", "0",
                               "--warmup-epochs", "1", "--epochs", "0"] + TINY + ["--workers", "0"])
     with pytest.raises(SystemExit, match=r"non-finite loss .* at or before step 0 \(epoch 0\)"):
         train.main(cfg)

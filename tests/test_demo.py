@@ -1,0 +1,43 @@
+"""The demo and the generator never write into a user's folder; the demo's tables report paired
+differences with confidence intervals."""
+import pytest
+
+import demo
+import synthetic
+
+
+def test_the_generator_refuses_a_folder_it_did_not_make(tmp_path):
+    user = tmp_path / "mine"
+    (user / "cats").mkdir(parents=True)
+    (user / "train.txt").write_text("cats/1.mp4\n")
+    with pytest.raises(FileExistsError, match="not made by synthetic.py"):
+        synthetic.generate(user, classes=1, train_per_class=1, test_per_class=1, pool=0, size=32, seconds=(2.2, 2.2))
+    assert (user / "train.txt").read_text() == "cats/1.mp4\n" and sorted(p.name for p in user.iterdir()) == [
+        "cats", "train.txt"]
+
+
+def test_the_demo_uses_a_user_folder_as_it_is_and_regenerates_only_its_own(tmp_path, capsys, monkeypatch):
+    user = tmp_path / "mine"
+    (user / "cats").mkdir(parents=True)
+    (user / "ground_truth.csv").write_text("path,faulty_audio\n")
+    made = []
+    monkeypatch.setattr(synthetic, "main", lambda argv: made.append(argv))
+    demo.ensure_data(user)
+    assert made == [] and "not a synthetic set" in capsys.readouterr().out
+    assert (user / "ground_truth.csv").read_text() == "path,faulty_audio\n"
+    demo.ensure_data(tmp_path / "new")  # a folder that does not exist yet
+    assert made == [["--out", str(tmp_path / "new")]]
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / synthetic.MARKER).write_text("")
+    demo.ensure_data(own)  # made by the generator, manifest missing: regenerate
+    assert made[-1] == ["--out", str(own)]
+
+
+def test_paired_differences_come_with_a_confidence_interval():
+    rows = lambda a, b: {0.5: {"xid": {"R@1": a, "AUROC": None}, "weighted": {"R@1": b, "AUROC": None}}}
+    results = [rows(0.20, 0.25), rows(0.30, 0.33), rows(0.10, 0.16)]
+    text = demo.tables(results, 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
+    assert "| xID | ✗ | ✗ | 20.0 ± 8.2 | - |" in text
+    # differences +5, +3, +6: mean 4.67, sd 1.53, t(0.975, 2) = 4.303 -> half-width 3.79
+    assert "| Weighted-xID | +4.7 [+0.9, +8.5] |" in text
