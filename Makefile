@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-all demo venv clean
+.PHONY: test test-all demo gpu-check venv clean
 
 venv: $(VENV)/.installed
 
@@ -23,9 +23,15 @@ test: venv
 test-all: venv
 	$(PY) -m pytest -q -m "" tests
 
-# The main job: synthetic data, xID warm-up, four branches, evaluation, results/demo.md.
+# The main job: synthetic data, xID warm-up, xID / Weighted-xID / Oracle-xID, evaluation, results/demo.md.
 demo: venv
 	$(PY) demo.py --fresh
 
+# The GPU path end to end (gpu_check.py), results/gpu.md. Uses .venv when there is one, else the
+# machine's own python3 (a GPU box with torch but no internet: README, "On a GPU").
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:
+	$(GPU_PYTHON) gpu_check.py
+
 clean:
-	rm -rf runs results data/synth .pytest_cache
+	rm -rf runs data/synth .pytest_cache

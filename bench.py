@@ -48,6 +48,7 @@ def bench_data(args):
           f"audio {spec.audio_rate} Hz -> {spec.n_mels}x{spec.n_time}, first {args.n} train videos")
     print(f"  {'source':14s} {'decode ms':>10s} {'item ms':>8s} " + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers)
           + "   (DataLoader clips/s per worker)")
+    table = []
     for name, root in roots:
         records = manifest.load_records(cfg.layout, root, "train")[0][:args.n]
         t0 = time.perf_counter()
@@ -70,6 +71,9 @@ def bench_data(args):
                 n += batch["video"].shape[0]
             rates.append(n / (time.perf_counter() - t0) / workers)
         print(f"  {name:14s} {decode:10.1f} {item:8.1f} " + " ".join(f"{r:12.1f}" for r in rates))
+        table.append({"source": name, "decode_ms": decode, "item_ms": item,
+                      "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)}})  # all workers together
+    return table
 
 
 def _setup(args, amp, channels_last):
@@ -102,6 +106,7 @@ def bench_model_and_step(args):
     backward, Adam, bank update."""
     gpu = torch.cuda.is_available()
     settings = [("fp32", False, False)] + ([("bf16", True, False), ("bf16+cl3d", True, True)] if gpu else [])
+    table = []
     print(f"{args.preset} preset, batch {args.batch}, {'GPU ' + torch.cuda.get_device_name() if gpu else 'CPU'}, "
           f"{torch.get_num_threads()} threads")
     print(f"  {'setting':10s} {'GFLOP/clip':>10s} {'model clips/s':>14s} {'TFLOP/s':>8s} {'peak GiB':>9s} "
@@ -146,6 +151,13 @@ def bench_model_and_step(args):
             mem_step = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")
         print(f"  {name:10s} {gflop:10.2f} {B / t_model:14.1f} {gflop * B / t_model / 1e3:8.3f} {mem_model:9.2f} "
               f"{B / t_step:13.1f} {t_model / t_step:11.2f} {mem_step:9.2f}")
+        table.append({"setting": name, "gflop_per_clip": gflop, "model_clips_per_s": B / t_model,
+                      "tflops": gflop * B / t_model / 1e3, "model_peak_gib": mem_model, "step_clips_per_s": B / t_step,
+                      "step_over_model": t_model / t_step, "step_peak_gib": mem_step})
+        del model, opt, bank, parts  # free the GPU memory before the next setting
+        if gpu:
+            torch.cuda.empty_cache()
+    return table
 
 
 def bench_eval(args):

@@ -30,8 +30,9 @@ class Config:
     annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", "data")
     manifest: str = _opt("", "usable-file list; default ROOT/manifest.csv, made by a scan when missing", "data")
     faulty_fraction: float = _opt(0.0, "share of instances whose audio is replaced (paper Fig. 7: 0 to 0.8)", "data")
-    faulty_source: str = _opt("dataset", "where replacement audio comes from: 'dataset' (other training videos, "
-                              "in distribution, as Sec. 5.2) or 'pool' (the files of --faulty-pool)", "data")
+    faulty_source: str = _opt("dataset", "where replacement audio comes from: 'dataset' (another training video: "
+                              "in distribution) or 'pool' (the files of --faulty-pool; the paper, Sec. 5.2, takes "
+                              "videos outside the training set)", "data")
     faulty_pool: str = _opt("", "audio files outside the training set for --faulty-source pool; default ROOT/_pool",
                             "data")
     # clip

@@ -151,8 +151,10 @@ def main(argv=None):
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
     p.add_argument("--fresh", action="store_true", help="delete earlier demo runs first (else they resume)")
     args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
-    for k, v in FIGURES.get(args.figure, {}).items():
-        setattr(args, k, v)
+    given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--")}
+    for k, v in FIGURES.get(args.figure, {}).items():  # a figure's settings, unless given on the command line
+        if f"--{k}" not in given:
+            setattr(args, k, v)
     for m in args.methods:
         key, _, _ = m.partition(":")
         if key not in VARIANTS:

@@ -147,9 +147,10 @@ def weighted_mean(losses, weights):
     """eq. (5) [wavid]: sum_i w_i L_i / sum_i w_i over the batch. -> scalar
 
     Weights are constants (they come from the memory bank or the ground truth): no gradient flows
-    into them. All-ones weights give the plain mean."""
+    into them. All-ones weights give the plain mean. A batch whose weights are all 0 (the oracle's,
+    when every sample in it is an injected fault) gives 0 and no gradient, not 0/0."""
     weights = weights.detach().to(losses.dtype)
-    return (weights * losses).sum() / weights.sum()
+    return (weights * losses).sum() / weights.sum().clamp_min(1e-12)
 
 
 def robust_xid_loss(v, a, vbar, abar, weights=None, targets=None, tau=0.07):

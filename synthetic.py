@@ -7,10 +7,14 @@ No public video dataset can be downloaded here, so the project makes one whose t
   sound    a tone whose timbre and register come from the class, pitch varies per video, beating
            once per cycle of the motion (so picture and sound of one video share their tempo and
            phase: the instance-level correspondence that xID can learn), plus noise.
-  faulty   a share of the training videos (default 10%) carry sound that belongs to no class
-           (noise bursts and chirps at an unrelated tempo): natural faulty positives, flagged in
-           ground_truth.csv. _pool/ holds more such audio for injecting faulty positives (Sec. 5.2).
+  faulty   a share of the training videos (default 10%) carry the sound of another, unseen video:
+           a class sound whose class, tempo, phase and pitch are drawn independently of the picture.
+           It is made by the same renderer as every other sound, so nothing in the audio alone marks
+           it (tests/test_synthetic.py checks simple audio statistics); only the missing
+           correspondence does. These natural faulty positives are flagged in ground_truth.csv.
            Videos of the same class are the natural faulty negatives.
+  _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
+           for `--faulty-source pool`; the default injection takes audio from other training videos.
 
 Output (the `folder` layout of manifest.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames,
 AAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_pool/*.mp4, DIR/manifest.csv, and the
@@ -42,7 +46,7 @@ def add_arguments(p):
     p.add_argument("--train-per-class", type=int, default=50)
     p.add_argument("--test-per-class", type=int, default=10)
     p.add_argument("--pool", type=int, default=100, help="audio-only files that belong to no class (_pool/)")
-    p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with unrelated audio")
+    p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with another video's audio")
     p.add_argument("--size", type=int, default=64, help="frame side in pixels")
     p.add_argument("--fps", type=int, default=24)
     p.add_argument("--gop", type=int, default=12, help="keyframe interval (x264's own default, 250, is what downloads have)")
@@ -168,10 +172,9 @@ def _video_params(rng, c, seconds, noise):
 
 
 def _make_one(job):
-    path, p, size, fps, rate, unrelated, gop = job
+    path, p, audio_p, size, fps, rate, gop = job
     frames = render_video(p, size, fps) if p["shape"] is not None else None
-    wav = render_audio({**p, "timbre": None} if unrelated else p, rate)
-    write_mp4(path, frames, wav, fps, rate, gop)
+    write_mp4(path, frames, render_audio(audio_p, rate), fps, rate, gop)
 
 
 def is_synthetic(folder):
@@ -201,15 +204,20 @@ def generate(out, classes=10, train_per_class=50, test_per_class=10, pool=100, f
             for k in range(count):
                 rel = f"{name}/{split}_{k:03d}.mp4"
                 p = _video_params(rng, c, seconds, noise)
-                unrelated = split == "train" and rng.uniform() < faulty
-                jobs.append((out / rel, p, size, fps, audio_rate, unrelated, gop))
+                audio_p, audio_class = p, c
+                if split == "train" and rng.uniform() < faulty:  # the sound of another, unseen video
+                    audio_class = int(rng.integers(classes))
+                    audio_p = _video_params(rng, audio_class, (p["seconds"], p["seconds"]), noise)
+                jobs.append((out / rel, p, audio_p, size, fps, audio_rate, gop))
                 splits[split].append(rel)
-                truth.append({"path": rel, "label": c, "class": name, "split": split, "faulty_audio": int(unrelated),
-                              "motion_hz": f"{p['freq']:.3f}", "pitch_hz": f"{p['pitch']:.1f}"})
+                truth.append({"path": rel, "label": c, "class": name, "split": split,
+                              "faulty_audio": int(audio_p is not p), "audio_class": audio_class,
+                              "motion_hz": f"{p['freq']:.3f}", "sound_hz": f"{audio_p['freq']:.3f}",
+                              "pitch_hz": f"{audio_p['pitch']:.1f}"})
     (out / "_pool").mkdir(parents=True, exist_ok=True)
-    for k in range(pool):  # audio that belongs to no class, for injected faulty positives
+    for k in range(pool):  # audio that belongs to no class: out of distribution, for --faulty-source pool
         p = {**_video_params(rng, 0, (4.0, 6.0), noise), "shape": None}
-        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, size, fps, audio_rate, True, gop))
+        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, {**p, "timbre": None}, size, fps, audio_rate, gop))
     with Pool(workers) as processes:
         processes.map(_make_one, jobs, chunksize=8)
     for split, rels in splits.items():

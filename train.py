@@ -199,7 +199,8 @@ def restore(cfg, parts, ckpt_path, rank, num_items):
         parts.model.load_state_dict(state["model"])
         parts.bank.load_state_dict(state["bank"])
         parts.optimizer.load_state_dict(state["optimizer"])
-        parts.scaler.load_state_dict(state["scaler"])
+        if state["scaler"] and parts.scaler.is_enabled():  # empty when saved without fp16 (bf16 or fp32)
+            parts.scaler.load_state_dict(state["scaler"])
         checkpoint.set_rng_state(state["rng"][rank] if rank < len(state["rng"]) else state["rng"][0])
         if rank == 0:
             print(f"resuming from {ckpt_path} after epoch {state['epoch']}")

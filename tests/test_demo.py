@@ -41,3 +41,21 @@ def test_paired_differences_come_with_a_confidence_interval():
     assert "| xID | ✗ | ✗ | 20.0 ± 8.2 | - |" in text
     # differences +5, +3, +6: mean 4.67, sd 1.53, t(0.975, 2) = 4.303 -> half-width 3.79
     assert "| Weighted-xID | +4.7 [+0.9, +8.5] |" in text
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
+    """The whole demo at toy size: two noise levels, two seeds, three methods; make test-all."""
+    import json
+    data = tmp_path / "synth"
+    synthetic.generate(data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32,
+                       seconds=(2.2, 2.6))
+    demo.main(["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res"),
+               "--figure", "noisy", "--seeds", "0", "1", "--faulty", "0", "0.5", "--warmup-epochs", "1",
+               "--epochs", "1", "--trials", "2", "--workers", "0", "--frames", "4", "--size", "32",
+               "--batch-size", "8", "--num-negatives", "15", "--width", "0.125"])
+    text = (tmp_path / "res" / "noisy.md").read_text()
+    assert "## 50% injected faulty positives" in text and "| Oracle-xID |" in text and "Δ R@1" in text
+    assert (tmp_path / "res" / "noisy.png").stat().st_size > 1000
+    saved = json.loads((tmp_path / "res" / "noisy.json").read_text())
+    assert len(saved["results"]) == 2 and set(saved["results"][0]) == {"0.0", "0.5"}

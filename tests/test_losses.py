@@ -132,6 +132,10 @@ def test_weighted_mean_is_eq5():
     assert weighted_mean(L, torch.ones(3)) == pytest.approx(7 / 3)
     assert weighted_mean(L, torch.tensor([1.0, 0.0, 1.0])) == pytest.approx(2.5)
     assert weighted_mean(L, torch.tensor([0.5, 0.5, 0.5])) == pytest.approx(7 / 3)  # scale-free
+    L = L.requires_grad_()
+    zero = weighted_mean(L, torch.zeros(3))  # an all-faulty batch under the oracle: nothing to learn, no NaN
+    zero.backward()
+    assert zero.item() == 0.0 and torch.equal(L.grad, torch.zeros(3))
 
 
 def test_robust_xid_loss_switches_give_the_four_methods_of_table_2():

@@ -144,6 +144,17 @@ def test_resuming_under_other_settings_stops_and_names_them(tiny_data, tmp_path)
     assert "resuming from" in text and len(log(tmp_path)) == 2
 
 
+def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
+    """A bf16 or fp32 run saves an empty GradScaler state; resuming it in fp16 must not load it."""
+    run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0", "--amp", "off")
+    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--amp", "fp16",
+                        "--warmup-epochs", "2", "--epochs", "0", "--allow-config-change"] + TINY + ["--workers", "0"])
+    dataset = train.build_train_set(cfg)
+    parts = train.build_parts(cfg, dataset, torch.device("cpu"))
+    assert parts.scaler.is_enabled()
+    assert train.restore(cfg, parts, tmp_path / "ckpt.pt", 0, len(dataset)) == 1
+
+
 def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
     """Oracle-xID (Sec. 5.2): w_i = 0 on the injected faulty positives, 1 on every other instance,
     the natural faulty positives of the data included."""
