@@ -322,6 +322,10 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
     cfg, model, bank, instances = load_pretrained(ckpt)
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
+    if "analysis" in tasks and instances is None:
+        raise SystemExit(f"{ckpt} predates checkpoints that keep their instances' labels and faulty flags; "
+                         f"the analysis needs them: resume the run for one more epoch to rewrite it (train.py with "
+                         f"the same options, --epochs one higher, and --allow-config-change)")
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
         tr, tr_set = cached_features(ckpt, cfg, model.video, "train", device, workers)
@@ -335,9 +339,6 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
         results["fewshot"] = {**{f"{n}-shot": v for n, v in fs.items()},
                               "protocol": protocol_of("fewshot", trials=trials, standardise=standardise)}
     if "analysis" in tasks:
-        if instances is None:
-            raise SystemExit(f"{ckpt} predates checkpoints that keep their instances' labels and faulty flags; "
-                             f"the analysis needs them: resume the run for one more epoch to rewrite it")
         faulty, labels = instances["faulty"], instances["labels"]
         wa, scores, w = weight_analysis(bank, faulty, cfg)
         results["weights"] = wa

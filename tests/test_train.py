@@ -200,3 +200,15 @@ def test_a_non_finite_loss_stops_the_run_naming_the_step(tiny_data, tmp_path):
                               "--warmup-epochs", "1", "--epochs", "0"] + TINY + ["--workers", "0"])
     with pytest.raises(SystemExit, match=r"non-finite loss .* at or before step 0 \(epoch 0\)"):
         train.main(cfg)
+
+
+def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figures(tiny_data, tmp_path):
+    import evaluate
+    run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0", "--faulty-fraction", "0.25")
+    res = evaluate.evaluate(tmp_path / "ckpt.pt", ["retrieval", "fewshot", "analysis"], workers=0, shots=(1,),
+                            trials=2)
+    saved = json.loads((tmp_path / "eval.json").read_text())
+    assert "Euclidean" in saved["retrieval"]["protocol"]["text"] and saved["fewshot"]["protocol"]["standardise"] is False
+    assert res["weights"]["faulty_auroc"] is not None and 0 <= res["weights"]["faulty_auroc"] <= 1
+    for png in ("scores_weights.png", "per_class_r1.png", "retrievals.png"):  # Fig. 5, 10, 11
+        assert (tmp_path / png).stat().st_size > 1000
