@@ -35,6 +35,7 @@ import data
 import manifest
 from augment import ClipAugment
 from config import config_from_dict, parse_config, result_changes
+from evaluate import faulty_auroc
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from memory_bank import MemoryBank
 from model import AVModel
@@ -146,14 +147,6 @@ def train_step(parts, batch, cfg, stage, lr):
     bank.update(idx, v, a)  # after the loss: this step's targets came from the old memory
     stats["loss"] = loss
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
-
-
-def faulty_auroc(scores, faulty):
-    """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
-    if faulty.all() or not faulty.any():
-        return None
-    from sklearn.metrics import roc_auc_score
-    return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
 
 
 # ----------------------------------------------------------------------------- the recipe's steps
