@@ -48,20 +48,28 @@ def device_default():
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None):
-    """Video-only dataset of one split (UCF101/HMDB51 videos often have no audio); `keep` selects
-    records by position (a held-out validation part)."""
-    records, classes = manifest.load_records(cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None,
-                                             cfg.manifest or None, need_audio=False)
+def split_records(cfg, split):
+    """The usable videos of one split, video only (UCF101/HMDB51 videos often have no audio)."""
+    return manifest.load_records(cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None,
+                                 cfg.manifest or None, need_audio=False)
+
+
+def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None, preload=None):
+    """Video-only dataset of one split; `keep` selects records by position (a held-out validation
+    part); preload defaults to the config's."""
+    records, classes = split_records(cfg, split)
     if keep is not None:
         records = [records[i] for i in keep]
     return data.AVDataset(records, data.clip_spec(cfg, audio=False), train=train_mode, audio=False,
-                          num_clips=num_clips, max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload), classes
+                          num_clips=num_clips, max_bad_fraction=cfg.max_bad_fraction,
+                          preload=cfg.preload if preload is None else preload), classes
 
 
 def check_disjoint(query, gallery, what="query and gallery"):
-    """Refuse an evaluation whose two sets share a video file: it would find every query itself."""
-    shared = sorted({r.path for r in query.records} & {r.path for r in gallery.records})
+    """Refuse an evaluation whose two sets (datasets or record lists) share a video file: it would
+    find every query itself."""
+    paths = [{r.path for r in getattr(s, "records", s)} for s in (query, gallery)]
+    shared = sorted(paths[0] & paths[1])
     if shared:
         raise ValueError(f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
                          f"dataset disjoint train.txt/test.txt lists (python manifest.py split ROOT makes them)")
@@ -96,18 +104,19 @@ def extract_features(encoder, dataset, device, batch_size=8, workers=2):
 
 
 def cached_features(ckpt, cfg, encoder, split, device, workers=2):
-    """extract_features of a split, saved next to the checkpoint under a key of checkpoint and data
-    settings; the dataset is returned too (its records name the files)."""
-    ds = eval_set(cfg, split)[0]
+    """extract_features of a split, saved next to the checkpoint under a key of checkpoint, data
+    settings and files; returns the features and the split's records (they name the files). The
+    dataset is built, and decoded, only when the features are not cached."""
+    records = split_records(cfg, split)[0]
     st = Path(ckpt).stat()
     key = json.dumps([str(Path(ckpt).resolve()), st.st_mtime_ns, st.st_size, cfg.data, cfg.layout, cfg.fold,
-                      split, cfg.frames, cfg.fps, cfg.size, "native-map", [r.path for r in ds.records]])
+                      split, cfg.frames, cfg.fps, cfg.size, "native-map", [r.path for r in records]])
     path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
     if path.exists():
-        return torch.load(path, weights_only=True), ds
-    feats = extract_features(encoder, ds, device, workers=workers)
+        return torch.load(path, weights_only=True), records
+    feats = extract_features(encoder, eval_set(cfg, split)[0], device, workers=workers)
     torch.save(feats, path)
-    return feats, ds
+    return feats, records
 
 
 # ----------------------------------------------------------------------------- retrieval and few-shot
@@ -328,9 +337,9 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
                          f"the same options, --epochs one higher, and --allow-config-change)")
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
-        tr, tr_set = cached_features(ckpt, cfg, model.video, "train", device, workers)
-        te, te_set = cached_features(ckpt, cfg, model.video, "test", device, workers)
-        check_disjoint(te_set, tr_set, "the test queries and the train gallery")
+        tr, tr_records = cached_features(ckpt, cfg, model.video, "train", device, workers)
+        te, te_records = cached_features(ckpt, cfg, model.video, "test", device, workers)
+        check_disjoint(te_records, tr_records, "the test queries and the train gallery")
         recall, nearest = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
         results["retrieval"] = {**{f"R@{k}": v for k, v in recall.items()},
                                 "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]))}
@@ -352,7 +361,8 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
             out = Path(ckpt).parent
             figs.scores_and_weights(scores, w, faulty, cfg, out / "scores_weights.png")
             figs.per_class(per_class, classes, out / "per_class_r1.png")
-            figs.retrievals(te_set, tr_set, nearest, classes, out / "retrievals.png")
+            figs.retrievals(eval_set(cfg, "test", preload=False)[0], eval_set(cfg, "train", preload=False)[0],
+                            nearest, classes, out / "retrievals.png")  # decodes only the frames it shows
     if "finetune" in tasks:
         fa = {**FINETUNE, "accumulate": 1, "frames": cfg.frames, "select_on_val": False, **(finetune_args or {})}
         res = finetune(model.video, cfg, epochs=fa["epochs"], lr=fa["lr"], lr_min=fa["lr_min"],
