@@ -216,7 +216,8 @@ def video_accuracy(clf, dataset, device, workers=2):
     return correct / total
 
 
-def finetune(encoder, cfg, epochs=200, lr=1e-4, lr_min=1e-5, batch_size=192, accumulate=1, frames=None,
+def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=FINETUNE["lr_min"],
+             batch_size=FINETUNE["batch_size"], accumulate=1, frames=None,
              select_on_val=False, val_fraction=0.1, freeze_backbone=False, device=None, workers=2, seed=0):
     """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
     select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch

@@ -74,10 +74,10 @@ def list_split(layout, root, split, fold=1, annotations=None):
         if not any(p.exists() for p in lists.values()):
             lists = folder_split(root, items)
         other = "test" if split == "train" else "train"
-        if split in lists and Path(lists[split]).exists():
+        if split in lists and lists[split].exists():
             keep = set(_lines(lists[split]))
             items = [it for it in items if it[0] in keep]
-        elif Path(lists[other]).exists():  # one list given: the split is the rest of the files
+        elif lists[other].exists():  # one list given: the split is the rest of the files
             drop = set(_lines(lists[other]))
             items = [it for it in items if it[0] not in drop]
         else:
