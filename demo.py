@@ -13,7 +13,8 @@ with several noise levels, Fig. 7 as RESULTS/noisy.png.
 
 As in the paper (Sec. 5.2), delta is set from the known noise level: the weight function's
 midpoint sits at the quantile of the known share of faulty positives (natural + injected). Every
-run resumes: rerunning a command continues where it stopped and re-evaluates finished runs.
+run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
+as RESULTS/NAME_settings/seedS_faultyF.json, so that a later session only adds what is missing.
 """
 import argparse
 import json
@@ -56,8 +57,27 @@ def faulty_share(cfg):
     return float(train.build_train_set(cfg).faulty.float().mean())
 
 
+def setting_file(args, seed, faulty):
+    """One finished (seed, noise level) as a small file beside the results: commit these, and a rerun
+    in a new session (whose runs/ folder is gone) skips what is done and adds only what is missing."""
+    return Path(args.results) / f"{args.figure or 'demo'}_settings" / f"seed{seed}_faulty{round(100 * faulty)}.json"
+
+
+def setting_key(args):
+    """What a finished setting's numbers depend on, beyond its seed and noise level."""
+    return {"data": args.data, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
+            "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
+
+
 def run_setting(args, seed, faulty):
     """Warm-up and one branch per method for one seed and noise level; returns {method: metrics}."""
+    done = setting_file(args, seed, faulty)
+    if done.exists():
+        saved = json.loads(done.read_text())
+        if saved["key"] == setting_key(args) and all(m in saved["rows"] for m in args.methods):
+            print(f"[demo] seed {seed} faulty {faulty:.0%}: done, from {done}")
+            return {m: saved["rows"][m] for m in args.methods}, saved["delta"], None
+        print(f"[demo] {done} was made with other settings or methods: running this setting again")
     root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
     common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty),
               "--workers", str(args.workers)] + args.train_args
@@ -87,6 +107,11 @@ def run_setting(args, seed, faulty):
             rows[method]["fine-tune"] = res["finetune"]["test_acc"]
         print(f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
               + json.dumps({k: rows[method][k] for k in args.columns}))
+    done.parent.mkdir(parents=True, exist_ok=True)
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": setting_key(args), "seed": seed, "faulty": faulty, "delta": delta,
+                               "rows": rows}, indent=1))
+    tmp.replace(done)  # atomic: a killed run leaves no half-written file
     return rows, delta, root
 
 
@@ -143,8 +168,8 @@ def main(argv=None):
                    help=f"first is the baseline; one of {list(VARIANTS)}, or soft:STRATEGY")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--faulty", type=float, nargs="+", default=[0.5], help="shares of injected faulty positives")
-    p.add_argument("--warmup-epochs", type=int, default=30)
-    p.add_argument("--epochs", type=int, default=6, help="epochs of each branch")
+    p.add_argument("--warmup-epochs", type=int, default=75)
+    p.add_argument("--epochs", type=int, default=8, help="epochs of each branch")
     p.add_argument("--finetune-epochs", type=int, default=0, help="add a fine-tune column (0: none)")
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--workers", type=int, default=1)
@@ -163,12 +188,14 @@ def main(argv=None):
     t0 = time.time()
     if args.fresh:
         shutil.rmtree(args.runs, ignore_errors=True)
+        shutil.rmtree(setting_file(args, 0, 0).parent, ignore_errors=True)
     ensure_data(args.data)
-    results, deltas = [], {}
+    results, deltas, root = [], {}, None
     for seed in args.seeds:
         per_level = {}
         for faulty in args.faulty:
-            per_level[faulty], deltas[faulty], root = run_setting(args, seed, faulty)
+            per_level[faulty], deltas[faulty], ran = run_setting(args, seed, faulty)
+            root = ran or root
         results.append(per_level)
     minutes = (time.time() - t0) / 60
     write_results(args, results, deltas, root, minutes, argv)
@@ -178,9 +205,9 @@ def write_results(args, results, deltas, root, minutes, argv):
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     name = args.figure or "demo"
-    last = root / args.methods[-1].replace(":", "_")
+    last = root / args.methods[-1].replace(":", "_") if root else None
     for png in ("scores_weights.png", "retrievals.png"):  # plots of the last run of the last method
-        if (last / png).exists():
+        if last and (last / png).exists():
             shutil.copy(last / png, out / (png if name == "demo" else f"{name}_{png}"))
     command = "python demo.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = [f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",

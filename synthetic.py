@@ -3,7 +3,12 @@
 No public video dataset can be downloaded here, so the project makes one whose truth is known:
 
   picture  a shape moving along a path over a textured background, plus a distractor blob.
-           The class fixes the shape and the path; colours, position, size and background vary.
+           The class fixes the shape and the path; colours, position, size, tempo, phase and
+           background vary per video. The shape is large and stays near the centre, as the
+           subject of a real clip does, so that the crops of Sec. 5.1 (>= 40% of the area) keep it
+           in view: with shapes anywhere in the frame, half the size, and shared by two classes,
+           the demo's video encoder reached 21% / 59% test accuracy with labels after 150 / 300
+           steps, and 35% / 81% with this generator (results/sup_upper_bound.log).
   sound    a tone whose timbre and register come from the class, pitch varies per video, beating
            once per cycle of the motion (so picture and sound of one video share their tempo and
            phase: the instance-level correspondence that xID can learn), plus noise.
@@ -21,7 +26,7 @@ AAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_pool/*.mp4, DIR/ma
 marker DIR/.robust_xid_synthetic. The generator writes only into a folder that does not exist yet,
 is empty, or carries that marker: never into a user's dataset.
 
-    python synthetic.py --out data/synth [--classes 10 --train-per-class 50 --test-per-class 10]
+    python synthetic.py --out data/synth [--classes 10 --train-per-class 50 --test-per-class 30]
 """
 import argparse
 import csv
@@ -32,7 +37,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-SHAPES = ("disk", "square", "triangle", "ring", "cross")
+SHAPES = ("disk", "square", "triangle", "ring", "cross", "diamond", "frame", "saltire", "bar", "half")
 PATHS = ("horizontal", "vertical", "circle", "diagonal", "pulse")
 TIMBRES = ("sine", "square", "saw", "bell", "fm")
 
@@ -44,7 +49,7 @@ def add_arguments(p):
     p.add_argument("--out", required=True, help="folder to create (or one this generator made before)")
     p.add_argument("--classes", type=int, default=10, help="number of classes (at most 25)")
     p.add_argument("--train-per-class", type=int, default=50)
-    p.add_argument("--test-per-class", type=int, default=10)
+    p.add_argument("--test-per-class", type=int, default=30, help="30: one test video is not one point of R@1")
     p.add_argument("--pool", type=int, default=100, help="audio-only files that belong to no class (_pool/)")
     p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with another video's audio")
     p.add_argument("--size", type=int, default=64, help="frame side in pixels")
@@ -58,10 +63,12 @@ def add_arguments(p):
 
 
 def class_signature(c):
-    """Class c -> (shape, path, timbre, register). Each shape is shared by several classes and so is
-    each path, so classes are told apart only by combinations: c = a + 5 b has shape a, path a + b."""
+    """Class c = a + 5 b -> (shape, path, timbre, register) = (c mod 10, a + b mod 5, a, b).
+    Up to 10 classes each has a shape of its own, a cue visible in every frame, as real action
+    classes are mostly told apart by appearance; beyond 10 shapes repeat and the path (motion) and
+    sound tell such classes apart. Paths and timbres are each shared by several classes."""
     a, b = c % 5, c // 5
-    return SHAPES[a], PATHS[(a + b) % 5], TIMBRES[a], b
+    return SHAPES[c % len(SHAPES)], PATHS[(a + b) % 5], TIMBRES[a], b
 
 
 def _mask(shape, dx, dy, r):
@@ -74,7 +81,17 @@ def _mask(shape, dx, dy, r):
         return (dy > -r) & (dy < r) & (ax < (dy + r) / 2)
     if shape == "ring":
         return (d < r) & (d > r * 0.55)
-    return ((ax < r / 3) & (ay < r)) | ((ay < r / 3) & (ax < r))  # cross
+    if shape == "cross":
+        return ((ax < r / 3) & (ay < r)) | ((ay < r / 3) & (ax < r))
+    if shape == "diamond":
+        return ax + ay < r
+    if shape == "frame":  # a hollow square
+        return (np.maximum(ax, ay) < r * 0.85) & (np.maximum(ax, ay) > r * 0.5)
+    if shape == "saltire":  # an X
+        return (np.abs(ax - ay) < r / 4) & (d < r)
+    if shape == "bar":
+        return (ay < r / 3) & (ax < r)
+    return (d < r) & (dy < 0)  # half: the upper half of a disk
 
 
 def render_video(p, size, fps):
@@ -88,7 +105,7 @@ def render_video(p, size, fps):
     for i in range(n):
         t = i / fps
         ph = 2 * np.pi * p["freq"] * t + p["phase"]
-        amp, cx, cy, r = 0.45, p["x0"], p["y0"], p["radius"]
+        amp, cx, cy, r = 0.3, p["x0"], p["y0"], p["radius"]
         path = p["path"]
         if path == "horizontal":
             cx = amp * np.sin(ph)
@@ -165,7 +182,7 @@ def _video_params(rng, c, seconds, noise):
     return dict(
         shape=shape, path=path, timbre=timbre, seconds=float(rng.uniform(*seconds)), noise=noise,
         freq=float(rng.uniform(0.6, 2.0)), phase=float(rng.uniform(0, 2 * np.pi)),
-        x0=float(rng.uniform(-0.4, 0.4)), y0=float(rng.uniform(-0.4, 0.4)), radius=float(rng.uniform(0.3, 0.45)),
+        x0=float(rng.uniform(-0.2, 0.2)), y0=float(rng.uniform(-0.2, 0.2)), radius=float(rng.uniform(0.35, 0.5)),
         colour=rng.uniform(60, 255, 3), dshape=dshape, dcolour=rng.uniform(0, 255, 3),
         distractor=rng.uniform(-0.5, 0.5, 2), dfreq=float(rng.uniform(0.5, 3)),
         pitch=float(220 * 2 ** (register * 0.75 + rng.uniform(-0.25, 0.25))), seed=int(rng.integers(2 ** 31)))
@@ -182,7 +199,7 @@ def is_synthetic(folder):
     return (Path(folder) / MARKER).is_file()
 
 
-def generate(out, classes=10, train_per_class=50, test_per_class=10, pool=100, faulty=0.1, size=64, fps=24, gop=12,
+def generate(out, classes=10, train_per_class=50, test_per_class=30, pool=100, faulty=0.1, size=64, fps=24, gop=12,
              audio_rate=22050, seconds=(3.0, 4.0), noise=0.3, seed=0, workers=2):
     """Write the dataset described in the module docstring under `out`."""
     import manifest  # the scan that writes the manifest

@@ -6,9 +6,10 @@ import augment, data, manifest
 from config import parse_config
 from model import VideoEncoder
 torch.set_num_threads(2)
+import os; DATA = os.environ.get("DATA", "data/synth")
 cfg = parse_config(["--preset", "demo"])
-recs, classes = manifest.load_records("folder", "data/synth", "train", need_audio=True)
-trecs, _ = manifest.load_records("folder", "data/synth", "test", need_audio=False)
+recs, classes = manifest.load_records("folder", DATA, "train", need_audio=True)
+trecs, _ = manifest.load_records("folder", DATA, "test", need_audio=False)
 spec = data.clip_spec(cfg)
 tr = data.AVDataset(recs, spec, train=True, preload=True)
 te = data.AVDataset(trecs, data.clip_spec(cfg, audio=False), train=False, audio=False, num_clips=3, preload=True)

@@ -59,3 +59,29 @@ def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
     assert (tmp_path / "res" / "noisy.png").stat().st_size > 1000
     saved = json.loads((tmp_path / "res" / "noisy.json").read_text())
     assert len(saved["results"]) == 2 and set(saved["results"][0]) == {"0.0", "0.5"}
+
+
+def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
+    """A later session (runs/ gone) skips the settings whose small result file was committed."""
+    import json
+    args = demo.main.__globals__["argparse"].Namespace(
+        data="d", results=str(tmp_path), figure="noisy", warmup_epochs=70, epochs=8, finetune_epochs=0,
+        trials=50, train_args=[], methods=["xid", "oracle"], runs=str(tmp_path / "runs"))
+    done = demo.setting_file(args, 1, 0.25)
+    assert done == tmp_path / "noisy_settings" / "seed1_faulty25.json"
+    done.parent.mkdir()
+    rows = {"xid": {"R@1": 0.4}, "oracle": {"R@1": 0.5}, "weighted": {"R@1": 0.3}}
+    done.write_text(json.dumps({"key": demo.setting_key(args), "delta": -0.5, "rows": rows}))
+    monkeypatch.setattr(demo.train, "main", lambda cfg: pytest.fail("a finished setting was trained again"))
+    got, delta, root = demo.run_setting(args, 1, 0.25)
+    assert got == {"xid": {"R@1": 0.4}, "oracle": {"R@1": 0.5}} and delta == -0.5 and root is None
+
+    class Ran(Exception):
+        pass
+
+    def ran(*a, **k):
+        raise Ran
+    monkeypatch.setattr(demo, "faulty_share", ran)
+    args.epochs = 9  # other settings: the file is not used
+    with pytest.raises(Ran):
+        demo.run_setting(args, 1, 0.25)

@@ -48,3 +48,28 @@ def test_audio_statistics_cannot_tell_natural_faulty_positives_from_clean(synth)
     # the control: the same statistics spot the out-of-distribution _pool/ audio at once
     pool = [audio_statistics(p) for p in sorted((synth / "_pool").iterdir())]
     assert max(best_auroc(pool, clean)) > 0.95
+
+
+def test_the_first_ten_classes_each_have_a_shape_of_their_own_and_all_25_signatures_differ():
+    shapes = [synthetic.class_signature(c)[0] for c in range(10)]
+    assert len(set(shapes)) == 10
+    assert len({synthetic.class_signature(c) for c in range(25)}) == 25
+    yy, xx = np.mgrid[0:64, 0:64] / 32 - 1.0  # the renderer's coordinates
+    masks = {s: synthetic._mask(s, xx, yy, 0.4) for s in synthetic.SHAPES}
+    for s, m in masks.items():  # every shape is a sizeable blob, at least 20 pixels off any other
+        assert m.sum() > 60, s
+        assert min(int((m ^ o).sum()) for t, o in masks.items() if t != s) >= 20, s
+
+
+def test_the_shape_stays_in_the_central_region_that_training_crops_keep():
+    """A crop keeping 40% of the area is 0.63 of the side: with the centre within +-0.2 and the
+    path's amplitude 0.3, the shape's centre stays within +-0.5 of the frame's (coordinates -1..1)."""
+    rng = np.random.default_rng(0)
+    for c in range(10):
+        p = synthetic._video_params(rng, c, (3.0, 3.0), 0.3)
+        bg = np.random.default_rng(p["seed"]).uniform(0, 255, 3) * 0.6  # the renderer's first draw
+        frames = synthetic.render_video({**p, "noise": 0.0, "dcolour": bg}, 64, 24).astype(float)  # no distractor
+        on = np.abs(frames - frames[:, :1, :1]).sum(-1) > 30  # pixels off the flat background
+        ys, xs = np.nonzero(on.any(0))
+        assert on.any(axis=(1, 2)).all(), f"class {c}: a frame without the shape"
+        assert abs(ys.mean() / 32 - 1) < 0.5 and abs(xs.mean() / 32 - 1) < 0.5, c
