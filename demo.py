@@ -205,10 +205,11 @@ def write_results(args, results, deltas, root, minutes, argv):
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     name = args.figure or "demo"
-    last = root / args.methods[-1].replace(":", "_") if root else None
-    for png in ("scores_weights.png", "retrievals.png"):  # plots of the last run of the last method
+    shown = "weighted" if "weighted" in args.methods else args.methods[-1]  # Fig. 5 is about the weights
+    last = root / shown.replace(":", "_") if root else None
+    for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
         if last and (last / png).exists():
-            shutil.copy(last / png, out / (png if name == "demo" else f"{name}_{png}"))
+            shutil.copy(last / png, out / f"{name}_{png}")
     command = "python demo.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = [f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
             f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "

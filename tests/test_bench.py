@@ -11,7 +11,7 @@ def test_step_and_model_benchmarks_run_on_cpu(capsys):
     row = [line for line in out.splitlines() if line.strip().startswith("fp32")][0].split()
     gflop, model_rate, tflops, _, step_rate, ratio = map(float, row[1:7])
     assert model_rate > 0 and step_rate > 0
-    assert 0.3 < gflop < 0.5  # demo encoders at 64x64: 0.39 GFLOP per clip forward + backward
+    assert 0.15 < gflop < 0.3  # demo encoders at 4x64x64: 0.21 GFLOP per clip forward + backward
     assert abs(tflops - gflop * model_rate / 1e3) < 0.02 * tflops + 1e-3
     assert abs(ratio - step_rate / model_rate) < 0.02 * ratio + 0.01  # timings vary; the columns must agree
 

@@ -1,5 +1,7 @@
 """The demo and the generator never write into a user's folder; the demo's tables report paired
 differences with confidence intervals."""
+import argparse
+
 import pytest
 
 import demo
@@ -64,9 +66,9 @@ def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
 def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
     """A later session (runs/ gone) skips the settings whose small result file was committed."""
     import json
-    args = demo.main.__globals__["argparse"].Namespace(
+    args = argparse.Namespace(
         data="d", results=str(tmp_path), figure="noisy", warmup_epochs=70, epochs=8, finetune_epochs=0,
-        trials=50, train_args=[], methods=["xid", "oracle"], runs=str(tmp_path / "runs"))
+        trials=50, train_args=[], methods=["xid", "oracle"], runs=str(tmp_path / "runs"), workers=0)
     done = demo.setting_file(args, 1, 0.25)
     assert done == tmp_path / "noisy_settings" / "seed1_faulty25.json"
     done.parent.mkdir()
