@@ -17,6 +17,7 @@ run resumes: rerunning a command continues where it stopped, and a finished (see
 as RESULTS/NAME_settings/seedS_faultyF.json, so that a later session only adds what is missing.
 """
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -57,15 +58,22 @@ def faulty_share(cfg):
     return float(train.build_train_set(cfg).faulty.float().mean())
 
 
+def settings_dir(args):
+    """Finished (seed, noise level)s as small files beside the results: commit these, and a rerun in
+    a new session (whose runs/ folder is gone) skips what is done and adds only what is missing."""
+    return Path(args.results) / f"{args.figure or 'demo'}_settings"
+
+
 def setting_file(args, seed, faulty):
-    """One finished (seed, noise level) as a small file beside the results: commit these, and a rerun
-    in a new session (whose runs/ folder is gone) skips what is done and adds only what is missing."""
-    return Path(args.results) / f"{args.figure or 'demo'}_settings" / f"seed{seed}_faulty{round(100 * faulty)}.json"
+    return settings_dir(args) / f"seed{seed}_faulty{round(100 * faulty)}.json"
 
 
 def setting_key(args):
-    """What a finished setting's numbers depend on, beyond its seed and noise level."""
-    return {"data": args.data, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
+    """What a finished setting's numbers depend on, beyond its seed and noise level. The manifest's
+    hash stands for the data: a regenerated set with other videos does not reuse old numbers."""
+    manifest = Path(args.data) / "manifest.csv"
+    digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
+    return {"data": args.data, "manifest_sha1": digest, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
             "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
 
 
@@ -188,7 +196,7 @@ def main(argv=None):
     t0 = time.time()
     if args.fresh:
         shutil.rmtree(args.runs, ignore_errors=True)
-        shutil.rmtree(setting_file(args, 0, 0).parent, ignore_errors=True)
+        shutil.rmtree(settings_dir(args), ignore_errors=True)
     ensure_data(args.data)
     results, deltas, root = [], {}, None
     for seed in args.seeds:
