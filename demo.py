@@ -230,9 +230,9 @@ def write_results(args, results, deltas, root, minutes, argv):
                  tables(results, faulty, args.methods, args.columns), ""]
     if len(args.faulty) > 1:
         curves = {method_name(m): {f: [r[f][m]["R@5"] for r in results] for f in args.faulty} for m in args.methods}
-        figures.noisy(args.faulty, curves, "R@5", out / f"{name}.png")
+        figures.noisy(args.faulty, curves, "R@5", out / f"{name}.png", baseline=method_name(args.methods[0]))
         curves = {method_name(m): {f: [r[f][m]["5-shot"] for r in results] for f in args.faulty} for m in args.methods}
-        figures.noisy(args.faulty, curves, "5-shot", out / f"{name}_5shot.png")
+        figures.noisy(args.faulty, curves, "5-shot", out / f"{name}_5shot.png", baseline=method_name(args.methods[0]))
         text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
     (out / f"{name}.md").write_text("\n".join(text) + "\n")
     (out / f"{name}.json").write_text(json.dumps({

@@ -5,7 +5,8 @@
     per_class           Fig. 10: R@1 of each class
     retrievals          Fig. 11: a test query's middle frame and its top-4 retrievals, with classes
     noisy               Fig. 7: a metric against the share of injected faulty positives, one line
-                        per method, mean and 95% confidence interval over seeds
+                        per method, mean and 95% confidence interval over seeds; beside it the paired
+                        differences against the baseline, with their 95% intervals
 
     used by evaluate.py (analysis) and demo.py (Fig. 7)
 """
@@ -67,9 +68,13 @@ def _middle_frame(video):
     return clip[:, clip.shape[1] // 2].permute(1, 2, 0).numpy()
 
 
-def noisy(levels, curves, metric, path, chance=None):
-    """Fig. 7. `curves` {method: {level: [value per seed]}}; levels are shares of injected faults."""
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+def noisy(levels, curves, metric, path, chance=None, baseline=None):
+    """Fig. 7. `curves` {method: {level: [value per seed]}}, seeds in the same order for every method;
+    levels are shares of injected faults. With `baseline`, a second panel shows each method minus the
+    baseline on the same seed: seed-to-seed spread that the methods share cancels there, which the
+    overlapping bars of the first panel cannot show."""
+    fig, axes = plt.subplots(1, 2 if baseline else 1, figsize=(10 if baseline else 5, 3.5), squeeze=False)
+    ax = axes[0, 0]
     for method, per_level in curves.items():
         xs = [lv for lv in levels if per_level.get(lv)]
         means = [100 * np.mean(per_level[lv]) for lv in xs]
@@ -77,11 +82,30 @@ def noisy(levels, curves, metric, path, chance=None):
         ax.errorbar([100 * x for x in xs], means, yerr=errs, marker="o", capsize=3, label=method)
     if chance is not None:
         ax.axhline(100 * chance, color="grey", ls=":", label="chance")
-    ax.set_xlabel("injected faulty positives (%)")
-    ax.set_ylabel(f"{metric} (%)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    ax.set_ylabel(f"{metric} (%), mean and 95% CI")
+    if baseline:
+        ax = axes[0, 1]
+        colours = {m: f"C{i}" for i, m in enumerate(curves)}  # the same colour as in the first panel
+        for method, per_level in paired_differences(curves, baseline).items():
+            xs = [lv for lv in levels if lv in per_level]
+            ax.errorbar([100 * x for x in xs], [100 * np.mean(per_level[lv]) for lv in xs],
+                        yerr=[100 * ci95(per_level[lv]) for lv in xs], marker="o", capsize=3,
+                        color=colours[method], label=f"{method} - {baseline}")
+        ax.axhline(0, color="grey", lw=1)
+        ax.set_ylabel(f"paired difference in {metric} (points)")
+    for ax in axes[0]:
+        ax.set_xlabel("injected faulty positives (%)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
     _save(fig, path)
+
+
+def paired_differences(curves, baseline):
+    """{method: {level: [method - baseline per seed]}} for every method but the baseline, at the
+    levels both have."""
+    base = curves[baseline]
+    return {m: {lv: list(np.asarray(v) - np.asarray(base[lv])) for lv, v in per_level.items() if v and base.get(lv)}
+            for m, per_level in curves.items() if m != baseline}
 
 
 def ci95(values):

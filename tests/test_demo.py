@@ -87,3 +87,18 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
     args.epochs = 9  # other settings: the file is not used
     with pytest.raises(Ran):
         demo.run_setting(args, 1, 0.25)
+
+
+def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
+    """Seeds 20 points apart, a method always 2 points above the baseline: the paired differences are
+    exactly 2 with a zero-width interval, while the per-method means' intervals are wide."""
+    import figures
+    base = {0.0: [0.9, 0.7, 0.8], 0.5: [0.5, 0.3, 0.4]}
+    curves = {"xID": base, "Weighted-xID": {lv: [v + 0.02 for v in vs] for lv, vs in base.items()}}
+    diffs = figures.paired_differences(curves, "xID")
+    assert set(diffs) == {"Weighted-xID"} and set(diffs["Weighted-xID"]) == {0.0, 0.5}
+    for d in diffs["Weighted-xID"].values():
+        assert abs(sum(d) / len(d) - 0.02) < 1e-9 and figures.ci95(d) < 1e-9
+    assert figures.ci95(base[0.0]) > 0.2
+    figures.noisy([0.0, 0.5], curves, "R@5", tmp_path / "n.png", baseline="xID")
+    assert (tmp_path / "n.png").stat().st_size > 1000
