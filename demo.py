@@ -229,10 +229,10 @@ def write_results(args, results, deltas, root, minutes, argv):
         text += [f"## {faulty:.0%} injected faulty positives (delta = {deltas[faulty]:.2f})\n",
                  tables(results, faulty, args.methods, args.columns), ""]
     if len(args.faulty) > 1:
-        curves = {method_name(m): {f: [r[f][m]["R@5"] for r in results] for f in args.faulty} for m in args.methods}
-        figures.noisy(args.faulty, curves, "R@5", out / f"{name}.png", baseline=method_name(args.methods[0]))
-        curves = {method_name(m): {f: [r[f][m]["5-shot"] for r in results] for f in args.faulty} for m in args.methods}
-        figures.noisy(args.faulty, curves, "5-shot", out / f"{name}_5shot.png", baseline=method_name(args.methods[0]))
+        for metric, png in (("R@5", f"{name}.png"), ("5-shot", f"{name}_5shot.png")):
+            curves = {method_name(m): {f: [r[f][m][metric] for r in results] for f in args.faulty}
+                      for m in args.methods}
+            figures.noisy(args.faulty, curves, metric, out / png, baseline=method_name(args.methods[0]))
         text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
     (out / f"{name}.md").write_text("\n".join(text) + "\n")
     (out / f"{name}.json").write_text(json.dumps({

@@ -10,6 +10,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from figures import ci95  # noqa: E402
+
 METRICS = ("R@1", "R@5", "1-shot", "5-shot")
 
 
@@ -22,7 +25,7 @@ def main(folder="results/noisy_settings"):
             pairs = [(r["faulty"], 100 * (r["rows"][method][metric] - r["rows"]["xid"][metric]))
                      for r in rows if r["faulty"] > 0]
             x, d = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-            half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+            half = ci95(d)
             fit = stats.linregress(100 * x, d)  # points of difference per point of injected share
             print(f"{method:8s} - xid {metric:6s}: {d.mean():+.1f} [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}] "
                   f"over {len(d)} pairs, {int((d > 0).sum())} above 0; slope {10 * fit.slope:+.2f} points per "
