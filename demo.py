@@ -198,18 +198,19 @@ def main(argv=None):
         shutil.rmtree(args.runs, ignore_errors=True)
         shutil.rmtree(settings_dir(args), ignore_errors=True)
     ensure_data(args.data)
-    results, deltas, root = [], {}, None
+    results, deltas, root, reused = [], {}, None, 0
     for seed in args.seeds:
         per_level = {}
         for faulty in args.faulty:
             per_level[faulty], deltas[faulty], ran = run_setting(args, seed, faulty)
             root = ran or root
+            reused += ran is None
         results.append(per_level)
     minutes = (time.time() - t0) / 60
-    write_results(args, results, deltas, root, minutes, argv)
+    write_results(args, results, deltas, root, minutes, argv, reused)
 
 
-def write_results(args, results, deltas, root, minutes, argv):
+def write_results(args, results, deltas, root, minutes, argv, reused=0):
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     name = args.figure or "demo"
@@ -219,9 +220,11 @@ def write_results(args, results, deltas, root, minutes, argv):
         if last and (last / png).exists():
             shutil.copy(last / png, out / f"{name}_{png}")
     command = "python demo.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    total = len(args.seeds) * len(args.faulty)
+    timing = " in all" if not reused else f" for the {total - reused} of {total} settings not read from earlier runs' files"
     text = [f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
             f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "
-            f"{args.epochs} epochs per method; {minutes:.1f} minutes in all. Metrics in %: test videos query "
+            f"{args.epochs} epochs per method; {minutes:.1f} minutes{timing}. Metrics in %: test videos query "
             f"the train split (R@k, Euclidean distance on the last feature map), linear SVMs on n train videos "
             f"per class (n-shot, raw features), and the AUROC of the bank scores for the known faulty "
             f"positives (natural and injected). Mean ± std over seeds.\n"]

@@ -52,15 +52,21 @@ def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
     data = tmp_path / "synth"
     synthetic.generate(data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32,
                        seconds=(2.2, 2.6))
-    demo.main(["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res"),
-               "--figure", "noisy", "--seeds", "0", "1", "--faulty", "0", "0.5", "--warmup-epochs", "1",
-               "--epochs", "1", "--trials", "2", "--workers", "0", "--frames", "4", "--size", "32",
-               "--batch-size", "8", "--num-negatives", "15", "--width", "0.125"])
+    argv = ["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res"),
+            "--figure", "noisy", "--seeds", "0", "1", "--faulty", "0", "0.5", "--warmup-epochs", "1",
+            "--epochs", "1", "--trials", "2", "--workers", "0", "--frames", "4", "--size", "32",
+            "--batch-size", "8", "--num-negatives", "15", "--width", "0.125"]
+    demo.main(argv)
     text = (tmp_path / "res" / "noisy.md").read_text()
     assert "## 50% injected faulty positives" in text and "| Oracle-xID |" in text and "Δ R@1" in text
     assert (tmp_path / "res" / "noisy.png").stat().st_size > 1000
     saved = json.loads((tmp_path / "res" / "noisy.json").read_text())
     assert len(saved["results"]) == 2 and set(saved["results"][0]) == {"0.0", "0.5"}
+    assert "minutes in all" in text
+    demo.main(argv)  # a rerun reads every setting back, and its table says its time is not theirs
+    again = (tmp_path / "res" / "noisy.md").read_text()
+    assert "for the 0 of 4 settings not read from earlier runs' files" in again
+    assert again.split("## ")[1:] == text.split("## ")[1:]
 
 
 def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
