@@ -145,19 +145,22 @@ def fmt_diff(diffs):
 
 def tables(results, faulty, methods, columns):
     """Mean +- std over seeds per method, then each method minus xID on the same seed."""
-    lines = ["| Method | Weights | Soft targets | " + " | ".join(columns) + " |",
-             "|---|:-:|:-:|" + "---:|" * len(columns)]
+    show_soft = any(VARIANTS[m.partition(":")[0]].soft for m in methods)  # an all-✗ column says nothing
+    lines = ["| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
+             "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns)]
     for m in methods:
         key, _, targets = m.partition(":")
         v = VARIANTS[key]
-        soft = (targets or "ccp") if v.soft else "✗"
+        soft = f"{(targets or 'ccp') if v.soft else '✗'} | " if show_soft else ""
         cells = [fmt([r[faulty][m][c] for r in results]) for c in columns]
-        lines.append(f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft} | "
+        lines.append(f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft}"
                      + " | ".join(cells) + " |")
     base = methods[0]
     diff_cols = [c for c in columns if c != "AUROC"]
-    lines += ["", f"Paired differences against {method_name(base)} (same seed, same warm-up), in points: mean "
-              f"[95% CI over {len(results)} seed(s)].", "",
+    spread = (f"mean [95% CI over {len(results)} seeds]" if len(results) > 1 else
+              "one seed, so no interval: run more seeds (--seeds) for one")
+    lines += ["", f"Paired differences against {method_name(base)} (same seed, same warm-up), in points: "
+              f"{spread}.", "",
               "| Method | " + " | ".join(f"Δ {c}" for c in diff_cols) + " |", "|---|" + "---:|" * len(diff_cols)]
     for m in methods[1:]:
         cells = [fmt_diff([None if r[faulty][m][c] is None else r[faulty][m][c] - r[faulty][base][c]

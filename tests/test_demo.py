@@ -40,9 +40,19 @@ def test_paired_differences_come_with_a_confidence_interval():
     rows = lambda a, b: {0.5: {"xid": {"R@1": a, "AUROC": None}, "weighted": {"R@1": b, "AUROC": None}}}
     results = [rows(0.20, 0.25), rows(0.30, 0.33), rows(0.10, 0.16)]
     text = demo.tables(results, 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
-    assert "| xID | ✗ | ✗ | 20.0 ± 8.2 | - |" in text
+    assert "| xID | ✗ | 20.0 ± 8.2 | - |" in text and "over 3 seeds" in text
     # differences +5, +3, +6: mean 4.67, sd 1.53, t(0.975, 2) = 4.303 -> half-width 3.79
     assert "| Weighted-xID | +4.7 [+0.9, +8.5] |" in text
+
+
+def test_the_table_shows_the_soft_targets_column_only_when_a_method_uses_them():
+    rows = {0.5: {m: {"R@1": 0.2, "AUROC": 0.6} for m in ("xid", "weighted", "soft:oracle")}}
+    plain = demo.tables([rows], 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
+    assert "Soft targets" not in plain and "| Weighted-xID | scores | 20.0 | 60.0 |" in plain
+    assert "one seed, so no interval" in plain
+    soft = demo.tables([rows], 0.5, ["xid", "soft:oracle"], ["R@1", "AUROC"])
+    assert "| Method | Weights | Soft targets | R@1 | AUROC |" in soft and "| xID | ✗ | ✗ | 20.0 | 60.0 |" in soft
+    assert "| Soft-xID (oracle targets) | ✗ | oracle | 20.0 | 60.0 |" in soft
 
 
 @pytest.mark.slow
