@@ -44,6 +44,7 @@ class ClipSpec:
 
 
 SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
+INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
 
 def clip_spec(cfg, audio=True):
@@ -187,7 +188,10 @@ class AVDataset(torch.utils.data.Dataset):
                     raise ValueError("faulty_source='pool' needs a pool of audio files outside the training set")
             else:
                 raise ValueError(f"faulty_source {faulty_source!r}: expected 'dataset' or 'pool'")
-            g = torch.Generator().manual_seed(seed)
+            # A stream of its own: the loader's DistributedSampler shuffles with torch.randperm seeded by
+            # seed + epoch, so seeding this draw with `seed` made epoch 0 visit every injected video
+            # first, in batches of faulty positives only (eq. (5)'s per-batch mean then weights nothing).
+            g = torch.Generator().manual_seed(INJECTION_STREAM + seed)
             self.injected[torch.randperm(n, generator=g)[:int(round(faulty_fraction * n))]] = True
             for i in self.injected.nonzero().flatten().tolist():
                 if faulty_source == "dataset":  # uniform over the other n-1 videos, never itself

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from statistics import NormalDist, mean, pstdev
 
+import data
 import evaluate
 import figures
 import synthetic
@@ -70,11 +71,12 @@ def setting_file(args, seed, faulty):
 
 def setting_key(args):
     """What a finished setting's numbers depend on, beyond its seed and noise level. The manifest's
-    hash stands for the data: a regenerated set with other videos does not reuse old numbers."""
+    hash stands for the data: a regenerated set with other videos does not reuse old numbers; the
+    injection stream for the draw of the injected positives (changed once, to fix a bug)."""
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
-    return {"data": args.data, "manifest_sha1": digest, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
-            "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
+    return {"data": args.data, "manifest_sha1": digest, "injection_stream": data.INJECTION_STREAM,
+            "warmup_epochs": args.warmup_epochs, "epochs": args.epochs, "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
 
 
 def run_setting(args, seed, faulty):

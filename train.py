@@ -179,11 +179,21 @@ def make_loader(cfg, dataset, rank, world, device):
     return sampler, loader
 
 
-def restore(cfg, parts, ckpt_path, rank, num_items):
+def same_injection(state, dataset, path, allow=False):
+    """A run resumed or branched off must see the faulty positives its bank was trained with."""
+    saved = state.get("instances", {}).get("injected")
+    if saved is not None and not allow and not torch.equal(saved.cpu(), dataset.injected):
+        raise SystemExit(f"{path} was trained with other injected faulty positives than this run's (another "
+                         f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); use another --out, or --allow-config-change")
+
+
+def restore(cfg, parts, ckpt_path, rank, dataset):
     """Resume OUT/ckpt.pt (model, bank, optimizer, RNG) or branch off --init (model and bank, a fresh
     optimizer). Returns the first epoch to run."""
+    num_items = len(dataset)
     if ckpt_path.exists():  # rerunning the same command resumes
         state = checkpoint.load_checkpoint(ckpt_path)
+        same_injection(state, dataset, ckpt_path, cfg.allow_config_change)
         changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
         if changed and not cfg.allow_config_change:
             raise SystemExit(f"{ckpt_path} was trained with other settings: " + ", ".join(
@@ -203,6 +213,7 @@ def restore(cfg, parts, ckpt_path, rank, num_items):
         if state["bank"]["video"].shape[0] != num_items:
             raise SystemExit(f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "
                              f"the training set {num_items} videos; use the same data and manifest")
+        same_injection(state, dataset, cfg.init, cfg.allow_config_change)
         parts.model.load_state_dict(state["model"])
         parts.bank.load_state_dict(state["bank"])
     return 0
@@ -271,7 +282,7 @@ def main(cfg):
     dataset = build_train_set(cfg)
     sampler, loader = make_loader(cfg, dataset, rank, world, device)
     parts = build_parts(cfg, dataset, device)
-    start_epoch = restore(cfg, parts, out / "ckpt.pt", rank, len(dataset))
+    start_epoch = restore(cfg, parts, out / "ckpt.pt", rank, dataset)
     raw_model = parts.model  # what is saved; the DDP wrapper only synchronises gradients
     if ddp:
         parts.model = DDP(raw_model, device_ids=[device.index] if device.type == "cuda" else None)

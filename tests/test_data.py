@@ -312,3 +312,20 @@ def test_every_common_container_is_used_and_other_media_are_named_once(tmp_path,
         manifest.list_split("folder", root, "train")
         manifest.list_split("folder", root, "test")
     assert err.getvalue().count("talk.wmv") <= 1
+
+
+def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, files):
+    """The injection draw and the loader's shuffle must be independent: when both were seeded with
+    `seed`, epoch 0 visited every injected video first, in batches of faulty positives only."""
+    import types
+    import train
+    recs = _dataset_files(tmp_path, files) * 20  # 200 instances; nothing is decoded here
+    for seed in range(3):
+        ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="dataset", seed=seed)
+        sampler, _ = train.make_loader(types.SimpleNamespace(batch_size=20, seed=seed, workers=0), ds, 0, 1,
+                                       torch.device("cpu"))
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            order = torch.tensor([i for i, _ in sampler])  # (200,) the epoch's visiting order
+            first_half = ds.injected[order[:100]].float().mean()
+            assert 0.3 < first_half < 0.7, (seed, epoch, float(first_half))  # hypergeometric: 0.5 +- 0.035

@@ -123,7 +123,7 @@ def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
     dataset = train.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     fresh = {k: v.clone() for k, v in parts.model.state_dict().items()}
-    assert train.restore(cfg, parts, tmp_path / "branch" / "ckpt.pt", 0, len(dataset)) == 0
+    assert train.restore(cfg, parts, tmp_path / "branch" / "ckpt.pt", 0, dataset) == 0
     assert_same_state(warm, {"model": parts.model.state_dict(), "bank": parts.bank.state_dict()})
     assert not all(torch.equal(fresh[k], warm["model"][k]) for k in fresh)  # so the load did something
     assert parts.optimizer.state_dict()["state"] == {}  # a fresh optimizer
@@ -144,6 +144,17 @@ def test_resuming_under_other_settings_stops_and_names_them(tiny_data, tmp_path)
     assert "resuming from" in text and len(log(tmp_path)) == 2
 
 
+def test_a_checkpoint_made_with_other_injected_positives_is_refused():
+    """Resuming or branching off a bank trained on other faulty positives (an older injection draw)
+    would mix two experiments silently."""
+    import types
+    ds = types.SimpleNamespace(injected=torch.tensor([True, False, False, True]))
+    train.same_injection({"instances": {"injected": ds.injected.clone()}}, ds, "same.pt")  # no error
+    with pytest.raises(SystemExit, match="other.pt was trained with other injected faulty positives"):
+        train.same_injection({"instances": {"injected": torch.tensor([False, True, False, True])}}, ds, "other.pt")
+    train.same_injection({"instances": {"injected": ~ds.injected}}, ds, "other.pt", allow=True)
+
+
 def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
     """A bf16 or fp32 run saves an empty GradScaler state; resuming it in fp16 must not load it."""
     run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0", "--amp", "off")
@@ -152,7 +163,7 @@ def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
     dataset = train.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     assert parts.scaler.is_enabled()
-    assert train.restore(cfg, parts, tmp_path / "ckpt.pt", 0, len(dataset)) == 1
+    assert train.restore(cfg, parts, tmp_path / "ckpt.pt", 0, dataset) == 1
 
 
 def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
