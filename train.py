@@ -193,12 +193,12 @@ def restore(cfg, parts, ckpt_path, rank, dataset):
     num_items = len(dataset)
     if ckpt_path.exists():  # rerunning the same command resumes
         state = checkpoint.load_checkpoint(ckpt_path)
-        same_injection(state, dataset, ckpt_path, cfg.allow_config_change)
         changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
         if changed and not cfg.allow_config_change:
             raise SystemExit(f"{ckpt_path} was trained with other settings: " + ", ".join(
                 f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
                 + ". Use another --out, or --allow-config-change to resume under the new ones.")
+        same_injection(state, dataset, ckpt_path, cfg.allow_config_change)  # same settings, older draw
         parts.model.load_state_dict(state["model"])
         parts.bank.load_state_dict(state["bank"])
         parts.optimizer.load_state_dict(state["optimizer"])
