@@ -76,7 +76,13 @@ def setting_key(args):
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
     return {"data": args.data, "manifest_sha1": digest, "injection_stream": data.INJECTION_STREAM,
-            "warmup_epochs": args.warmup_epochs, "epochs": args.epochs, "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
+            "warmup_epochs": args.warmup_epochs, "epochs": args.epochs, "finetune_epochs": args.finetune_epochs,
+            "trials": args.trials, "train_args": args.train_args}
+
+
+def finished_settings(folder):
+    """Every finished (seed, noise level) kept in a settings folder: {key, seed, faulty, delta, rows}."""
+    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("seed*_faulty*.json"))]
 
 
 def run_setting(args, seed, faulty):
@@ -226,7 +232,8 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
             shutil.copy(last / png, out / f"{name}_{png}")
     command = "python demo.py " + " ".join(argv if argv is not None else sys.argv[1:])
     total = len(args.seeds) * len(args.faulty)
-    timing = " in all" if not reused else f" for the {total - reused} of {total} settings not read from earlier runs' files"
+    timing = (" in all" if not reused else
+              f" for the {total - reused} of {total} settings not read from earlier runs' files")
     text = [f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
             f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "
             f"{args.epochs} epochs per method; {minutes:.1f} minutes{timing}. Metrics in %: test videos query "

@@ -184,7 +184,8 @@ def same_injection(state, dataset, path, allow=False):
     saved = state.get("instances", {}).get("injected")
     if saved is not None and not allow and not torch.equal(saved.cpu(), dataset.injected):
         raise SystemExit(f"{path} was trained with other injected faulty positives than this run's (another "
-                         f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); use another --out, or --allow-config-change")
+                         f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); "
+                         f"use another --out, or --allow-config-change")
 
 
 def restore(cfg, parts, ckpt_path, rank, dataset):

@@ -3,7 +3,6 @@ their trend with the level. Reads the finished settings that `python demo.py --f
 
     python results/fig7_pooled.py [results/noisy_settings]
 """
-import json
 import sys
 from pathlib import Path
 
@@ -11,25 +10,23 @@ import numpy as np
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from figures import ci95  # noqa: E402
+from demo import COLUMNS, finished_settings, fmt_diff  # noqa: E402
 
-METRICS = ("R@1", "R@5", "1-shot", "5-shot")
+METRICS = [c for c in COLUMNS if c != "AUROC"]
 
 
 def main(folder="results/noisy_settings"):
-    rows = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("seed*_faulty*.json"))]
+    rows = finished_settings(folder)
     levels = sorted({r["faulty"] for r in rows if r["faulty"] > 0})
     print(f"{len(rows)} settings; pooled over injected levels {levels} (each pair: same seed, same warm-up)")
     for method in ("weighted", "oracle"):
         for metric in METRICS:
-            pairs = [(r["faulty"], 100 * (r["rows"][method][metric] - r["rows"]["xid"][metric]))
-                     for r in rows if r["faulty"] > 0]
-            x, d = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-            half = ci95(d)
-            fit = stats.linregress(100 * x, d)  # points of difference per point of injected share
-            print(f"{method:8s} - xid {metric:6s}: {d.mean():+.1f} [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}] "
-                  f"over {len(d)} pairs, {int((d > 0).sum())} above 0; slope {10 * fit.slope:+.2f} points per "
-                  f"10% injected (p={fit.pvalue:.2f})")
+            injected = [r for r in rows if r["faulty"] > 0]
+            x = np.array([r["faulty"] for r in injected])  # (pairs,)
+            d = np.array([r["rows"][method][metric] - r["rows"]["xid"][metric] for r in injected])  # (pairs,)
+            fit = stats.linregress(100 * x, 100 * d)  # points of difference per point of injected share
+            print(f"{method:8s} - xid {metric:6s}: {fmt_diff(list(d))} over {len(d)} pairs, {int((d > 0).sum())} "
+                  f"above 0; slope {10 * fit.slope:+.2f} points per 10% injected (p={fit.pvalue:.2f})")
 
 
 if __name__ == "__main__":

@@ -22,20 +22,22 @@ from checkpoint import load_pretrained  # noqa: E402
 from evaluate import faulty_auroc  # noqa: E402
 
 
-@torch.no_grad()
-def fresh_scores(model, cfg, clips, split="train"):
-    """v_i . a_i per instance of the split, from the model itself: (N, clips)."""
+def probe_set(cfg, split, clips):
+    """Centre-crop clips of the split with its faulty positives: "train" is the training set with the
+    run's own seeded injection; "test" the test videos, the same share of their audio swapped among them."""
     if split == "train":
-        base = train.build_train_set(cfg)  # the same seeded injection as in training
-        records = base.records
-    else:  # held out: the test videos, with the same share of audio swapped among themselves
+        records, source = train.build_train_set(cfg).records, cfg.faulty_source
+    else:
         records, _ = manifest.load_records(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None,
                                            cfg.manifest or None, need_audio=True)
-    ds = data.AVDataset(records, data.clip_spec(cfg), train=False, num_clips=clips,
-                        faulty_fraction=cfg.faulty_fraction, faulty_source="dataset" if split != "train"
-                        else cfg.faulty_source, seed=cfg.seed, preload=True)
-    if split == "train":
-        assert torch.equal(ds.injected, base.injected), "the probe must see the training set's injection"
+        source = "dataset"
+    return data.AVDataset(records, data.clip_spec(cfg), train=False, num_clips=clips,
+                          faulty_fraction=cfg.faulty_fraction, faulty_source=source, seed=cfg.seed, preload=True)
+
+
+@torch.no_grad()
+def fresh_scores(model, ds):
+    """v_i . a_i per instance, from the model itself (eq. (6)'s s_i without the bank): (N, clips)."""
     aug = ClipAugment(ds.spec, train=False)
     model.eval()
     out = []
@@ -44,7 +46,13 @@ def fresh_scores(model, cfg, clips, split="train"):
         B, C = video.shape[:2]
         v, a = model(video.flatten(0, 1), audio.flatten(0, 1))  # (B*clips, 128) each
         out.append((v * a).sum(1).view(B, C))
-    return torch.cat(out), ds.faulty, ds.injected
+    return torch.cat(out)  # (N, clips)
+
+
+def injected_auroc(scores, ds):
+    """AUROC for the injected faults against clean instances, the data's natural faults left out."""
+    keep = ~(ds.faulty & ~ds.injected)  # (N,)
+    return faulty_auroc(scores[keep], ds.injected[keep])
 
 
 def main():
@@ -56,17 +64,18 @@ def main():
     torch.set_num_threads(2)
     for ckpt in args.ckpts:
         cfg, model, bank, inst = load_pretrained(ckpt)
-        s, faulty, injected = fresh_scores(model, cfg, args.clips)
-        bank_auc = faulty_auroc(bank.scores(), inst["faulty"])
-        print(f"{ckpt}: faulty share {faulty.float().mean():.2f}; AUROC bank {bank_auc:.3f}, "
-              f"fresh 1 clip {faulty_auroc(s[:, 0], faulty):.3f}, fresh mean of {args.clips} "
-              f"{faulty_auroc(s.mean(1), faulty):.3f}; injected only, fresh mean "
-              f"{faulty_auroc(s.mean(1)[~(faulty & ~injected)], injected[~(faulty & ~injected)]):.3f}", flush=True)
+        ds = probe_set(cfg, "train", args.clips)
+        assert torch.equal(ds.faulty.cpu(), inst["faulty"].cpu()), "the probe must see the training set's faults"
+        s = fresh_scores(model, ds)  # (N, clips)
+        print(f"{ckpt}: faulty share {ds.faulty.float().mean():.2f}; AUROC bank "
+              f"{faulty_auroc(bank.scores(), inst['faulty']):.3f}, fresh 1 clip "
+              f"{faulty_auroc(s[:, 0], ds.faulty):.3f}, fresh mean of {args.clips} {faulty_auroc(s.mean(1), ds.faulty):.3f}; injected only, fresh mean "
+              f"{injected_auroc(s.mean(1), ds):.3f}", flush=True)
         if args.held_out:
-            s, faulty, injected = fresh_scores(model, cfg, args.clips, split="test")
-            keep = ~(faulty & ~injected)  # (N,) drop the test set's natural faults: injected vs clean only
-            print(f"    held-out test videos, {injected.float().mean():.2f} swapped: AUROC fresh mean of "
-                  f"{args.clips} {faulty_auroc(s.mean(1)[keep], injected[keep]):.3f}", flush=True)
+            ds = probe_set(cfg, "test", args.clips)
+            s = fresh_scores(model, ds)  # (N, clips)
+            print(f"    held-out test videos, {ds.injected.float().mean():.2f} swapped: AUROC fresh mean of "
+                  f"{args.clips} {injected_auroc(s.mean(1), ds):.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,29 +4,26 @@
 
     python results/table2_pairs.py [results/table2/demo_settings]
 """
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from figures import ci95  # noqa: E402
+from demo import COLUMNS, finished_settings, fmt_diff  # noqa: E402
 
-METRICS = ("R@1", "R@5", "1-shot", "5-shot")
+METRICS = [c for c in COLUMNS if c != "AUROC"]
 PAIRS = (("weighted", "xid"), ("soft", "xid"), ("robust", "xid"), ("robust", "soft"), ("robust", "weighted"),
          ("soft:oracle", "xid"), ("soft:oracle", "soft"))
 
 
 def main(folder="results/table2/demo_settings"):
-    rows = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("seed*_faulty*.json"))]
+    rows = finished_settings(folder)
     print(f"{len(rows)} settings (seeds {[r['seed'] for r in rows]}); each pair: same seed, same warm-up")
     for a, b in PAIRS:
         for metric in METRICS:
-            d = np.array([100 * (r["rows"][a][metric] - r["rows"][b][metric]) for r in rows])  # (seeds,)
-            half = ci95(d)
-            print(f"{a:11s} - {b:8s} {metric:6s}: {d.mean():+.1f} [{d.mean() - half:+.1f}, {d.mean() + half:+.1f}], "
-                  f"{int((d > 0).sum())} of {len(d)} above 0")
+            d = [r["rows"][a][metric] - r["rows"][b][metric] for r in rows]  # one paired difference per seed
+            print(f"{a:11s} - {b:8s} {metric:6s}: {fmt_diff(d)}, {sum(x > 0 for x in d)} of {len(d)} above 0")
     # Soft targets' quality after the warm-up: the share of their mass on same-class instances (Table 1's
     # question). Measured on the xID branch's bank, so it is what Soft/Robust-xID start from.
     for strategy in ("chance", "bootstrap", "swapped", "neighbor", "ccp", "oracle"):
