@@ -69,15 +69,20 @@ def setting_file(args, seed, faulty):
     return settings_dir(args) / f"seed{seed}_faulty{round(100 * faulty)}.json"
 
 
-def setting_key(args):
+def setting_key(args, faulty):
     """What a finished setting's numbers depend on, beyond its seed and noise level. The manifest's
     hash stands for the data: a regenerated set with other videos does not reuse old numbers; the
-    injection stream for the draw of the injected positives (changed once, to fix a bug)."""
+    injection stream for the draw of the injected positives (changed once, to fix a bug). At 0%
+    nothing is drawn and the loader's shuffle never depended on that stream, so it is left out there:
+    0% runs from before the fix are the same runs."""
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
-    return {"data": args.data, "manifest_sha1": digest, "injection_stream": data.INJECTION_STREAM,
-            "warmup_epochs": args.warmup_epochs, "epochs": args.epochs, "finetune_epochs": args.finetune_epochs,
-            "trials": args.trials, "train_args": args.train_args}
+    key = {"data": args.data, "manifest_sha1": digest, "injection_stream": data.INJECTION_STREAM,
+           "warmup_epochs": args.warmup_epochs, "epochs": args.epochs, "finetune_epochs": args.finetune_epochs,
+           "trials": args.trials, "train_args": args.train_args}
+    if faulty == 0:
+        del key["injection_stream"]
+    return key
 
 
 def finished_settings(folder):
@@ -90,7 +95,7 @@ def run_setting(args, seed, faulty):
     done = setting_file(args, seed, faulty)
     if done.exists():
         saved = json.loads(done.read_text())
-        if saved["key"] == setting_key(args) and all(m in saved["rows"] for m in args.methods):
+        if saved["key"] == setting_key(args, faulty) and all(m in saved["rows"] for m in args.methods):
             print(f"[demo] seed {seed} faulty {faulty:.0%}: done, from {done}")
             return {m: saved["rows"][m] for m in args.methods}, saved["delta"], None
         print(f"[demo] {done} was made with other settings or methods: running this setting again")
@@ -125,7 +130,7 @@ def run_setting(args, seed, faulty):
               + json.dumps({k: rows[method][k] for k in args.columns}))
     done.parent.mkdir(parents=True, exist_ok=True)
     tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": setting_key(args), "seed": seed, "faulty": faulty, "delta": delta,
+    tmp.write_text(json.dumps({"key": setting_key(args, faulty), "seed": seed, "faulty": faulty, "delta": delta,
                                "rows": rows}, indent=1))
     tmp.replace(done)  # atomic: a killed run leaves no half-written file
     return rows, delta, root

@@ -89,7 +89,7 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
     assert done == tmp_path / "noisy_settings" / "seed1_faulty25.json"
     done.parent.mkdir()
     rows = {"xid": {"R@1": 0.4}, "oracle": {"R@1": 0.5}, "weighted": {"R@1": 0.3}}
-    done.write_text(json.dumps({"key": demo.setting_key(args), "delta": -0.5, "rows": rows}))
+    done.write_text(json.dumps({"key": demo.setting_key(args, 0.25), "delta": -0.5, "rows": rows}))
     monkeypatch.setattr(demo.train, "main", lambda cfg: pytest.fail("a finished setting was trained again"))
     got, delta, root = demo.run_setting(args, 1, 0.25)
     assert got == {"xid": {"R@1": 0.4}, "oracle": {"R@1": 0.5}} and delta == -0.5 and root is None
@@ -103,6 +103,17 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
     args.epochs = 9  # other settings: the file is not used
     with pytest.raises(Ran):
         demo.run_setting(args, 1, 0.25)
+
+
+def test_setting_key_holds_the_injection_stream_only_when_something_is_injected(tmp_path, monkeypatch):
+    """The injection-draw fix changes which videos are injected at 25-75%, so those settings must be
+    rerun; at 0% nothing is drawn, so a 0% setting saved before the fix is still the same run."""
+    args = argparse.Namespace(data=str(tmp_path), warmup_epochs=75, epochs=8, finetune_epochs=0, trials=50,
+                              train_args=[])
+    before = {0.0: demo.setting_key(args, 0.0), 0.5: demo.setting_key(args, 0.5)}
+    monkeypatch.setattr(demo.data, "INJECTION_STREAM", demo.data.INJECTION_STREAM + 1)
+    assert demo.setting_key(args, 0.0) == before[0.0]
+    assert demo.setting_key(args, 0.5) != before[0.5]
 
 
 def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
