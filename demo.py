@@ -77,12 +77,9 @@ def setting_key(args, faulty):
     0% runs from before the fix are the same runs."""
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
-    key = {"data": args.data, "manifest_sha1": digest, "injection_stream": data.INJECTION_STREAM,
-           "warmup_epochs": args.warmup_epochs, "epochs": args.epochs, "finetune_epochs": args.finetune_epochs,
-           "trials": args.trials, "train_args": args.train_args}
-    if faulty == 0:
-        del key["injection_stream"]
-    return key
+    key = {"data": args.data, "manifest_sha1": digest, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
+           "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
+    return key | ({"injection_stream": data.INJECTION_STREAM} if faulty > 0 else {})
 
 
 def finished_settings(folder):

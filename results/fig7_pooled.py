@@ -17,12 +17,12 @@ METRICS = [c for c in COLUMNS if c != "AUROC"]
 
 def main(folder="results/noisy_settings"):
     rows = finished_settings(folder)
-    levels = sorted({r["faulty"] for r in rows if r["faulty"] > 0})
-    print(f"{len(rows)} settings; pooled over injected levels {levels} (each pair: same seed, same warm-up)")
+    injected = [r for r in rows if r["faulty"] > 0]  # at 0% Oracle-xID is xID: no pair to pool
+    x = np.array([r["faulty"] for r in injected])  # (pairs,)
+    print(f"{len(rows)} settings; pooled over injected levels {sorted(set(x.tolist()))} "
+          f"(each pair: same seed, same warm-up)")
     for method in ("weighted", "oracle"):
         for metric in METRICS:
-            injected = [r for r in rows if r["faulty"] > 0]
-            x = np.array([r["faulty"] for r in injected])  # (pairs,)
             d = np.array([r["rows"][method][metric] - r["rows"]["xid"][metric] for r in injected])  # (pairs,)
             fit = stats.linregress(100 * x, 100 * d)  # points of difference per point of injected share
             print(f"{method:8s} - xid {metric:6s}: {fmt_diff(list(d))} over {len(d)} pairs, {int((d > 0).sum())} "
