@@ -7,7 +7,8 @@
     model       the unwrapped model's state dict
     bank        the memory bank's buffers (memory_bank.py)
     instances   one entry per bank slot: path, label, faulty (ground truth or injected), injected,
-                and the class names: what the analysis of the weights (Fig. 5) needs
+                the file its audio was replaced by ('' if none), and the class names: what the
+                analysis of the weights (Fig. 5) and of the injection (results/donor_scores.py) need
     optimizer, scaler, epoch, step, rng   what a resumed run needs
 
 Writes are atomic (a kill during the write leaves the previous file whole). A checkpoint written
@@ -73,7 +74,8 @@ def load_pretrained(path):
 def instances_of(dataset):
     """The per-slot facts of a training set that a checkpoint keeps (see the module docstring)."""
     return {"paths": [r.path for r in dataset.records], "labels": dataset.labels, "faulty": dataset.faulty,
-            "injected": dataset.injected, "classes": list(getattr(dataset, "classes", []))}
+            "injected": dataset.injected, "classes": list(getattr(dataset, "classes", [])),
+            "replacement_audio": [dataset.donor.get(i, ("",))[0] for i in range(len(dataset))]}
 
 
 def rng_state():

@@ -30,11 +30,13 @@ class Config:
     annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", "data")
     manifest: str = _opt("", "usable-file list; default ROOT/manifest.csv, made by a scan when missing", "data")
     faulty_fraction: float = _opt(0.0, "share of instances whose audio is replaced (paper Fig. 7: 0 to 0.8)", "data")
-    faulty_source: str = _opt("dataset", "where replacement audio comes from: 'dataset' (another training video: "
-                              "in distribution) or 'pool' (the files of --faulty-pool; the paper, Sec. 5.2, takes "
-                              "videos outside the training set)", "data")
-    faulty_pool: str = _opt("", "audio files outside the training set for --faulty-source pool; default ROOT/_pool",
-                            "data")
+    faulty_source: str = _opt("heldout", "where injected audio comes from: 'heldout' (paper, Sec. 5.2: files outside the "
+                              "training and test sets, --faulty-pool), 'train' (another training video's: a "
+                              "deviation, its sound then sits in two bank slots) or 'noise' (the synthetic set's "
+                              "out-of-distribution ROOT/_pool)", "data")
+    faulty_pool: str = _opt("", "folder of media outside both splits for --faulty-source heldout (default "
+                            "ROOT/_heldout, which synthetic.py writes; for a real dataset, e.g. the videos left "
+                            "out of a Kinetics subset); each injected instance gets a file of its own", "data")
     # clip
     frames: int = _opt(8, "frames per clip T (paper: 8; Sec. 6 also fine-tunes on 32)", "clip")
     fps: float = _opt(16.0, "frame rate (paper: 16)", "clip")
@@ -81,6 +83,8 @@ class Config:
                                      "engineering")
 
 
+FAULTY_SOURCES = ("heldout", "train", "noise")
+
 # Fields that change speed or bookkeeping but not what a run computes: a resume may change these.
 ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "engineering"} | {"manifest"}
 
@@ -116,7 +120,7 @@ def parse_config(argv=None, description=None):
         if v is not None:
             setattr(cfg, k, v)
     checks = {"loss": tuple(VARIANTS), "soft_targets": SOFT_TARGET_STRATEGIES,
-              "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": ("dataset", "pool")}
+              "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": FAULTY_SOURCES}
     for name, allowed in checks.items():
         if getattr(cfg, name) not in allowed:
             parser.error(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}: expected one of {allowed}")
@@ -132,6 +136,12 @@ def config_from_dict(saved, source="checkpoint"):
     unknown = sorted(set(saved) - known)
     if unknown:
         raise ValueError(f"{source}: unknown settings {unknown}; it was written by another version of train.py")
+    saved = dict(saved)
+    # Hack: checkpoints from before the paper's injection was the default name the sources as
+    # data.AVDataset did then ('dataset': another training video; 'pool': --faulty-pool or ROOT/_pool).
+    if saved.get("faulty_source") in ("dataset", "pool"):
+        saved["faulty_source"] = ("train" if saved["faulty_source"] == "dataset" else
+                                  "heldout" if saved.get("faulty_pool") else "noise")
     return Config(**saved)
 
 

@@ -7,10 +7,11 @@ the video, centre crop. DataLoader workers do only this; colour jitter, greyscal
 normalisation and the log-mel spectrogram run on the device in batches (augment.py).
 
 Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, seeded share of the
-instances gets the audio of another video. By default that is another training video (any class:
-the replacement sounds like the rest of the data, so only the broken correspondence gives it
-away); `faulty_source="pool"` takes files from a folder instead, e.g. videos outside the training
-set as the paper does, or the synthetic set's out-of-distribution `_pool/`.
+instances gets "a randomly selected audio that is not part of the training set": a file of a pool
+outside both splits (faulty_source="pool", the default), each used once. The deviation
+faulty_source="train" lends the audio of another training video instead; that video's sound then
+sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (README,
+"Injection").
 
 Which files a dataset holds (layouts, split lists, manifest) is manifest.py's business; this file
 turns them into items. Tests: tests/test_data.py
@@ -156,17 +157,18 @@ class AVDataset(torch.utils.data.Dataset):
     rest of the augmentation and the spectrogram are done on whole batches by augment.ClipAugment.
 
     faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
-    (Sec. 5.2): of another record (faulty_source="dataset", never the instance's own) or of a file
-    of `pool`, a list of (path, seconds) (faulty_source="pool"). `injected` flags them; `faulty`
-    is that or the record's ground truth. A file that fails to decode is reported once and replaced
-    by another item; more than max_bad_fraction bad files stop the run.
+    (Sec. 5.2): a distinct file of `pool`, a list of (path, seconds) outside the training set
+    (faulty_source="pool", the paper's), or another record's (faulty_source="train", never the
+    instance's own: a deviation). `injected` flags them, `donor` maps each to its audio file;
+    `faulty` is `injected` or the record's ground truth. A file that fails to decode is reported
+    once and replaced by another item; more than max_bad_fraction bad files stop the run.
 
     preload=True decodes every file once into memory (frames at spec.fps, audio at spec.audio_rate)
     and cuts clips from there, starting on the 16 fps grid: for datasets that fit in memory, such
     as the synthetic one, where decoding would otherwise take most of the CPU time."""
 
     def __init__(self, records, spec=ClipSpec(), train=True, audio=True, num_clips=10,
-                 faulty_fraction=0.0, faulty_source="dataset", pool=(), seed=0, max_bad_fraction=0.05,
+                 faulty_fraction=0.0, faulty_source="pool", pool=(), seed=0, max_bad_fraction=0.05,
                  preload=False):
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
@@ -178,33 +180,38 @@ class AVDataset(torch.utils.data.Dataset):
         self.injected = torch.zeros(n, dtype=torch.bool)
         self.donor = {}  # instance -> (path, seconds) of the audio that replaces its own
         if faulty_fraction > 0:
-            if faulty_source == "dataset":
-                if n < 2:
-                    raise ValueError("faulty_source='dataset' needs at least 2 videos to swap audio between")
-                donors = [(r.path, r.audio_duration) for r in self.records]
-            elif faulty_source == "pool":
-                donors = list(pool)
-                if not donors:
-                    raise ValueError("faulty_source='pool' needs a pool of audio files outside the training set")
-            else:
-                raise ValueError(f"faulty_source {faulty_source!r}: expected 'dataset' or 'pool'")
-            # A stream of its own: the loader's DistributedSampler shuffles with torch.randperm seeded by
-            # seed + epoch, so seeding this draw with `seed` made epoch 0 visit every injected video
-            # first, in batches of faulty positives only (eq. (5)'s per-batch mean then weights nothing).
-            g = torch.Generator().manual_seed(INJECTION_STREAM + seed)
-            self.injected[torch.randperm(n, generator=g)[:int(round(faulty_fraction * n))]] = True
-            for i in self.injected.nonzero().flatten().tolist():
-                if faulty_source == "dataset":  # uniform over the other n-1 videos, never itself
-                    j = int(torch.randint(0, n - 1, (), generator=g))
-                    self.donor[i] = donors[j + (j >= i)]
-                else:
-                    self.donor[i] = donors[int(torch.randint(0, len(donors), (), generator=g))]
+            self.inject(faulty_fraction, faulty_source, pool, seed)
         self.faulty = self.injected | torch.tensor([r.faulty for r in self.records])
         self.memory = None
         if preload:
             self.memory = {r.path: _decode_all(r.path, self.spec, video=True) for r in self.records}
             self.memory.update({p: _decode_all(p, self.spec, video=False)
                                 for p, _ in self.donor.values() if p not in self.memory})
+
+    def inject(self, faulty_fraction, faulty_source, pool, seed):
+        """Draw the injected instances and their replacement audio (sets `injected` and `donor`)."""
+        n = len(self.records)
+        # A stream of its own: the loader's DistributedSampler shuffles with torch.randperm seeded by
+        # seed + epoch, so seeding this draw with `seed` made epoch 0 visit every injected video
+        # first, in batches of faulty positives only (eq. (5)'s per-batch mean then weights nothing).
+        g = torch.Generator().manual_seed(INJECTION_STREAM + seed)
+        self.injected[torch.randperm(n, generator=g)[:int(round(faulty_fraction * n))]] = True
+        chosen = self.injected.nonzero().flatten().tolist()
+        if faulty_source == "pool":
+            if len(pool) < len(chosen):  # reuse would put one sound in several bank slots, as "train" does
+                raise ValueError(f"the faulty-positive pool holds {len(pool)} audio files, but faulty_fraction="
+                                 f"{faulty_fraction} injects {len(chosen)} of {n} instances and each needs a "
+                                 f"file of its own: add files to the pool or lower --faulty-fraction")
+            picks = torch.randperm(len(pool), generator=g)[:len(chosen)].tolist()  # without replacement
+            self.donor = {i: tuple(pool[k]) for i, k in zip(chosen, picks)}
+        elif faulty_source == "train":
+            if n < 2:
+                raise ValueError("faulty_source='train' needs at least 2 videos to lend audio between")
+            for i in chosen:  # uniform over the other n-1 videos, never itself
+                j = int(torch.randint(0, n - 1, (), generator=g))
+                self.donor[i] = (self.records[j + (j >= i)].path, self.records[j + (j >= i)].audio_duration)
+        else:
+            raise ValueError(f"faulty_source {faulty_source!r}: expected 'pool' or 'train'")
 
     def read(self, path, start, audio_path=None, audio_start=None):
         """read_clip, or the same cut from memory when preloaded."""

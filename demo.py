@@ -10,8 +10,12 @@ with several noise levels, Fig. 7 as RESULTS/noisy.png.
     make demo                                                       # = python demo.py --fresh
     python demo.py --figure noisy                                   # Fig. 7: 4 levels x 3 methods x 3 seeds
     python demo.py --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
+    python demo.py --figure noisy --jobs 8                          # settings side by side (GPU box)
 
-As in the paper (Sec. 5.2), delta is set from the known noise level: the weight function's
+Faulty positives are injected as the paper does (Sec. 5.2), with sounds from outside both splits:
+the synthetic set's `_heldout/` pool (train.py's --faulty-source heldout); any train.py option given
+here passes through, e.g. `--faulty-source train` for the donor deviation. As in the paper, delta is
+set from the known noise level: the weight function's
 midpoint sits at the quantile of the known share of faulty positives (natural + injected). Every
 run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
 as RESULTS/NAME_settings/seedS_faultyF.json, so that a later session only adds what is missing.
@@ -19,11 +23,16 @@ as RESULTS/NAME_settings/seedS_faultyF.json, so that a later session only adds w
 import argparse
 import hashlib
 import json
+import multiprocessing
+import os
 import shutil
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from statistics import NormalDist, mean, pstdev
+
+import torch
 
 import data
 import evaluate
@@ -50,7 +59,7 @@ def ensure_data(root, synth_args=()):
     if root.exists() and not synthetic.is_synthetic(root):
         print(f"[demo] {root} is not a synthetic set: using it as it is")
         return
-    if not (root / "manifest.csv").exists():
+    if not (root / "manifest.csv").exists() or not (root / "_heldout").is_dir():  # older sets lack the pool
         synthetic.main(["--out", str(root), *synth_args])
 
 
@@ -71,15 +80,23 @@ def setting_file(args, seed, faulty):
 
 def setting_key(args, faulty):
     """What a finished setting's numbers depend on, beyond its seed and noise level. The manifest's
-    hash stands for the data: a regenerated set with other videos does not reuse old numbers; the
-    injection stream for the draw of the injected positives (changed once, to fix a bug). At 0%
-    nothing is drawn and the loader's shuffle never depended on that stream, so it is left out there:
-    0% runs from before the fix are the same runs."""
+    hash stands for the data: a regenerated set with other videos does not reuse old numbers. Where
+    something is injected, also the injection: its draw's stream (changed once, to fix a bug), where
+    the audio comes from (changed once, to the paper's held-out sounds) and that pool's files. At 0%
+    nothing is injected, so 0% runs from before either change are the same runs."""
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
     key = {"data": args.data, "manifest_sha1": digest, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
            "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
-    return key | ({"injection_stream": data.INJECTION_STREAM} if faulty > 0 else {})
+    if faulty == 0:
+        return key
+    cfg = parse_config(["--preset", "demo", "--data", args.data] + args.train_args)
+    pool = None
+    if cfg.faulty_source != "train":
+        folder = train.pool_folder(cfg)
+        files = sorted((f.name, f.stat().st_size) for f in folder.iterdir()) if folder.is_dir() else []
+        pool = hashlib.sha1(repr(files).encode()).hexdigest()[:12]
+    return key | {"injection_stream": data.INJECTION_STREAM, "faulty_source": cfg.faulty_source, "pool_sha1": pool}
 
 
 def finished_settings(folder):
@@ -194,6 +211,8 @@ def main(argv=None):
     p.add_argument("--finetune-epochs", type=int, default=0, help="add a fine-tune column (0: none)")
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1, help="settings run side by side as processes (a GPU box's cores, "
+                   "several GPUs); each keeps its own loader --workers")
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
     p.add_argument("--fresh", action="store_true", help="delete earlier demo runs first (else they resume)")
     args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
@@ -211,16 +230,33 @@ def main(argv=None):
         shutil.rmtree(args.runs, ignore_errors=True)
         shutil.rmtree(settings_dir(args), ignore_errors=True)
     ensure_data(args.data)
+    settings = [(seed, faulty) for seed in args.seeds for faulty in args.faulty]
+    if args.jobs > 1:  # independent settings side by side: cores (and GPUs) shared out among them
+        context = multiprocessing.get_context("spawn")  # no forked torch state in the children
+        slots = context.Value("i", 0)
+        with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_job_init,
+                                 initargs=(slots, args.jobs)) as pool:
+            done = list(pool.map(run_setting, [args] * len(settings), *zip(*settings)))
+    else:
+        done = [run_setting(args, seed, faulty) for seed, faulty in settings]
     results, deltas, root, reused = [], {}, None, 0
-    for seed in args.seeds:
-        per_level = {}
-        for faulty in args.faulty:
-            per_level[faulty], deltas[faulty], ran = run_setting(args, seed, faulty)
-            root = ran or root
-            reused += ran is None
-        results.append(per_level)
+    for (seed, faulty), (rows, delta, ran) in zip(settings, done):
+        if faulty == args.faulty[0]:
+            results.append({})
+        results[-1][faulty], deltas[faulty] = rows, delta
+        root = ran or root
+        reused += ran is None
     minutes = (time.time() - t0) / 60
     write_results(args, results, deltas, root, minutes, argv, reused)
+
+
+def _job_init(slots, jobs):
+    """A process of --jobs: an equal share of the CPU threads and, with several GPUs, one of them."""
+    with slots.get_lock():
+        slot, slots.value = slots.value, slots.value + 1
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
+    if torch.cuda.device_count() > 1:
+        torch.cuda.set_device(slot % torch.cuda.device_count())
 
 
 def write_results(args, results, deltas, root, minutes, argv, reused=0):

@@ -18,11 +18,17 @@ No public video dataset can be downloaded here, so the project makes one whose t
            it (tests/test_synthetic.py checks simple audio statistics); only the missing
            correspondence does. These natural faulty positives are flagged in ground_truth.csv.
            Videos of the same class are the natural faulty negatives.
+  _heldout/ the injection pool of Sec. 5.2 ("a randomly selected audio that is not part of the
+           training set"): the sounds of videos that are in neither split, rendered exactly as the
+           natural faults above (class, tempo, phase and pitch drawn independently). One file per
+           training video by default, and train.py draws them without replacement, so no injected
+           sound is used twice even at 100% and none sits in two memory-bank slots.
   _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
-           for `--faulty-source pool`; the default injection takes audio from other training videos.
+           for `--faulty-source noise`.
 
 Output (the `folder` layout of manifest.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames,
-AAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_pool/*.mp4, DIR/manifest.csv, and the
+AAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_heldout/*.mp4 and DIR/_pool/*.mp4 (audio
+only; folders starting with '_' are not classes), DIR/manifest.csv, and the
 marker DIR/.robust_xid_synthetic. The generator writes only into a folder that does not exist yet,
 is empty, or carries that marker: never into a user's dataset.
 
@@ -30,6 +36,7 @@ is empty, or carries that marker: never into a user's dataset.
 """
 import argparse
 import csv
+import shutil
 import time
 from multiprocessing import Pool
 from pathlib import Path
@@ -50,6 +57,8 @@ def add_arguments(p):
     p.add_argument("--classes", type=int, default=10, help="number of classes (at most 25)")
     p.add_argument("--train-per-class", type=int, default=50)
     p.add_argument("--test-per-class", type=int, default=30, help="30: one test video is not one point of R@1")
+    p.add_argument("--heldout", type=int, default=None,
+                   help="injection pool (_heldout/): sounds of videos in neither split; default: one per train video")
     p.add_argument("--pool", type=int, default=100, help="audio-only files that belong to no class (_pool/)")
     p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with another video's audio")
     p.add_argument("--size", type=int, default=64, help="frame side in pixels")
@@ -199,7 +208,7 @@ def is_synthetic(folder):
     return (Path(folder) / MARKER).is_file()
 
 
-def generate(out, classes=10, train_per_class=50, test_per_class=30, pool=100, faulty=0.1, size=64, fps=24, gop=12,
+def generate(out, classes=10, train_per_class=50, test_per_class=30, heldout=None, pool=100, faulty=0.1, size=64, fps=24, gop=12,
              audio_rate=22050, seconds=(3.0, 4.0), noise=0.3, seed=0, workers=2):
     """Write the dataset described in the module docstring under `out`."""
     import manifest  # the scan that writes the manifest
@@ -235,6 +244,15 @@ def generate(out, classes=10, train_per_class=50, test_per_class=30, pool=100, f
     for k in range(pool):  # audio that belongs to no class: out of distribution, for --faulty-source pool
         p = {**_video_params(rng, 0, (4.0, 6.0), noise), "shape": None}
         jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, {**p, "timbre": None}, size, fps, audio_rate, gop))
+    # The injection pool draws from a stream of its own, so the train and test videos (and with them
+    # the manifest and every 0% run) are the same as a generator without it made.
+    shutil.rmtree(out / "_heldout", ignore_errors=True)  # a regenerated set has no stale sounds
+    (out / "_heldout").mkdir(parents=True)
+    held_rng = np.random.default_rng([seed, 2])
+    for k in range(classes * train_per_class if heldout is None else heldout):
+        c = int(held_rng.integers(classes))  # a class sound, like a natural fault's: the same renderer
+        p = {**_video_params(held_rng, c, seconds, noise), "shape": None}
+        jobs.append((out / "_heldout" / f"sound_{k:04d}.mp4", p, p, size, fps, audio_rate, gop))
     with Pool(workers) as processes:
         processes.map(_make_one, jobs, chunksize=8)
     for split, rels in splits.items():
@@ -247,7 +265,8 @@ def generate(out, classes=10, train_per_class=50, test_per_class=30, pool=100, f
     manifest.write_manifest(rows, out / "manifest.csv")
     n_faulty = sum(t["faulty_audio"] for t in truth)
     print(f"synthetic dataset: {classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
-          f"videos ({n_faulty} with unrelated audio), {pool} pool files, {len(rows)} in the manifest "
+          f"videos ({n_faulty} with unrelated audio), {len(list((out / '_heldout').iterdir()))} held-out sounds "
+          f"for injection, {pool} noise files, {len(rows)} in the manifest "
           f"-> {out} ({time.time() - t0:.1f}s)")
 
 

@@ -47,14 +47,49 @@ def build_train_set(cfg):
     """The pre-training instances (one bank slot each), with the injected faulty positives."""
     records, classes = manifest.load_records(cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None,
                                              cfg.manifest or None, need_audio=True)
-    pool = ()
-    if cfg.faulty_fraction > 0 and cfg.faulty_source == "pool":
-        pool = manifest.audio_pool(cfg.faulty_pool or Path(cfg.data) / "_pool")
     dataset = data.AVDataset(records, data.clip_spec(cfg), train=True, faulty_fraction=cfg.faulty_fraction,
-                             faulty_source=cfg.faulty_source, pool=pool, seed=cfg.seed,
-                             max_bad_fraction=cfg.max_bad_fraction, preload=cfg.preload)
+                             **injection(cfg, records), seed=cfg.seed, max_bad_fraction=cfg.max_bad_fraction,
+                             preload=cfg.preload)
     dataset.classes = classes
     return dataset
+
+
+def injection(cfg, records):
+    """data.AVDataset's faulty_source and pool for the run's --faulty-source."""
+    if cfg.faulty_fraction == 0 or cfg.faulty_source == "train":
+        return {"faulty_source": "train", "pool": ()}
+    return {"faulty_source": "pool", "pool": injection_pool(cfg, records)}
+
+
+def pool_folder(cfg):
+    """Where --faulty-source heldout or noise takes its sounds: --faulty-pool, else the synthetic set's."""
+    if cfg.faulty_pool:
+        return Path(cfg.faulty_pool)
+    return Path(cfg.data) / ("_heldout" if cfg.faulty_source == "heldout" else "_pool")
+
+
+def injection_pool(cfg, records):
+    """The replacement audio of Sec. 5.2 as (path, seconds): 'heldout' reads --faulty-pool (default
+    ROOT/_heldout), 'noise' ROOT/_pool. A pool that holds a file of the training or the test split
+    is refused: the paper's injected audio is "not part of the training set"."""
+    root, folder = Path(cfg.data), pool_folder(cfg)
+    if not folder.is_dir():
+        raise SystemExit(f"--faulty-fraction {cfg.faulty_fraction} injects audio from outside the training set "
+                         f"(paper, Sec. 5.2), but the pool {folder} does not exist. Pass --faulty-pool DIR, a folder "
+                         f"of media in neither split (for example the videos left out of a Kinetics subset), or "
+                         f"regenerate the synthetic set (synthetic.py writes ROOT/_heldout); --faulty-source train "
+                         f"lends other training videos' audio instead (a deviation)")
+    try:
+        test = manifest.list_split(cfg.layout, root, "test", cfg.fold, cfg.annotations or None)[0]
+    except (FileNotFoundError, ValueError):  # a dataset without a test split: nothing there to leak into
+        test = []
+    in_splits = {Path(r.path).resolve() for r in records} | {(root / rel).resolve() for rel, _ in test}
+    pool = manifest.audio_pool(folder)
+    shared = [p for p, _ in pool if Path(p).resolve() in in_splits]
+    if shared:
+        raise SystemExit(f"--faulty-pool {folder}: {len(shared)} of its files are training or test videos "
+                         f"(first: {shared[0]}); injected audio must come from outside both splits")
+    return pool
 
 
 @dataclass

@@ -26,13 +26,14 @@ def probe_set(cfg, split, clips):
     """Centre-crop clips of the split with its faulty positives: "train" is the training set with the
     run's own seeded injection; "test" the test videos, the same share of their audio swapped among them."""
     if split == "train":
-        records, source = train.build_train_set(cfg).records, cfg.faulty_source
+        records = train.build_train_set(cfg).records
+        injection = train.injection(cfg, records)
     else:
         records, _ = manifest.load_records(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None,
                                            cfg.manifest or None, need_audio=True)
-        source = "dataset"
+        injection = {"faulty_source": "train"}
     return data.AVDataset(records, data.clip_spec(cfg), train=False, num_clips=clips,
-                          faulty_fraction=cfg.faulty_fraction, faulty_source=source, seed=cfg.seed, preload=True)
+                          faulty_fraction=cfg.faulty_fraction, **injection, seed=cfg.seed, preload=True)
 
 
 @torch.no_grad()

@@ -20,8 +20,10 @@ def files(tmp_path_factory):
     synthetic.write_mp4(out["25fps"], counter_frames(3.0, 25), clicks(3.0, (0.5, 1.5, 2.5)), 25, RATE)
     out["10fps"] = d / "c10.mp4"
     synthetic.write_mp4(out["10fps"], counter_frames(3.0, 10), clicks(3.0, (1.0,)), 10, RATE)
-    out["silent_pool"] = d / "pool.mp4"
-    synthetic.write_mp4(out["silent_pool"], None, np.zeros(RATE * 4, np.float32), 25, RATE)
+    for k in range(6):  # a pool of 6 silent files: each injected instance needs one of its own
+        out["silent_pool"] = d / "pool" / f"silent{k}.mp4"
+        out["silent_pool"].parent.mkdir(exist_ok=True)
+        synthetic.write_mp4(out["silent_pool"], None, np.zeros(RATE * 4, np.float32), 25, RATE)
     return out
 
 
@@ -127,7 +129,6 @@ def _dataset_files(tmp_path, files, n=10):
 def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     recs = _dataset_files(tmp_path, files)
     pool = manifest.audio_pool(files["silent_pool"].parent)
-    pool = [p for p in pool if p[0].endswith("pool.mp4")]
     make = lambda seed, p=0.3: data.AVDataset(recs, train=True, faulty_fraction=p, faulty_source="pool", pool=pool,
                                               seed=seed)
     a, b, c = make(0), make(0), make(1)
@@ -143,17 +144,30 @@ def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
         data.AVDataset(recs, faulty_fraction=0.3, faulty_source="pool")
 
 
-def test_injected_audio_comes_from_another_video_of_the_dataset(tmp_path, files):
-    """The default injection (Sec. 5.2) is in distribution: the audio of another training video,
-    never the instance's own, fixed per instance and seed."""
+def test_each_injected_instance_gets_a_pool_file_of_its_own_and_a_small_pool_is_refused(tmp_path, files):
+    """Reusing a replacement sound would put it in several bank slots, the very thing that made the
+    'train' deviation score clean videos as faulty: the pool is drawn without replacement."""
+    recs = _dataset_files(tmp_path, files)
+    pool = manifest.audio_pool(files["silent_pool"].parent)  # 6 files
+    ds = data.AVDataset(recs, train=True, faulty_fraction=0.6, faulty_source="pool", pool=pool, seed=2)
+    used = [path for path, _ in ds.donor.values()]
+    assert len(used) == 6 and len(set(used)) == 6 and set(used) <= {p for p, _ in pool}
+    assert data.AVDataset(recs, faulty_fraction=0.6, pool=pool, seed=2).donor == ds.donor  # pool is the default
+    with pytest.raises(ValueError, match=r"holds 6 audio files.*injects 7 of 10.*file of its own"):
+        data.AVDataset(recs, train=True, faulty_fraction=0.7, faulty_source="pool", pool=pool)
+
+
+def test_the_train_deviation_lends_another_training_videos_audio(tmp_path, files):
+    """faulty_source='train' (not the paper's: Sec. 5.2 takes audio outside the training set): the
+    audio of another training video, never the instance's own, fixed per instance and seed."""
     recs = _dataset_files(tmp_path, files, n=10)
-    ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, seed=3)
+    ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="train", seed=3)
     assert int(ds.injected.sum()) == 5 and set(ds.donor) == set(ds.injected.nonzero().flatten().tolist())
     paths = [r.path for r in recs]
     for i, (path, seconds) in ds.donor.items():
         assert path in paths and path != recs[i].path  # another video of the same training set
         assert seconds == recs[paths.index(path)].audio_duration
-    again = data.AVDataset(recs, train=True, faulty_fraction=0.5, seed=3)
+    again = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="train", seed=3)
     assert again.donor == ds.donor
     # the item carries the donor's sound: two videos whose clicks differ, one of them injected
     two = tmp_path / "two"
@@ -161,7 +175,7 @@ def test_injected_audio_comes_from_another_video_of_the_dataset(tmp_path, files)
     _tree(two, ["b/1.mp4"], files["10fps"])
     (two / "train.txt").write_text("a/0.mp4\nb/1.mp4\n")
     recs2 = manifest.load_records("folder", two, "train")[0]
-    swapped = data.AVDataset(recs2, train=False, faulty_fraction=0.5, seed=0)
+    swapped = data.AVDataset(recs2, train=False, faulty_fraction=0.5, faulty_source="train", seed=0)
     clean = data.AVDataset(recs2, train=False)
     i = int(swapped.injected.nonzero()[0])
     assert torch.equal(swapped[i]["audio"], clean[1 - i]["audio"])  # the other video's clicks
@@ -321,7 +335,7 @@ def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, file
     import train
     recs = _dataset_files(tmp_path, files) * 20  # 200 instances; nothing is decoded here
     for seed in range(3):
-        ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="dataset", seed=seed)
+        ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="train", seed=seed)
         sampler, _ = train.make_loader(types.SimpleNamespace(batch_size=20, seed=seed, workers=0), ds, 0, 1,
                                        torch.device("cpu"))
         for epoch in range(3):

@@ -34,6 +34,12 @@ def test_the_demo_uses_a_user_folder_as_it_is_and_regenerates_only_its_own(tmp_p
     (own / synthetic.MARKER).write_text("")
     demo.ensure_data(own)  # made by the generator, manifest missing: regenerate
     assert made[-1] == ["--out", str(own)]
+    (own / "manifest.csv").write_text("")
+    demo.ensure_data(own)  # made before the injection pool existed: regenerate
+    assert len(made) == 3
+    (own / "_heldout").mkdir()
+    demo.ensure_data(own)  # complete: used as it is
+    assert len(made) == 3
 
 
 def test_paired_differences_come_with_a_confidence_interval():
@@ -79,6 +85,25 @@ def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
     assert again.split("## ")[1:] == text.split("## ")[1:]
 
 
+def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path):
+    """--jobs 2: two (seed, level) settings in two processes at once, one table over both seeds."""
+    import json
+    data = tmp_path / "synth"
+    synthetic.generate(data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32,
+                       seconds=(2.2, 2.6), workers=1)
+    demo.main(["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res"),
+               "--methods", "xid", "oracle", "--seeds", "0", "1", "--faulty", "0.5", "--jobs", "2",
+               "--warmup-epochs", "1", "--epochs", "1", "--trials", "2", "--workers", "0", "--no-figures",
+               "--frames", "4", "--size", "32", "--batch-size", "8", "--num-negatives", "15", "--width", "0.125"])
+    saved = json.loads((tmp_path / "res" / "demo.json").read_text())
+    assert [sorted(r) for r in saved["results"]] == [["0.5"], ["0.5"]]
+    files = sorted(p.name for p in (tmp_path / "res" / "demo_settings").iterdir())
+    assert files == ["seed0_faulty50.json", "seed1_faulty50.json"]
+    assert "over 2 seeds" in (tmp_path / "res" / "demo.md").read_text()
+    for seed in (0, 1):  # each process trained its own setting to the end
+        assert (tmp_path / "runs" / f"seed{seed}_faulty50" / "oracle" / "ckpt.pt").exists()
+
+
 def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
     """A later session (runs/ gone) skips the settings whose small result file was committed."""
     import json
@@ -105,15 +130,23 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
         demo.run_setting(args, 1, 0.25)
 
 
-def test_setting_key_holds_the_injection_stream_only_when_something_is_injected(tmp_path, monkeypatch):
-    """The injection-draw fix changes which videos are injected at 25-75%, so those settings must be
-    rerun; at 0% nothing is drawn, so a 0% setting saved before the fix is still the same run."""
+def test_setting_key_holds_the_injection_only_when_something_is_injected(tmp_path, monkeypatch):
+    """The injection-draw fix and the move to held-out sounds change what is injected at 25-75%, so
+    those settings must be rerun; at 0% nothing is drawn, so a 0% setting saved before is still the
+    same run. Another pool of sounds is another setting too."""
     args = argparse.Namespace(data=str(tmp_path), warmup_epochs=75, epochs=8, finetune_epochs=0, trials=50,
                               train_args=[])
+    (tmp_path / "_heldout").mkdir()
+    (tmp_path / "_heldout" / "a.mp4").write_bytes(b"x")
     before = {0.0: demo.setting_key(args, 0.0), 0.5: demo.setting_key(args, 0.5)}
+    assert before[0.5]["faulty_source"] == "heldout"
+    (tmp_path / "_heldout" / "b.mp4").write_bytes(b"x")
+    assert demo.setting_key(args, 0.5) != before[0.5]
+    lent = argparse.Namespace(**{**vars(args), "train_args": ["--faulty-source", "train"]})
+    assert demo.setting_key(lent, 0.5)["faulty_source"] == "train"
     monkeypatch.setattr(demo.data, "INJECTION_STREAM", demo.data.INJECTION_STREAM + 1)
     assert demo.setting_key(args, 0.0) == before[0.0]
-    assert demo.setting_key(args, 0.5) != before[0.5]
+    assert demo.setting_key(args, 0.5)["injection_stream"] != before[0.5]["injection_stream"]
 
 
 def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):

@@ -50,6 +50,31 @@ def test_audio_statistics_cannot_tell_natural_faulty_positives_from_clean(synth)
     assert max(best_auroc(pool, clean)) > 0.95
 
 
+def test_the_injection_pool_cannot_be_told_from_the_training_audio_by_its_sound(synth):
+    """The paper's injected audio (Sec. 5.2) must be faulty only in its missing correspondence: the
+    held-out sounds have the training audio's statistics, or a shortcut would find them."""
+    rows = list(csv.DictReader(open(synth / "ground_truth.csv")))
+    clean = [audio_statistics(synth / r["path"]) for r in rows if r["faulty_audio"] == "0"]
+    held = [audio_statistics(p) for p in sorted((synth / "_heldout").iterdir())]
+    assert len(held) == 4 * 24  # one per training video by default
+    aurocs = best_auroc(held, clean)
+    assert max(aurocs) < 0.75, aurocs
+
+
+def test_the_injection_pool_holds_no_file_of_either_split_and_leaves_them_unchanged(synth, tmp_path):
+    listed = {line for split in ("train", "test") for line in (synth / f"{split}.txt").read_text().split()}
+    held = sorted((synth / "_heldout").iterdir())
+    assert held and not {f"_heldout/{p.name}" for p in held} & listed
+    assert all(not p.with_suffix("").name.startswith(("train", "test")) for p in held)
+    # its own random stream: without it the generator writes the very same videos
+    other = tmp_path / "no_pool"
+    synthetic.generate(other, classes=4, train_per_class=24, test_per_class=0, heldout=0, pool=20, faulty=0.5,
+                       size=32, seconds=(2.2, 2.6), seed=1, workers=1)
+    assert (other / "manifest.csv").read_bytes() == (synth / "manifest.csv").read_bytes()
+    assert (other / "ground_truth.csv").read_bytes() == (synth / "ground_truth.csv").read_bytes()
+    assert not any((other / "_heldout").iterdir())
+
+
 def test_the_first_ten_classes_each_have_a_shape_of_their_own_and_all_25_signatures_differ():
     shapes = [synthetic.class_signature(c)[0] for c in range(10)]
     assert len(set(shapes)) == 10
