@@ -1,6 +1,7 @@
 """Throughput benchmarks, one command per figure, each printing a short table.
 
     python bench.py data  [--root data/raw --prepared data/raw_prepared] [--preset ablation]
+                          [--decoder-threads 0 1] [--sws-threads 0 1] [--pin off on]
                                             # decode ms/clip, loader clips/s per worker, before/after prepare
     python bench.py model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python bench.py step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
@@ -14,6 +15,7 @@ figure that matters: everything but the encoders (augmentation, spectrograms, ba
 targets, soft targets, weights, loss, bank update) should cost little. Figures: BENCHMARKS.md.
 """
 import argparse
+import itertools
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -24,6 +26,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import checkpoint
 import data
 import manifest
+from data import DECODER_THREADS, SWSCALE_THREADS
 import prepare
 import train
 from augment import ClipAugment
@@ -46,34 +49,42 @@ def bench_data(args):
     torch.set_num_threads(1)
     print(f"data ({args.preset}): clip {spec.frames}x{spec.size}x{spec.size} at {spec.fps:g} fps, "
           f"audio {spec.audio_rate} Hz -> {spec.n_mels}x{spec.n_time}, first {args.n} train videos")
-    print(f"  {'source':14s} {'decode ms':>10s} {'item ms':>8s} " + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers)
-          + "   (DataLoader clips/s per worker)")
+    print(f"  {'source':14s} {'decoder':>7s} {'swscale':>7s} {'pin':>4s} {'decode ms':>10s} {'item ms':>8s} "
+          + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers) + "   (DataLoader clips/s per worker)")
     table = []
     for name, root in roots:
         records = manifest.load_records(cfg.layout, root, "train")[0][:args.n]
-        t0 = time.perf_counter()
-        for r in records:
-            data.read_clip(r.path, r.duration / 2, spec, audio_start=max(0.0, r.duration / 2 - 0.75))
-        decode = 1e3 * (time.perf_counter() - t0) / len(records)
         ds = data.AVDataset(records, spec, train=True)
-        t0 = time.perf_counter()
-        for i in range(len(ds)):
-            ds[i]
-        item = 1e3 * (time.perf_counter() - t0) / len(ds)
-        rates = []
-        for workers in args.workers:
-            loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=data.worker_init,
-                                                 sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
-            it = iter(loader)
-            next(it)  # worker start-up is not throughput
-            t0, n = time.perf_counter(), 0
-            for batch in it:
-                n += batch["video"].shape[0]
-            rates.append(n / (time.perf_counter() - t0) / workers)
-        print(f"  {name:14s} {decode:10.1f} {item:8.1f} " + " ".join(f"{r:12.1f}" for r in rates))
-        table.append({"source": name, "decode_ms": decode, "item_ms": item,
-                      "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)}})  # all workers together
+        for threads, sws in itertools.product(args.decoder_threads, args.sws_threads):  # back to back, one run
+            data.DECODER_THREADS, data.SWSCALE_THREADS = threads, sws  # forked workers inherit them
+            t0 = time.perf_counter()
+            for r in records:
+                data.read_clip(r.path, r.duration / 2, spec, audio_start=max(0.0, r.duration / 2 - 0.75))
+            decode = 1e3 * (time.perf_counter() - t0) / len(records)
+            t0 = time.perf_counter()
+            for i in range(len(ds)):
+                ds[i]
+            item = 1e3 * (time.perf_counter() - t0) / len(ds)
+            for pin in args.pin:
+                rates = [loader_rate(ds, workers, pin) for workers in args.workers]
+                print(f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode:10.1f} {item:8.1f} "
+                      + " ".join(f"{r:12.1f}" for r in rates))
+                table.append({"source": name, "decoder_threads": threads, "sws_threads": sws, "pin": pin, "decode_ms": decode,
+                              "item_ms": item, "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)}})
+    data.DECODER_THREADS, data.SWSCALE_THREADS = DECODER_THREADS, SWSCALE_THREADS
     return table
+
+
+def loader_rate(ds, workers, pin):
+    """DataLoader clips/s per worker, worker start-up left out."""
+    loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=data.worker_init_fn(
+        workers, pin), sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
+    it = iter(loader)
+    next(it)
+    t0, n = time.perf_counter(), 0
+    for batch in it:
+        n += batch["video"].shape[0]
+    return n / (time.perf_counter() - t0) / workers
 
 
 def _setup(args, amp, channels_last):
@@ -194,6 +205,12 @@ def main(argv=None):
     p.add_argument("--prepared", default="", help="its prepared copy, made with `prepare` if missing (data)")
     p.add_argument("--n", type=int, default=100, help="videos for the data benchmark")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--decoder-threads", type=int, nargs="+", default=[DECODER_THREADS],
+                   help="FFmpeg threads per stream to compare (data); 0 is FFmpeg's default, one per core")
+    p.add_argument("--sws-threads", type=int, nargs="+", default=[SWSCALE_THREADS],
+                   help="swscale threads per frame conversion to compare (data); 0 is PyAV's default, one per core")
+    p.add_argument("--pin", nargs="+", default=["auto"], choices=["auto", "on", "off"],
+                   help="loader worker pinning policies to compare (data; data.worker_cores)")
     p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
     p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")

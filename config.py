@@ -74,6 +74,8 @@ class Config:
     init: str = _opt("", "start from this checkpoint's model and bank (branch a second stage off a warm-up)",
                      "engineering")
     workers: int = _opt(4, "DataLoader workers per process", "engineering")
+    pin_workers: str = _opt("auto", "hold each DataLoader worker to a core of its own: auto (where workers + 2 cores "
+                            "are free, 2 left to the main process: a GPU workstation) | on | off", "engineering")
     preload: bool = _opt(False, "decode every video once into memory (small datasets only)", "engineering")
     amp: str = _opt("auto", "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision)",
                     "engineering")
@@ -120,7 +122,8 @@ def parse_config(argv=None, description=None):
         if v is not None:
             setattr(cfg, k, v)
     checks = {"loss": tuple(VARIANTS), "soft_targets": SOFT_TARGET_STRATEGIES,
-              "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": FAULTY_SOURCES}
+              "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": FAULTY_SOURCES,
+              "pin_workers": ("auto", "on", "off")}
     for name, allowed in checks.items():
         if getattr(cfg, name) not in allowed:
             parser.error(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}: expected one of {allowed}")

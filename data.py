@@ -16,6 +16,8 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 Which files a dataset holds (layouts, split lists, manifest) is manifest.py's business; this file
 turns them into items. Tests: tests/test_data.py
 """
+import functools
+import os
 import sys
 from dataclasses import dataclass
 
@@ -55,8 +57,62 @@ def clip_spec(cfg, audio=True):
                     n_mels=cfg.n_mels, n_time=cfg.n_time, audio_seconds=2.0 if audio else 0.0)
 
 
-def worker_init(worker_id):
-    torch.set_num_threads(1)  # decoding workers: one thread each, the main process keeps the cores
+# ----------------------------------------------------------------------------- loader workers and decoders
+
+DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the affinity mask
+# The root cause of slow loader workers on a many-core box: PyAV's frame conversion (to_ndarray ->
+# swscale) defaults to threads=0, a pool of one thread per core of the affinity mask, built and torn
+# down for every frame. A clip's 8 small frames then cost 2x the CPU on 2 cores, ~4x on 16 (README,
+# BENCHMARKS.md); a worker held to one core was fast only because its mask sized that pool to 1.
+SWSCALE_THREADS = 1
+MAIN_CORES = 2       # cores left to each main process when workers are held to cores ("auto")
+PROCESS_SLOT = (0, 1)  # (this process, processes) sharing the machine, when torchrun does not say
+
+
+def open_media(path):
+    """av.open with DECODER_THREADS decoder threads per stream. FFmpeg's default, 0, sizes a slice
+    thread pool from the process's affinity mask (16 threads on a 16-core box), started and joined
+    again for every file a clip read opens: for a clip of 8 small frames that is pure overhead."""
+    container = av.open(str(path))
+    for stream in container.streams:
+        if stream.type in ("video", "audio"):
+            stream.codec_context.thread_count = DECODER_THREADS
+    return container
+
+
+def worker_cores(workers, policy="auto", cores=None, slot=None):
+    """The core each DataLoader worker of this process is held to, or None to leave them free.
+    `cores`: the allowed cores (default: the affinity mask); `slot`: (this process, processes) among
+    those sharing the machine, each with `workers` workers (default: torchrun's LOCAL_RANK and
+    LOCAL_WORLD_SIZE, else PROCESS_SLOT, which demo.py --jobs sets). "auto" holds workers only where
+    every process keeps MAIN_CORES cores beside them (a GPU workstation), "on" always, "off" never.
+    Workers take the last cores, each process's its own; the main processes keep their masks."""
+    if policy not in ("auto", "on", "off"):
+        raise ValueError(f"--pin-workers {policy!r}: expected auto, on or off")
+    if cores is None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+    if slot is None:
+        env = os.environ
+        slot = (int(env["LOCAL_RANK"]), int(env["LOCAL_WORLD_SIZE"])) if "LOCAL_RANK" in env else PROCESS_SLOT
+    rank, processes = slot
+    if policy == "off" or workers == 0 or not cores or (
+            policy == "auto" and len(cores) < processes * (workers + MAIN_CORES)):
+        return None
+    spare = len(cores) - processes * MAIN_CORES
+    spare = spare if spare > 0 else len(cores)
+    return [cores[-1 - (rank * workers + k) % spare] for k in range(workers)]
+
+
+def worker_init(worker_id, cores=None):
+    """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id]."""
+    torch.set_num_threads(1)
+    if cores:
+        os.sched_setaffinity(0, {cores[worker_id]})
+
+
+def worker_init_fn(workers, policy="auto"):
+    """DataLoader's worker_init_fn for `workers` workers under the pinning policy (worker_cores)."""
+    return functools.partial(worker_init, cores=worker_cores(workers, policy))
 
 
 # ----------------------------------------------------------------------------- decoding (PyAV)
@@ -85,7 +141,7 @@ def decode_frames(container, start, num_frames, fps):
         raise RuntimeError(f"no video frame decoded at or after {start:.2f}s")
     picked += [prev] * (num_frames - k)
     cache = {}  # repeated frames are converted once
-    arrays = [cache.setdefault(id(f), f.to_ndarray(format="rgb24")) for f in picked]
+    arrays = [cache.setdefault(id(f), f.to_ndarray(format="rgb24", threads=SWSCALE_THREADS)) for f in picked]
     return torch.from_numpy(np.stack(arrays))  # (T, H, W, 3)
 
 
@@ -122,13 +178,13 @@ def read_clip(path, start, spec, audio_path=None, audio_start=None):
     """One clip: frames (T, H, W, 3) uint8 from `path` at `start`, and the audio window centred on
     the clip (from `audio_path` at `audio_start` when the audio is replaced), or None if
     spec.audio_seconds == 0. The container is always closed."""
-    with av.open(str(path)) as container:
+    with open_media(path) as container:
         frames = decode_frames(container, start, spec.frames, spec.fps)
         if not spec.audio_seconds:
             return frames, None
         if audio_path is None:
             return frames, decode_audio(container, audio_start, spec.audio_seconds, spec.audio_rate)
-    with av.open(str(audio_path)) as container:
+    with open_media(audio_path) as container:
         return frames, decode_audio(container, audio_start, spec.audio_seconds, spec.audio_rate)
 
 
@@ -325,7 +381,7 @@ def _decode_all(path, spec, video=True):
 
 def _decode_whole_file(path, spec, video):
     try:
-        with av.open(str(path)) as c:
+        with open_media(path) as c:
             frames = None
             if video:
                 vs = c.streams.video[0]

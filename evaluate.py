@@ -78,7 +78,7 @@ def check_disjoint(query, gallery, what="query and gallery"):
 def loader(dataset, batch_size, workers, shuffle=False, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
-                                       drop_last=shuffle, generator=g, worker_init_fn=data.worker_init)
+                                       drop_last=shuffle, generator=g, worker_init_fn=data.worker_init_fn(workers))
 
 
 # ----------------------------------------------------------------------------- features

@@ -207,7 +207,8 @@ def make_loader(cfg, dataset, rank, world, device):
         dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed), seed=cfg.seed + 7919 * rank)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=cfg.batch_size // world, sampler=sampler, num_workers=cfg.workers, drop_last=True,
-        pin_memory=device.type == "cuda", persistent_workers=cfg.workers > 0, worker_init_fn=data.worker_init,
+        pin_memory=device.type == "cuda", persistent_workers=cfg.workers > 0,
+        worker_init_fn=data.worker_init_fn(cfg.workers, cfg.pin_workers),
         generator=torch.Generator().manual_seed(cfg.seed))  # its own: the loader's draws leave the global RNG alone
     if len(loader) == 0:
         raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")

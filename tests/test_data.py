@@ -336,10 +336,77 @@ def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, file
     recs = _dataset_files(tmp_path, files) * 20  # 200 instances; nothing is decoded here
     for seed in range(3):
         ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="train", seed=seed)
-        sampler, _ = train.make_loader(types.SimpleNamespace(batch_size=20, seed=seed, workers=0), ds, 0, 1,
+        sampler, _ = train.make_loader(types.SimpleNamespace(batch_size=20, seed=seed, workers=0, pin_workers="off"), ds, 0, 1,
                                        torch.device("cpu"))
         for epoch in range(3):
             sampler.set_epoch(epoch)
             order = torch.tensor([i for i, _ in sampler])  # (200,) the epoch's visiting order
             first_half = ds.injected[order[:100]].float().mean()
             assert 0.3 < first_half < 0.7, (seed, epoch, float(first_half))  # hypergeometric: 0.5 +- 0.035
+
+
+def test_worker_cores_leave_the_main_processes_theirs_and_never_share_a_core():
+    sixteen = list(range(16))
+    assert data.worker_cores(4, "auto", sixteen, slot=(0, 1)) == [15, 14, 13, 12]
+    assert data.worker_cores(14, "auto", sixteen, slot=(0, 1)) == list(range(15, 1, -1))  # cores 0-1 for main
+    assert data.worker_cores(15, "auto", sixteen, slot=(0, 1)) is None  # main would have only one core
+    assert data.worker_cores(1, "auto", [0, 1], slot=(0, 1)) is None  # this 2-core machine: left free
+    assert data.worker_cores(1, "on", [0, 1], slot=(0, 1)) == [1]
+    assert data.worker_cores(4, "off", sixteen, slot=(0, 1)) is None
+    two = [data.worker_cores(4, "auto", sixteen, slot=(r, 2)) for r in (0, 1)]  # torchrun, 2 local ranks
+    assert two == [[15, 14, 13, 12], [11, 10, 9, 8]] and not set(two[0]) & set(two[1])
+    with pytest.raises(ValueError, match="--pin-workers 'yes'"):
+        data.worker_cores(1, "yes", sixteen)
+
+
+class _WhereAmI(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return torch.tensor(sorted(os.sched_getaffinity(0))), torch.get_num_threads()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity on this OS")
+def test_a_loader_worker_is_held_to_its_core_with_one_thread():
+    cores = sorted(os.sched_getaffinity(0))
+    loader = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
+                                         worker_init_fn=data.worker_init_fn(1, "on"))
+    for where, threads in loader:
+        assert where.tolist() == [cores[-1]] and threads == 1
+    free = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
+                                       worker_init_fn=data.worker_init_fn(1, "off"))
+    assert next(iter(free))[0].tolist() == cores
+
+
+def test_training_evaluation_and_preload_decode_and_convert_with_one_thread(tmp_path, files, monkeypatch):
+    """FFmpeg's and PyAV's default (0: one thread per core) is replaced wherever a clip is decoded:
+    training items, injected audio, evaluation items, and the preload that decodes whole files."""
+    seen = []
+    for name in ("decode_frames", "decode_audio"):
+        real = getattr(data, name)
+
+        def spy(container, *a, _real=real, **k):
+            seen.extend(s.codec_context.thread_count for s in container.streams if s.type in ("video", "audio"))
+            return _real(container, *a, **k)
+        monkeypatch.setattr(data, name, spy)
+    recs = _dataset_files(tmp_path, files, n=4)
+    pool = manifest.audio_pool(files["silent_pool"].parent)
+    data.AVDataset(recs, train=True, faulty_fraction=0.5, pool=pool)[0]  # a training item
+    data.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_path=pool[0][0], audio_start=0.0)  # injected audio
+    data.AVDataset(recs, train=False, audio=False, num_clips=2)[1]  # evaluation
+    data.AVDataset(manifest.load_records("folder", _tree_for(tmp_path, files["10fps"]), "train")[0], preload=True)
+    assert len(seen) >= 8 and set(seen) == {data.DECODER_THREADS} == {1}
+    # every frame conversion asks swscale for SWSCALE_THREADS (1), not PyAV's default of one per core:
+    # an invalid count there is refused by FFmpeg, so it does reach the conversion
+    assert data.SWSCALE_THREADS == 1
+    monkeypatch.setattr(data, "SWSCALE_THREADS", -1)
+    with pytest.raises(Exception, match="Invalid argument"):
+        data.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_start=0.0)
+
+
+def _tree_for(tmp_path, video):
+    root = tmp_path / "one"
+    _tree(root, ["c/a.mp4"], video)
+    (root / "train.txt").write_text("c/a.mp4\n")
+    return root
