@@ -93,7 +93,7 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path):
                        seconds=(2.2, 2.6), workers=1)
     demo.main(["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res"),
                "--methods", "xid", "oracle", "--seeds", "0", "1", "--faulty", "0.5", "--jobs", "2",
-               "--warmup-epochs", "1", "--epochs", "1", "--trials", "2", "--workers", "0", "--no-figures",
+               "--warmup-epochs", "1", "--epochs", "1", "--trials", "2", "--workers", "1", "--no-figures",
                "--frames", "4", "--size", "32", "--batch-size", "8", "--num-negatives", "15", "--width", "0.125"])
     saved = json.loads((tmp_path / "res" / "demo.json").read_text())
     assert [sorted(r) for r in saved["results"]] == [["0.5"], ["0.5"]]
