@@ -32,6 +32,7 @@ from types import SimpleNamespace
 import torch
 
 import bench
+import data
 import evaluate
 import synthetic
 
@@ -65,7 +66,9 @@ def data_section(work, smoke, step_rate):
     cores = os.cpu_count() or 1
     workers = [1] if smoke else sorted({1, 4, 8, cores})
     rows = bench.bench_data(SimpleNamespace(preset="demo" if smoke else "ablation", root=str(raw),
-                                            prepared=str(prepared), n=6 if smoke else 100, workers=workers))
+                                            prepared=str(prepared), n=6 if smoke else 100, workers=workers,
+                                            decoder_threads=[data.DECODER_THREADS],
+                                            sws_threads=[data.SWSCALE_THREADS], pin=["auto"]))  # the defaults
     lines = ["| source | decode ms/clip | " + " | ".join(f"{w} workers clips/s" for w in workers)
              + " | step clips/s |", "|---|---:|" + "---:|" * (len(workers) + 1)]
     for r in rows:
