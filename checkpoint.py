@@ -11,14 +11,17 @@
                 analysis of the weights (Fig. 5) and of the injection (results/donor_scores.py) need
     optimizer, scaler, epoch, step, rng   what a resumed run needs
 
-Writes are atomic (a kill during the write leaves the previous file whole). A checkpoint written
+Writes are atomic (a kill during the write leaves the previous file whole), the checkpoint before
+the latest is kept as ckpt.pt.prev, and a failed or unreadable file raises CheckpointError naming it. A checkpoint written
 before `format` existed still loads for evaluation: its model arguments come from its config, and
 only the analysis, which needs the instances, asks for a newer one.
 
     used by train.py (save, resume, --init) and evaluate.py (load_pretrained)
 """
+import errno
 import os
 import random
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 
@@ -37,19 +40,58 @@ def model_args(cfg):
     return {"video_depth": cfg.video_depth, "width": cfg.width}
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be written or read; the message names the file and what to do."""
+
+
+def previous(path):
+    """Where the checkpoint before PATH is kept: PATH.prev."""
+    return Path(f"{path}.prev")
+
+
 def save_checkpoint(path, **state):
-    """torch.save to PATH.tmp, then an atomic rename onto PATH."""
-    tmp = f"{path}.tmp"
-    torch.save({"format": CHECKPOINT_FORMAT, **state}, tmp)
+    """Write PATH so that a crash at any moment leaves a whole checkpoint there: torch.save to
+    PATH.tmp and fsync it, keep the current PATH as PATH.prev (a hard link, renamed into place),
+    then rename PATH.tmp onto PATH. A failed write (full disk, no permission) removes PATH.tmp,
+    leaves PATH and PATH.prev as they were, and raises CheckpointError naming the file and the
+    free space."""
+    path = Path(path)
+    tmp, prev = Path(f"{path}.tmp"), previous(path)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save({"format": CHECKPOINT_FORMAT, **state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except (OSError, RuntimeError) as err:  # torch reports a short write as RuntimeError
+        tmp.unlink(missing_ok=True)
+        free = shutil.disk_usage(path.parent).free / 2 ** 20
+        why = ("no permission to write there" if isinstance(err, PermissionError) else
+               "the disk is full" if getattr(err, "errno", None) == errno.ENOSPC or free < 1 else str(err))
+        raise CheckpointError(f"could not write the checkpoint {path}: {why} ({free:.1f} MiB free on its "
+                              f"filesystem). The last good checkpoint, if any, is unchanged; free space or "
+                              f"choose another --out, then rerun the same command to resume") from err
+    if path.exists():
+        link = Path(f"{prev}.tmp")
+        link.unlink(missing_ok=True)
+        try:
+            os.link(path, link)
+        except OSError:  # a filesystem without hard links: a copy, still renamed into place
+            shutil.copyfile(path, link)
+        os.replace(link, prev)
     os.replace(tmp, path)
 
 
 def load_checkpoint(path):
-    """The checkpoint's dict, with `model_args` and `clip` filled in for the first format."""
+    """The checkpoint's dict, with `model_args` and `clip` filled in for the first format. A file
+    that cannot be read (truncated, corrupt) raises CheckpointError naming it."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - zip, pickle and EOF errors all mean an unreadable file
+        raise CheckpointError(f"the checkpoint {path} cannot be read ({type(err).__name__}: "
+                              f"{str(err).splitlines()[0][:120]}): it is truncated or corrupt") from err
     if "config" not in state or "model" not in state:
         raise ValueError(f"{path} is not a train.py checkpoint (it has no config or model)")
     cfg = config_from_dict(state["config"], source=str(path))

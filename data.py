@@ -17,7 +17,9 @@ Which files a dataset holds (layouts, split lists, manifest) is manifest.py's bu
 turns them into items. Tests: tests/test_data.py
 """
 import functools
+import itertools
 import os
+import signal
 import sys
 from dataclasses import dataclass
 
@@ -104,7 +106,10 @@ def worker_cores(workers, policy="auto", cores=None, slot=None):
 
 
 def worker_init(worker_id, cores=None):
-    """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id]."""
+    """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id].
+    It ignores SIGTERM, which SLURM sends to every process of a job: the main process stops the run
+    at a step boundary (train.py) and then ends its workers."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     if cores:
         os.sched_setaffinity(0, {cores[worker_id]})
@@ -350,18 +355,19 @@ class AVDataset(torch.utils.data.Dataset):
 class SeededSampler(torch.utils.data.Sampler):
     """Wraps a sampler of indices (the DistributedSampler) to yield (index, seed) with the seed a
     function of (seed, epoch, index). Augmentations are then the same for any number of workers,
-    for persistent workers, and for a run resumed at an epoch boundary."""
+    for persistent workers, and for a run resumed at an epoch boundary or in the middle of one."""
 
     def __init__(self, sampler, seed=0):
-        self.sampler, self.seed, self.epoch = sampler, seed, 0
+        self.sampler, self.seed, self.epoch, self.skip = sampler, seed, 0, 0
 
-    def set_epoch(self, epoch):
-        self.epoch = epoch
+    def set_epoch(self, epoch, skip=0):
+        """skip: how many of the epoch's indices were trained on before a stop (none are loaded)."""
+        self.epoch, self.skip = epoch, skip
         self.sampler.set_epoch(epoch)
 
     def __iter__(self):
         base = (self.seed * 1_000_003 + self.epoch) * 10_000_019
-        return ((i, base + i) for i in self.sampler)
+        return ((i, base + i) for i in itertools.islice(self.sampler, self.skip, None))
 
     def __len__(self):
         return len(self.sampler)

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 import augment
 import data
 import manifest
-from checkpoint import load_pretrained
+from checkpoint import CheckpointError, load_pretrained
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
 
 FINETUNE = dict(epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3,
@@ -409,8 +409,11 @@ def main(argv=None):
                      "lr_min": args.finetune_lr / 10, "accumulate": args.accumulate, "select_on_val": args.select_on_val}
     if args.frames:
         finetune_args["frames"] = args.frames
-    res = evaluate(args.ckpt, tasks, overrides, args.workers, trials=args.trials, standardise=args.standardise,
-                   finetune_args=finetune_args)
+    try:
+        res = evaluate(args.ckpt, tasks, overrides, args.workers, trials=args.trials, standardise=args.standardise,
+                       finetune_args=finetune_args)
+    except (CheckpointError, FileNotFoundError) as err:
+        raise SystemExit(f"evaluate.py: {err}") from err
     print(json.dumps(res, indent=1))
 
 

@@ -19,7 +19,9 @@ import json
 import math
 import os
 import random
+import signal
 import sys
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -224,12 +226,34 @@ def same_injection(state, dataset, path, allow=False):
                          f"use another --out, or --allow-config-change")
 
 
+def load_resumable(ckpt_path, rank):
+    """OUT/ckpt.pt, or where it cannot be read (truncated, corrupt), OUT/ckpt.pt.prev: the unreadable
+    file is named, moved aside as ckpt.pt.corrupt, and the run goes on from the checkpoint before it."""
+    try:
+        return checkpoint.load_checkpoint(ckpt_path)
+    except checkpoint.CheckpointError as err:
+        prev = checkpoint.previous(ckpt_path)
+        if not prev.is_file():
+            raise SystemExit(f"{err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
+                             f"aside to start afresh, or use another --out") from err
+        state = checkpoint.load_checkpoint(prev)
+        if dist.is_initialized():
+            dist.barrier()  # every rank has read it before rank 0 moves the bad file
+        if rank == 0:
+            aside = ckpt_path.with_name(ckpt_path.name + ".corrupt")
+            os.replace(ckpt_path, aside)
+            print(f"{err}. Moved it aside to {aside}; resuming from the previous checkpoint, {prev} "
+                  f"(after epoch {state['epoch']})", file=sys.stderr)
+        return state
+
+
 def restore(cfg, parts, ckpt_path, rank, dataset):
-    """Resume OUT/ckpt.pt (model, bank, optimizer, RNG) or branch off --init (model and bank, a fresh
-    optimizer). Returns the first epoch to run."""
+    """Resume OUT/ckpt.pt (model, bank, optimizer, RNG, the log's history) or branch off --init (model
+    and bank, a fresh optimizer). Returns the first epoch to run, the log records up to it, and how far a run stopped
+mid-epoch got into it (None if it did not)."""
     num_items = len(dataset)
     if ckpt_path.exists():  # rerunning the same command resumes
-        state = checkpoint.load_checkpoint(ckpt_path)
+        state = load_resumable(ckpt_path, rank)
         changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
         if changed and not cfg.allow_config_change:
             raise SystemExit(f"{ckpt_path} was trained with other settings: " + ", ".join(
@@ -244,7 +268,8 @@ def restore(cfg, parts, ckpt_path, rank, dataset):
         checkpoint.set_rng_state(state["rng"][rank] if rank < len(state["rng"]) else state["rng"][0])
         if rank == 0:
             print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
-        return state["epoch"] + 1
+        # log None: a checkpoint from before it kept the log; partial: where a stopped epoch stopped
+        return state["epoch"] + 1, state.get("log"), state.get("partial")
     if cfg.init:
         state = checkpoint.load_checkpoint(cfg.init)
         if state["bank"]["video"].shape[0] != num_items:
@@ -253,16 +278,33 @@ def restore(cfg, parts, ckpt_path, rank, dataset):
         same_injection(state, dataset, cfg.init, cfg.allow_config_change)
         parts.model.load_state_dict(state["model"])
         parts.bank.load_state_dict(state["bank"])
-    return 0
+    return 0, [], None
 
 
-def train_epoch(parts, loader, cfg, epoch, world, show_bar):
-    """One pass over the loader; returns the epoch's log record (means of the step statistics)."""
+def stop_requested(stop, i, device):
+    """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th
+    step, where the ranks agree on it (and sync anyway)."""
+    if not dist.is_initialized():
+        return stop["requested"]
+    if i % 10:
+        return False
+    flag = torch.tensor(float(stop["requested"]), device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
+    """One pass over the loader, or the rest of one after `resume` (how far a stopped run got).
+    Returns the epoch's log record (means of the step statistics) and None, or, on a stop request
+    (SIGTERM), None and how far this epoch got."""
     stage, steps = stage_at(epoch, cfg), len(loader)
     parts.model.train()
-    sums, t0, seen = {}, time.time(), 0
-    bar = tqdm(loader, desc=f"epoch {epoch} {stage}", disable=not show_bar, leave=False, file=sys.stdout)
-    for i, batch in enumerate(bar):
+    done = resume["steps"] if resume else 0
+    sums = {k: torch.tensor(v, device=parts.bank.video.device) for k, v in resume["sums"].items()} if resume else {}
+    seen, t0 = (resume["seen"], time.time() - resume["seconds"]) if resume else (0, time.time())
+    bar = tqdm(loader, desc=f"epoch {epoch} {stage}", disable=not show_bar, leave=False, file=sys.stdout,
+               initial=done, total=steps)
+    for i, batch in enumerate(bar, start=done):
         step = epoch * steps + i
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
         for k, val in stats.items():  # summed on the device: no host sync per statistic
@@ -273,12 +315,18 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar):
                 raise SystemExit(f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
                                  f"lower --lr, or try --amp off")
             bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
+        if i < steps - 1 and stop_requested(stop, i, loss.device):
+            return None, {"epoch": epoch, "steps": i + 1, "sums": {k: float(v) for k, v in sums.items()},
+                          "seen": seen, "seconds": time.time() - t0}
     return {"epoch": epoch, "stage": stage, "lr": lr_at(epoch * steps, cfg, steps),
-            **{k: float(s) / steps for k, s in sums.items()}, "clips_per_s": seen / (time.time() - t0)}
+            **{k: float(s) / steps for k, s in sums.items()}, "clips_per_s": seen / (time.time() - t0)}, None
 
 
-def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process):
-    """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state."""
+def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process, history,
+               partial=None):
+    """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
+    log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
+    `epoch` is the last whole one and `partial` says how far the next one got."""
     rngs = [checkpoint.rng_state()]
     if ddp:
         # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
@@ -292,9 +340,23 @@ def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, wor
             ckpt_path, model_args=checkpoint.model_args(cfg), clip=asdict(dataset.spec), config=asdict(cfg),
             model=raw_model.state_dict(), bank=parts.bank.state_dict(), instances=checkpoint.instances_of(dataset),
             optimizer=parts.optimizer.state_dict(), scaler=parts.scaler.state_dict(), epoch=epoch,
-            step=(epoch + 1) * steps, rng=rngs)
+            step=(epoch + 1) * steps, rng=rngs, log=history, partial=partial)
     if ddp:
         dist.barrier()  # no rank starts the next epoch before the checkpoint is written
+
+
+def rewrite_log(history, out, start_epoch):
+    """OUT/log.jsonl as the checkpoint knows it: a run killed after its log line and before its
+    checkpoint, or after the checkpoint and before the log line, resumes with each epoch once.
+    history None (an older checkpoint): the file's own lines before start_epoch, the last of each."""
+    if history is None:
+        lines = (out / "log.jsonl").read_text().splitlines() if (out / "log.jsonl").exists() else []
+        by_epoch = {r["epoch"]: r for r in map(json.loads, lines) if r["epoch"] < start_epoch}
+        history = [by_epoch[e] for e in sorted(by_epoch)]
+    tmp = out / "log.jsonl.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in history))
+    os.replace(tmp, out / "log.jsonl")
+    return history
 
 
 def log_epoch(record, out):
@@ -319,18 +381,42 @@ def main(cfg):
     dataset = build_train_set(cfg)
     sampler, loader = make_loader(cfg, dataset, rank, world, device)
     parts = build_parts(cfg, dataset, device)
-    start_epoch = restore(cfg, parts, out / "ckpt.pt", rank, dataset)
+    start_epoch, history, resume = restore(cfg, parts, out / "ckpt.pt", rank, dataset)
+    history = rewrite_log(history, out, start_epoch) if master_process else []  # rank 0 keeps the log
     raw_model = parts.model  # what is saved; the DDP wrapper only synchronises gradients
     if ddp:
         parts.model = DDP(raw_model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    for epoch in range(start_epoch, cfg.warmup_epochs + cfg.epochs):
-        sampler.set_epoch(epoch)  # shuffling and every item's augmentation seeds depend on the epoch only
-        record = train_epoch(parts, loader, cfg, epoch, world, show_bar=master_process and sys.stdout.isatty())
-        record["faulty_auroc"] = faulty_auroc(parts.bank.scores(), dataset.faulty)
-        if master_process:
-            log_epoch(record, out)
-        save_epoch(parts, raw_model, cfg, dataset, epoch, len(loader), out / "ckpt.pt", ddp, world, master_process)
+    stop = {"requested": False}  # SIGTERM (torchrun, SLURM, a cloud's preemption): stop at a step boundary
+    on_term = signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True)) if (
+        threading.current_thread() is threading.main_thread()) else None
+    try:
+        for epoch in range(start_epoch, cfg.warmup_epochs + cfg.epochs):
+            # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
+            # the items it trained on
+            sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
+            record, stopped = train_epoch(parts, loader, cfg, epoch, world, master_process and sys.stdout.isatty(),
+                                          stop, resume)
+            resume = None
+            if record is not None:
+                record["faulty_auroc"] = faulty_auroc(parts.bank.scores(), dataset.faulty)
+                history.append(record)
+            try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
+                save_epoch(parts, raw_model, cfg, dataset, epoch if record else epoch - 1, len(loader),
+                           out / "ckpt.pt", ddp, world, master_process, history, partial=stopped)
+            except checkpoint.CheckpointError as err:
+                raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
+            if master_process and record is not None:
+                log_epoch(record, out)
+            if stopped or stop_requested(stop, 0, parts.bank.video.device):
+                where = f"after step {stopped['steps']} of epoch {epoch}" if stopped else f"after epoch {epoch}"
+                if master_process:
+                    print(f"train.py: stopped by SIGTERM {where}; {out / 'ckpt.pt'} holds it, and the same "
+                          f"command resumes from there", file=sys.stderr)
+                raise SystemExit(128 + signal.SIGTERM)
+    finally:
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
     if ddp:
         dist.destroy_process_group()
     return raw_model, parts.bank

@@ -13,7 +13,8 @@ def test_step_and_model_benchmarks_run_on_cpu(capsys):
     assert model_rate > 0 and step_rate > 0
     assert 0.15 < gflop < 0.3  # demo encoders at 4x64x64: 0.21 GFLOP per clip forward + backward
     assert abs(tflops - gflop * model_rate / 1e3) < 0.02 * tflops + 1e-3
-    assert abs(ratio - step_rate / model_rate) < 0.02 * ratio + 0.01  # timings vary; the columns must agree
+    rounding = ratio * (0.05 / step_rate + 0.05 / model_rate)  # the rates are printed to 0.1 clips/s
+    assert abs(ratio - step_rate / model_rate) < 0.02 * ratio + 0.01 + rounding  # the columns must agree
 
 
 @pytest.fixture(scope="module")

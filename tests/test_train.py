@@ -123,7 +123,7 @@ def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
     dataset = train.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     fresh = {k: v.clone() for k, v in parts.model.state_dict().items()}
-    assert train.restore(cfg, parts, tmp_path / "branch" / "ckpt.pt", 0, dataset) == 0
+    assert train.restore(cfg, parts, tmp_path / "branch" / "ckpt.pt", 0, dataset) == (0, [], None)
     assert_same_state(warm, {"model": parts.model.state_dict(), "bank": parts.bank.state_dict()})
     assert not all(torch.equal(fresh[k], warm["model"][k]) for k in fresh)  # so the load did something
     assert parts.optimizer.state_dict()["state"] == {}  # a fresh optimizer
@@ -163,7 +163,7 @@ def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
     dataset = train.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     assert parts.scaler.is_enabled()
-    assert train.restore(cfg, parts, tmp_path / "ckpt.pt", 0, dataset) == 1
+    assert train.restore(cfg, parts, tmp_path / "ckpt.pt", 0, dataset)[0] == 1
 
 
 def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
