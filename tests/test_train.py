@@ -223,3 +223,35 @@ def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figur
     assert res["weights"]["faulty_auroc"] is not None and 0 <= res["weights"]["faulty_auroc"] <= 1
     for png in ("scores_weights.png", "per_class_r1.png", "retrievals.png"):  # Fig. 5, 10, 11
         assert (tmp_path / png).stat().st_size > 1000
+
+
+def test_two_nodes_through_torchrun_rendezvous_keep_replicas_identical_and_resume(tiny_data, tmp_path):
+    """Multi-node as the README runs it, on one machine: two torchrun launches (--nnodes=2, one
+    process each) meet at a c10d rendezvous on localhost, gloo; the run folder and data are shared.
+    Only rank 0 writes the checkpoint and the log, and a relaunch of both resumes from it."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def launch(epochs, run_id, *more):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_id}",
+               str(ROOT / "tests" / "ddp_worker.py"), "--preset", "demo", "--data", str(tiny_data),
+               "--out", str(tmp_path), "--warmup-epochs", str(epochs), "--epochs", "0", *more] + TINY
+        nodes = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+        texts = [p.communicate(timeout=300)[0] for p in nodes]
+        assert all(p.returncode == 0 for p in nodes), "\n".join(texts)
+        return "\n".join(texts)
+
+    launch(1, "first")
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    assert_same_state(r0, r1)
+    assert_same_state(r0, weights(tmp_path))  # the checkpoint is the replicas' state
+    assert [r["epoch"] for r in log(tmp_path)] == [0]  # one log line: rank 0 alone writes
+    assert sorted(p.name for p in tmp_path.glob("ckpt.pt*")) == ["ckpt.pt"]  # no half-written files
+    text = launch(2, "second", "--allow-config-change")  # one more epoch
+    assert text.count("resuming from") == 1  # rank 0 says it, both resume
+    assert [r["epoch"] for r in log(tmp_path)] == [0, 1]
+    assert_same_state(*(torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)))
