@@ -34,12 +34,13 @@ from statistics import NormalDist, mean, pstdev
 
 import torch
 
+import checkpoint
 import data
 import evaluate
 import figures
 import synthetic
 import train
-from config import parse_config
+from config import config_from_dict, parse_config, result_changes
 from losses import VARIANTS
 
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
@@ -113,33 +114,13 @@ def run_setting(args, seed, faulty):
             print(f"[demo] seed {seed} faulty {faulty:.0%}: done, from {done}")
             return {m: saved["rows"][m] for m in args.methods}, saved["delta"], None
         print(f"[demo] {done} was made with other settings or methods: running this setting again")
-    root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
-    common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty),
-              "--workers", str(args.workers)] + args.train_args
-    warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
-                                  "--epochs", "0"])
-    delta = NormalDist().inv_cdf(min(max(faulty_share(warm), 1e-3), 1 - 1e-3))
-    train.main(warm)
+    root, common, delta = warm_up(args, seed, faulty)
     rows = {}
     for method in args.methods:
         key, _, targets = method.partition(":")
-        out = root / method.replace(":", "_")
-        cfg = parse_config(common + ["--out", str(out), "--init", str(root / "warmup" / "ckpt.pt"), "--warmup-epochs",
-                                     "0", "--epochs", str(args.epochs), "--loss", key, "--delta", f"{delta:.4f}"]
-                           + (["--soft-targets", targets] if targets else []))
-        train.main(cfg)
-        tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
-        res = evaluate.evaluate(out / "ckpt.pt", tasks, workers=args.workers, shots=(1, 5), trials=args.trials,
-                                finetune_args={"epochs": args.finetune_epochs, "batch_size": 32, "lr": 1e-3,
-                                               "lr_min": 1e-4}, figures=args.figures)
-        rows[method] = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
-                        "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
-                        "AUROC": res["weights"]["faulty_auroc"], "weight_faulty": res["weights"]["mean_weight_faulty"],
-                        "weight_clean": res["weights"]["mean_weight_clean"],
-                        "soft_same_class": res["soft_targets_same_class"],
-                        "protocols": {k: res[k]["protocol"] for k in ("retrieval", "fewshot")}}
-        if args.finetune_epochs:
-            rows[method]["fine-tune"] = res["finetune"]["test_acc"]
+        rows[method] = run_branch(args, root, common, method.replace(":", "_"),
+                                  ["--loss", key, "--delta", f"{delta:.4f}"]
+                                  + (["--soft-targets", targets] if targets else []))
         print(f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
               + json.dumps({k: rows[method][k] for k in args.columns}))
     done.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +129,46 @@ def run_setting(args, seed, faulty):
                                "rows": rows}, indent=1))
     tmp.replace(done)  # atomic: a killed run leaves no half-written file
     return rows, delta, root
+
+
+def warm_up(args, seed, faulty):
+    """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
+    Returns its folder, the train.py options the branches share, and delta set from the known share of
+    faulty positives, as in the paper: the weights' midpoint sits at that quantile of the scores."""
+    root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
+    common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty),
+              "--workers", str(args.workers)] + args.train_args
+    warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
+                                  "--epochs", "0"])
+    delta = NormalDist().inv_cdf(min(max(faulty_share(warm), 1e-3), 1 - 1e-3))
+    train.main(warm)
+    return root, common, delta
+
+
+def run_branch(args, root, common, name, options):
+    """One branch: `args.epochs` epochs from the warm-up with train.py `options`, in ROOT/NAME (resumed,
+    and not rebuilt when finished), then evaluated. Returns its row of metrics."""
+    out = root / name
+    cfg = parse_config(common + ["--out", str(out), "--init", str(root / "warmup" / "ckpt.pt"), "--warmup-epochs",
+                                 "0", "--epochs", str(args.epochs)] + options)
+    ckpt = out / "ckpt.pt"
+    state = checkpoint.load_checkpoint(ckpt) if ckpt.exists() else None
+    if (state is None or state["epoch"] + 1 < args.epochs
+            or result_changes(config_from_dict(state["config"], str(ckpt)), cfg)):
+        train.main(cfg)  # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
+    tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
+    res = evaluate.evaluate(ckpt, tasks, workers=args.workers, shots=(1, 5), trials=args.trials,
+                            finetune_args={"epochs": args.finetune_epochs, "batch_size": 32, "lr": 1e-3,
+                                           "lr_min": 1e-4}, figures=args.figures)
+    row = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
+           "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
+           "AUROC": res["weights"]["faulty_auroc"], "weight_faulty": res["weights"]["mean_weight_faulty"],
+           "weight_clean": res["weights"]["mean_weight_clean"],
+           "soft_same_class": res["soft_targets_same_class"],
+           "protocols": {k: res[k]["protocol"] for k in ("retrieval", "fewshot")}}
+    if args.finetune_epochs:
+        row["fine-tune"] = res["finetune"]["test_acc"]
+    return row
 
 
 def fmt(values):

@@ -7,8 +7,10 @@
     noisy               Fig. 7: a metric against the share of injected faulty positives, one line
                         per method, mean and 95% confidence interval over seeds; beside it the paired
                         differences against the baseline, with their 95% intervals
+    sweep               the appendix's "Effect of delta / lambda": a metric per value of one knob, one
+                        line per noise level, xID dashed; beside it each value minus xID
 
-    used by evaluate.py (analysis) and demo.py (Fig. 7)
+    used by evaluate.py (analysis), demo.py (Fig. 7) and sweep.py (the appendix's sweeps)
 """
 from pathlib import Path
 
@@ -95,6 +97,33 @@ def noisy(levels, curves, metric, path, chance=None, baseline=None):
         ax.set_ylabel(f"paired difference in {metric} (points)")
     for ax in axes[0]:
         ax.set_xlabel("injected faulty positives (%)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    _save(fig, path)
+
+
+def sweep(values, curves, baselines, metric, path, xlabel):
+    """`curves` {line: {value: [per seed]}}, `baselines` {line: [xID per seed, same seeds]}. Values
+    are categories, in the given order ("known" is not a number). Left: mean and 95% CI per value, xID
+    dashed in the line's colour; right: value minus xID on the same seed, mean and 95% CI."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    xs = np.arange(len(values))
+    for i, (line, per_value) in enumerate(curves.items()):
+        base = np.asarray(baselines[line])
+        got = [v for v in values if per_value.get(v)]
+        at = [values.index(v) for v in got]
+        axes[0].errorbar(at, [100 * np.mean(per_value[v]) for v in got], yerr=[100 * ci95(per_value[v]) for v in got],
+                         marker="o", capsize=3, color=f"C{i}", label=line)
+        axes[0].axhline(100 * base.mean(), color=f"C{i}", ls="--", lw=1, label=f"{line}: xID")
+        diffs = [np.asarray(per_value[v]) - base for v in got]
+        axes[1].errorbar(at, [100 * d.mean() for d in diffs], yerr=[100 * ci95(d) for d in diffs], marker="o",
+                         capsize=3, color=f"C{i}", label=f"{line}: minus xID")
+    axes[0].set_ylabel(f"{metric} (%), mean and 95% CI")
+    axes[1].axhline(0, color="grey", lw=1)
+    axes[1].set_ylabel(f"paired difference in {metric} (points)")
+    for ax in axes:
+        ax.set_xticks(xs, values)
+        ax.set_xlabel(xlabel)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     _save(fig, path)
