@@ -79,7 +79,7 @@ def run_point(args, seed, faulty):
     missing = [v for v in ["xid", *args.values] if v not in saved["rows"]]
     if not missing:
         print(f"[sweep] seed {seed} faulty {faulty:.0%}: done, from {path}")
-        return saved
+        return saved | {"reused": True}
     root, common, delta = demo.warm_up(args, seed, faulty)
     saved["delta"] = delta
     for value in missing:
@@ -100,15 +100,15 @@ def tables(points, knob_name, values, faulty):
     knob = KNOBS[knob_name]
     rows = [p["rows"] for p in points]
     deltas = [p["delta"] for p in points]
-    show = lambda v: (f"known ({sum(deltas) / len(deltas):+.2f})" if v == "known" else v) + (
-        " (default)" if v == knob.default else "")
+    plain = lambda v: f"known, {sum(deltas) / len(deltas):+.2f}" if v == "known" else v
+    show = lambda v: plain(v) + (" (default)" if v == knob.default else "")
     lines = [f"| {knob_name} | " + " | ".join(COLUMNS) + " | AUROC | mean w faulty | mean w clean |",
              "|---|" + "---:|" * (len(COLUMNS) + 3)]
     for v in ["xid", *values]:
         name = "xID" if v == "xid" else show(v)
         cells = [demo.fmt([r[v][c] for r in rows]) for c in (*COLUMNS, "AUROC", "weight_faulty", "weight_clean")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    for base, what in (("xid", "xID"), (knob.default, f"the default ({show(knob.default)})")):
+    for base, what in (("xid", "xID"), (knob.default, f"the default ({knob_name} {plain(knob.default)})")):
         lines += ["", f"Paired differences against {what}, same seed and warm-up, in points: mean [95% CI over "
                   f"{len(rows)} seeds].", "", f"| {knob_name} | " + " | ".join(f"Δ {c}" for c in COLUMNS) + " |",
                   "|---|" + "---:|" * len(COLUMNS)]
@@ -149,11 +149,16 @@ def write_results(args, points, minutes, argv):
     knob = KNOBS[args.knob]
     out = Path(args.results)
     command = "python sweep.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    reused = sum(p.get("reused", False) for pts in points.values() for p in pts)
+    total = sum(len(pts) for pts in points.values())
+    timing = (f"{minutes:.1f} minutes" + ("" if not reused else f" for the {total - reused} of {total} (seed, level)s "
+                                           f"not read from their files") if reused < total
+              else f"every (seed, level) read from {args.knob}_settings/")
     text = [f"# Effect of {args.knob} in {VARIANTS[knob.method].name} (appendix, parametric studies)\n",
             f"`{command.strip()}`: seeds {args.seeds}; each value {args.epochs} epochs from the same "
-            f"{args.warmup_epochs}-epoch xID warm-up as xID and the default (demo.py's runs); {minutes:.1f} "
-            f"minutes. Metrics in %, as in demo.md; mean ± std over seeds. mean w: the weights of eq. (6) "
-            f"on the known faulty and clean positives.\n"]
+            f"{args.warmup_epochs}-epoch xID warm-up as xID and the default (demo.py's runs); {timing}. Metrics in %, as in demo.md; mean ± std over seeds. mean w: the weights of eq. "
+            f"(6) on the known faulty and clean positives, with the branch's delta (xID's row: those that the "
+            f"default delta would give; xID does not use them).\n"]
     for f, pts in points.items():
         text += [f"## {f:.0%} injected faulty positives\n", tables(pts, args.knob, args.values, f), ""]
     for metric, png in (("R@5", f"{args.knob}.png"), ("5-shot", f"{args.knob}_5shot.png")):
