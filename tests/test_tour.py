@@ -2,6 +2,9 @@
 a line) and the outcome the tour predicts. Each goes through the functions train.py itself calls
 (train.objective with a real memory bank and a parsed config), so a change that broke the switch
 in the training code, not just in losses.py, would fail here."""
+import re
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 
@@ -94,3 +97,12 @@ def test_exercise_6_lending_training_audio_makes_clean_donors_look_faulty():
     assert scores[donors].mean() < scores[others].mean()
     scores, injected, donors, others = toy_bank_scores("heldout", seed=0)
     assert scores[donors].mean() > scores[others].mean() - 0.01
+
+
+def test_every_result_file_the_tour_points_to_exists():
+    """The tour sends a reader to measured results: a renamed or never-committed file would strand them."""
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "TOUR.md").read_text()
+    named = set(re.findall(r"(results/[\w./-]+\.(?:md|png|log|py))", text))
+    assert {"results/delta.md", "results/lambda.md", "results/noisy.md"} <= named
+    assert [p for p in sorted(named) if not (root / p).is_file()] == []
