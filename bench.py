@@ -189,9 +189,14 @@ def bench_eval(args):
     t0 = time.perf_counter()
     evaluate.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
     rows.append((f"retrieval R@1/5/20 ({tr['fmap'].shape[1]}-d)", time.perf_counter() - t0, ""))
-    t0 = time.perf_counter()
-    evaluate.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20), trials=50)
-    rows.append(("few-shot SVM, 1/5/20 shots x 50 trials", time.perf_counter() - t0, ""))
+    results = {}
+    for jobs in (1, torch.get_num_threads()):  # the trials one by one, then over the cores: same numbers
+        t0 = time.perf_counter()
+        results[jobs] = evaluate.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20),
+                                          trials=50, jobs=jobs)
+        dt = time.perf_counter() - t0
+        ratio = "" if jobs == 1 else f"{rows[-1][1] / dt:.2f}x, same numbers: {results[jobs] == results[1]}"
+        rows.append((f"few-shot SVM, 1/5/20 shots x 50 trials, {jobs} job(s)", dt, ratio))
     print(f"eval ({args.preset} preset, {args.root}, {device.type}, {args.workers[0]} loader workers)")
     for name, sec, extra in rows:
         print(f"  {name:48s} {sec:8.2f} s  {extra}")

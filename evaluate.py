@@ -138,26 +138,36 @@ def recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 5, 20), dev
     return {k: float(hits[:, :k].any(1).float().mean()) for k in ks}, torch.cat(nearest)
 
 
-def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed=0, standardise=False):
-    """One-vs-all linear SVM (C=1) on n videos per class; {n: (mean, std) top-1} over seeded trials.
-    standardise=True (not the paper's) scales the features by statistics of the n-shot samples."""
+def svm_trial(train_x, train_y, test_x, test_y, n, trial_seed, standardise=False):
+    """One few-shot trial: n train videos per class drawn with its own seed, a one-vs-all linear SVM
+    (C=1), top-1 on the test split. Seeded by itself, so trials give the same numbers in any order."""
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
+    rng = np.random.default_rng(trial_seed)
+    pick = np.concatenate([rng.choice(np.flatnonzero(train_y == c), min(n, (train_y == c).sum()), replace=False)
+                           for c in np.unique(train_y)])  # (n * classes,)
+    x, xt = train_x[pick], test_x
+    if standardise:
+        scaler = StandardScaler().fit(x)
+        x, xt = scaler.transform(x), scaler.transform(xt)
+    svm = LinearSVC(C=1.0, multi_class="ovr", max_iter=10000).fit(x, train_y[pick])  # liblinear: one-vs-all
+    return float((svm.predict(xt) == test_y).mean())
+
+
+def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed=0, standardise=False, jobs=None):
+    """One-vs-all linear SVM (C=1) on n videos per class; {n: (mean, std) top-1} over seeded trials.
+    standardise=True (not the paper's) scales the features by statistics of the n-shot samples.
+    The trials run in `jobs` processes (default: torch's thread budget of this process, which
+    demo.py --jobs divides); liblinear is single-threaded, so this is where the cores go."""
+    from joblib import Parallel, delayed
     train_x, train_y, test_x, test_y = (t.numpy() for t in (train_x, train_y, test_x, test_y))
-    classes = np.unique(train_y)
+    jobs = max(1, min(jobs or torch.get_num_threads(), trials))
+    run = Parallel(n_jobs=jobs) if jobs > 1 else None
     out = {}
     for n in shots:
-        accs = []
-        for t in range(trials):
-            rng = np.random.default_rng(seed * 1000 + t)
-            pick = np.concatenate([rng.choice(np.flatnonzero(train_y == c), min(n, (train_y == c).sum()),
-                                              replace=False) for c in classes])
-            x, xt = train_x[pick], test_x
-            if standardise:
-                scaler = StandardScaler().fit(x)
-                x, xt = scaler.transform(x), scaler.transform(xt)
-            svm = LinearSVC(C=1.0, multi_class="ovr", max_iter=10000).fit(x, train_y[pick])  # liblinear: one-vs-all
-            accs.append(float((svm.predict(xt) == test_y).mean()))
+        tasks = (delayed(svm_trial)(train_x, train_y, test_x, test_y, n, seed * 1000 + t, standardise)
+                 for t in range(trials))
+        accs = run(tasks) if run else [f(*a, **k) for f, a, k in tasks]  # (trials,)
         out[n] = (float(np.mean(accs)), float(np.std(accs)))
     return out
 
@@ -324,7 +334,7 @@ def protocol_of(task, **settings):
 
 
 def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 20), trials=50, standardise=False,
-             finetune_args=None, figures=True):
+             finetune_args=None, figures=True, jobs=None):
     """Run `tasks` on a checkpoint; returns {task: results} with each task's protocol, and merges
     them into CKPT_DIR/eval.json."""
     import figures as figs
@@ -345,7 +355,8 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
         results["retrieval"] = {**{f"R@{k}": v for k, v in recall.items()},
                                 "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]))}
     if "fewshot" in tasks:
-        fs = few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots, trials, standardise=standardise)
+        fs = few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots, trials, standardise=standardise,
+                      jobs=jobs)
         results["fewshot"] = {**{f"{n}-shot": v for n, v in fs.items()},
                               "protocol": protocol_of("fewshot", trials=trials, standardise=standardise)}
     if "analysis" in tasks:
@@ -398,6 +409,8 @@ def main(argv=None):
     p.add_argument("--select-on-val", action="store_true",
                    help="keep the best epoch on 10%% of the train split (paper: the final epoch)")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--jobs", type=int, help="processes for the few-shot trials (default: torch's thread count, "
+                                            "the cores; the numbers do not depend on it)")
     args = p.parse_args(argv)
     overrides = {k: v for k in ("data", "layout", "fold", "annotations") if (v := getattr(args, k)) is not None}
     if "data" in overrides:
@@ -411,7 +424,7 @@ def main(argv=None):
         finetune_args["frames"] = args.frames
     try:
         res = evaluate(args.ckpt, tasks, overrides, args.workers, trials=args.trials, standardise=args.standardise,
-                       finetune_args=finetune_args)
+                       finetune_args=finetune_args, jobs=args.jobs)
     except (CheckpointError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: {err}") from err
     print(json.dumps(res, indent=1))

@@ -193,3 +193,16 @@ def test_a_checkpoint_from_before_format_2_loads_and_the_analysis_says_what_to_d
     torch.save({**old, "config": {**asdict(cfg), "retired_option": 1}}, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="unknown settings \\['retired_option'\\]"):
         checkpoint.load_pretrained(tmp_path / "bad.pt")
+
+
+def test_few_shot_trials_in_parallel_give_the_same_numbers_as_one_by_one():
+    """Each trial draws its own seeded sample, so spreading them over processes changes no figure."""
+    g = torch.Generator().manual_seed(0)
+    xtr, ytr = torch.randn(60, 16, generator=g), torch.arange(60) % 3
+    xte, yte = torch.randn(30, 16, generator=g), torch.arange(30) % 3
+    xtr[:, :3] += 1.5 * F.one_hot(ytr, 16)[:, :3].float()
+    xte[:, :3] += 1.5 * F.one_hot(yte, 16)[:, :3].float()
+    one = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
+    two = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=2)
+    assert one == two
+    assert one[1][1] > 0  # the trials differ from each other: each has its own draw
