@@ -271,6 +271,30 @@ def test_preload_cuts_the_same_clips_as_decoding(tmp_path, files):
         assert abs(burst_a - burst_b) <= 2
 
 
+def test_preload_in_threads_holds_the_same_files_and_samples_as_one_by_one(tmp_path, files):
+    """The preload decodes over the cores in threads; every video and every injected sound is in
+    memory, sample for sample as a one-thread preload gives it."""
+    recs = _dataset_files(tmp_path, files, n=4)
+    pool = manifest.audio_pool(files["silent_pool"].parent)
+    threads = torch.get_num_threads()
+    memories = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            data._PRELOADED.clear()  # else the second preload would only read the first one's cache
+            ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, pool=pool, preload=True)
+            memories.append(ds.memory)
+    finally:
+        torch.set_num_threads(threads)
+        data._PRELOADED.clear()
+    one, two = memories
+    assert set(one) == set(two) == {r.path for r in recs} | {p for p, _ in ds.donor.values()}
+    assert len(ds.donor) == 2
+    for path in one:
+        for a, b in zip(one[path], two[path]):
+            assert (a is None and b is None) or torch.equal(a, b)
+
+
 def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
     ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), data.ClipSpec(size=32), train=True)
     sampler = data.SeededSampler(torch.utils.data.DistributedSampler(ds, num_replicas=1, rank=0, seed=3), seed=3)
