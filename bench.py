@@ -190,7 +190,7 @@ def bench_eval(args):
     evaluate.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
     rows.append((f"retrieval R@1/5/20 ({tr['fmap'].shape[1]}-d)", time.perf_counter() - t0, ""))
     results = {}
-    for jobs in (1, torch.get_num_threads()):  # the trials one by one, then over the cores: same numbers
+    for jobs in (1, max(2, torch.get_num_threads())):  # the trials one by one, then over the cores: same numbers
         t0 = time.perf_counter()
         results[jobs] = evaluate.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20),
                                           trials=50, jobs=jobs)

@@ -150,7 +150,9 @@ def svm_trial(train_x, train_y, test_x, test_y, n, trial_seed, standardise=False
     if standardise:
         scaler = StandardScaler().fit(x)
         x, xt = scaler.transform(x), scaler.transform(xt)
-    svm = LinearSVC(C=1.0, multi_class="ovr", max_iter=10000).fit(x, train_y[pick])  # liblinear: one-vs-all
+    # liblinear, one-vs-all; its coordinate descent shuffles with random_state, which left at None draws
+    # from numpy's global stream: the trial would then depend on the trials run before it in this process
+    svm = LinearSVC(C=1.0, multi_class="ovr", max_iter=10000, random_state=trial_seed).fit(x, train_y[pick])
     return float((svm.predict(xt) == test_y).mean())
 
 

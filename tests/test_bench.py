@@ -38,3 +38,4 @@ def test_eval_benchmark_runs(tiny_synth, capsys):
     bench.main(["eval", "--preset", "demo", "--root", str(tiny_synth), "--workers", "0"])
     out = capsys.readouterr().out
     assert "features, test (4 videos x 10 clips)" in out and "few-shot SVM" in out
+    assert "same numbers: True" in out  # the parallel trials reproduce the one-by-one figures

@@ -195,14 +195,19 @@ def test_a_checkpoint_from_before_format_2_loads_and_the_analysis_says_what_to_d
         checkpoint.load_pretrained(tmp_path / "bad.pt")
 
 
-def test_few_shot_trials_in_parallel_give_the_same_numbers_as_one_by_one():
-    """Each trial draws its own seeded sample, so spreading them over processes changes no figure."""
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_few_shot_trials_give_the_same_numbers_in_parallel_and_whatever_ran_before():
+    """Each trial draws its own seeded sample and seeds liblinear's shuffle, so spreading trials over
+    processes, or numpy's global stream, changes no figure. Nearly collinear features, as an untrained
+    encoder gives, are where an unseeded liblinear differed (5-shot 26.7 vs 28.3 here)."""
     g = torch.Generator().manual_seed(0)
-    xtr, ytr = torch.randn(60, 16, generator=g), torch.arange(60) % 3
-    xte, yte = torch.randn(30, 16, generator=g), torch.arange(30) % 3
-    xtr[:, :3] += 1.5 * F.one_hot(ytr, 16)[:, :3].float()
-    xte[:, :3] += 1.5 * F.one_hot(yte, 16)[:, :3].float()
+    base = torch.rand(1, 256, generator=g) * 5
+    xtr, ytr = base + 0.05 * torch.randn(40, 256, generator=g), torch.arange(40) % 4
+    xte, yte = base + 0.05 * torch.randn(20, 256, generator=g), torch.arange(20) % 4
+    np.random.seed(1)
     one = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
+    np.random.seed(2)
+    again = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
     two = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=2)
-    assert one == two
-    assert one[1][1] > 0  # the trials differ from each other: each has its own draw
+    assert one == again == two
+    assert one[5][1] > 0  # the trials differ from each other: each has its own draw
