@@ -8,7 +8,7 @@ paired difference over seeds with a 95% t-interval.
             the share of faulty positives), at 25% and 50% injected faulty positives.
     lambda  Soft-xID's mixing coefficient of eqs. (8)-(9), cycle-consistent targets (Appendix, "Effect
             of mixing coefficient lambda"; paper: best between 0.25 and 0.5, pre-training fails
-            completely above 0.65). 0, 0.25, 0.5 (default), 0.65, 0.8 at 50%.
+            completely above 0.65). 0, 0.25, 0.5 (default), 0.65, 0.8, 0.9, 1 at 50%.
 
     python sweep.py delta                        # seeds 0-2: results/delta.md, delta.png
     python sweep.py lambda
@@ -44,7 +44,7 @@ class Knob:
 KNOBS = {
     "delta": Knob("weighted", "--delta", ("-2", "-1", "0", "1", "known"), "known", (0.25, 0.5),
                   r"shape parameter $\delta$ of eq. (6)"),
-    "lambda": Knob("soft", "--lam", ("0", "0.25", "0.5", "0.65", "0.8"), "0.5", (0.5,),
+    "lambda": Knob("soft", "--lam", ("0", "0.25", "0.5", "0.65", "0.8", "0.9", "1"), "0.5", (0.5,),
                    r"mixing coefficient $\lambda$ of eqs. (8)-(9), CCP targets"),
 }
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot")
