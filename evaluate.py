@@ -5,7 +5,7 @@
                of the k nearest shares the query's class (Sec. 5.1, Table 4)
     fewshot    global max-pooled features averaged over 10 clips; a one-vs-all linear SVM (C=1) on the
                raw features of n train videos per class; top-1 on the test split, mean +- std over 50
-               seeded trials (Sec. 6, Table 5)
+               seeded trials (Sec. 6, Table 5; fewshot.py)
     finetune   encoder + dropout after the max pooling + linear layer; Adam, batch 192, 200 epochs,
                cosine 1e-4 -> 1e-5, backbone lr x0.1, weight decay 1e-3; trained on the whole train
                split, the final epoch's top-1 of video-level predictions (softmax averaged over 10
@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 import augment
 import data
+import fewshot
 import manifest
 from checkpoint import CheckpointError, load_pretrained
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
@@ -136,42 +137,6 @@ def recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 5, 20), dev
         nearest.append(top.cpu())
     hits = torch.cat(hits)
     return {k: float(hits[:, :k].any(1).float().mean()) for k in ks}, torch.cat(nearest)
-
-
-def svm_trial(train_x, train_y, test_x, test_y, n, trial_seed, standardise=False):
-    """One few-shot trial: n train videos per class drawn with its own seed, a one-vs-all linear SVM
-    (C=1), top-1 on the test split. Seeded by itself, so trials give the same numbers in any order."""
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.svm import LinearSVC
-    rng = np.random.default_rng(trial_seed)
-    pick = np.concatenate([rng.choice(np.flatnonzero(train_y == c), min(n, (train_y == c).sum()), replace=False)
-                           for c in np.unique(train_y)])  # (n * classes,)
-    x, xt = train_x[pick], test_x
-    if standardise:
-        scaler = StandardScaler().fit(x)
-        x, xt = scaler.transform(x), scaler.transform(xt)
-    # liblinear, one-vs-all; its coordinate descent shuffles with random_state, which left at None draws
-    # from numpy's global stream: the trial would then depend on the trials run before it in this process
-    svm = LinearSVC(C=1.0, multi_class="ovr", max_iter=10000, random_state=trial_seed).fit(x, train_y[pick])
-    return float((svm.predict(xt) == test_y).mean())
-
-
-def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed=0, standardise=False, jobs=None):
-    """One-vs-all linear SVM (C=1) on n videos per class; {n: (mean, std) top-1} over seeded trials.
-    standardise=True (not the paper's) scales the features by statistics of the n-shot samples.
-    The trials run in `jobs` processes (default: torch's thread budget of this process, which
-    demo.py --jobs divides); liblinear is single-threaded, so this is where the cores go."""
-    from joblib import Parallel, delayed
-    train_x, train_y, test_x, test_y = (t.numpy() for t in (train_x, train_y, test_x, test_y))
-    jobs = max(1, min(jobs or torch.get_num_threads(), trials))
-    run = Parallel(n_jobs=jobs) if jobs > 1 else None
-    out = {}
-    for n in shots:
-        tasks = (delayed(svm_trial)(train_x, train_y, test_x, test_y, n, seed * 1000 + t, standardise)
-                 for t in range(trials))
-        accs = run(tasks) if run else [f(*a, **k) for f, a, k in tasks]  # (trials,)
-        out[n] = (float(np.mean(accs)), float(np.std(accs)))
-    return out
 
 
 # ----------------------------------------------------------------------------- fine-tuning
@@ -357,8 +322,8 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
         results["retrieval"] = {**{f"R@{k}": v for k, v in recall.items()},
                                 "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]))}
     if "fewshot" in tasks:
-        fs = few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots, trials, standardise=standardise,
-                      jobs=jobs)
+        fs = fewshot.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots, trials,
+                              standardise=standardise, jobs=jobs or torch.get_num_threads())
         results["fewshot"] = {**{f"{n}-shot": v for n, v in fs.items()},
                               "protocol": protocol_of("fewshot", trials=trials, standardise=standardise)}
     if "analysis" in tasks:

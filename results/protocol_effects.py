@@ -2,6 +2,7 @@
 import sys; sys.path.insert(0, ".")
 import json, torch, torch.nn.functional as F
 import evaluate
+import fewshot
 from checkpoint import load_pretrained
 ckpts = sys.argv[1:]
 rows = []
@@ -26,8 +27,8 @@ for ckpt in ckpts:
         return torch.cat(out)
     p_tr, p_te = pooled4(trs), pooled4(tes)
     r["retrieval cosine pooled-up 4x4 (old)"] = evaluate.recall_at_k(F.normalize(p_te, dim=1), te["labels"], F.normalize(p_tr, dim=1), tr["labels"], device=dev)[0]
-    r["few-shot raw (paper)"] = evaluate.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20))
-    r["few-shot standardised"] = evaluate.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20), standardise=True)
+    r["few-shot raw (paper)"] = fewshot.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20))
+    r["few-shot standardised"] = fewshot.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20), standardise=True)
     rows.append(r)
     print(json.dumps(r, indent=1), flush=True)
 json.dump(rows, open("results/protocol_effects.json", "w"), indent=1)

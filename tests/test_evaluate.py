@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import evaluate
+import fewshot
 import manifest
 import synthetic
 from config import Config, parse_config
@@ -44,10 +45,10 @@ def test_few_shot_separable_features_are_perfect_and_random_labels_are_not():
         y = torch.arange(5).repeat_interleave(n)
         return centres[y] + torch.randn(len(y), 32, generator=g), y
     (xtr, ytr), (xte, yte) = make(20), make(10)
-    res = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=5)
+    res = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=5)
     assert res[1][0] == pytest.approx(1.0) and res[5] == (pytest.approx(1.0), pytest.approx(0.0))
     shuffled = yte[torch.randperm(len(yte), generator=g)]
-    assert evaluate.few_shot(xtr, ytr, xte, shuffled, shots=(5,), trials=5)[5][0] < 0.5
+    assert fewshot.few_shot(xtr, ytr, xte, shuffled, shots=(5,), trials=5)[5][0] < 0.5
 
 
 def test_few_shot_uses_raw_features_unless_asked():
@@ -60,8 +61,8 @@ def test_few_shot_uses_raw_features_unless_asked():
                          100 * torch.randn(len(y), generator=g)], 1)
         return x, y
     (xtr, ytr), (xte, yte) = make(20), make(50)
-    raw = evaluate.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5)[5][0]
-    scaled = evaluate.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5, standardise=True)[5][0]
+    raw = fewshot.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5)[5][0]
+    scaled = fewshot.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5, standardise=True)[5][0]
     assert raw < 0.8 and scaled > 0.95
 
 
@@ -205,9 +206,9 @@ def test_few_shot_trials_give_the_same_numbers_in_parallel_and_whatever_ran_befo
     xtr, ytr = base + 0.05 * torch.randn(40, 256, generator=g), torch.arange(40) % 4
     xte, yte = base + 0.05 * torch.randn(20, 256, generator=g), torch.arange(20) % 4
     np.random.seed(1)
-    one = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
+    one = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
     np.random.seed(2)
-    again = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
-    two = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=2)
+    again = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
+    two = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=2)
     assert one == again == two
     assert one[5][1] > 0  # the trials differ from each other: each has its own draw
