@@ -215,7 +215,8 @@ def video_transform(size, train):
 
 class AVDataset(torch.utils.data.Dataset):
     """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform
-    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty. The
+    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty, failed
+    (the slot whose file failed and this item replaces, else -1). The
     rest of the augmentation and the spectrogram are done on whole batches by augment.ClipAugment.
 
     faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
@@ -340,9 +341,12 @@ class AVDataset(torch.utils.data.Dataset):
             return self._get(i)
 
     def _get(self, i):
+        """load(i), or where its file fails, another item's, marked with `failed` = i (else -1): the
+        substitute trains as itself, and train.py keeps it out of the bank update and i out of the bank."""
+        failed = -1
         for _ in range(10):
             try:
-                return self.load(i)
+                return {**self.load(i), "failed": failed}
             except Exception as err:  # noqa: BLE001 - any decoder failure is a bad file
                 path = self.records[i].path
                 if path not in self.bad:
@@ -351,6 +355,7 @@ class AVDataset(torch.utils.data.Dataset):
                 if len(self.bad) > self.max_bad_fraction * len(self):
                     raise RuntimeError(f"{len(self.bad)} of {len(self)} files failed to decode (more than "
                                        f"max_bad_fraction={self.max_bad_fraction}); last: {path}: {err}") from err
+                failed = i if failed < 0 else failed
                 i = int(torch.randint(0, len(self), ()))
         raise RuntimeError(f"10 bad files in a row, last {self.records[i].path}")
 

@@ -255,8 +255,10 @@ def faulty_auroc(scores, faulty):
 
 def weight_analysis(bank, faulty, cfg):
     """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at
-    k = number of faulty instances, ranking by increasing weight."""
-    scores = bank.scores()
+    k = number of faulty instances, ranking by increasing weight. Slots excluded from the bank (files
+    that failed to decode) are left out."""
+    valid = bank.valid.cpu()  # (N,)
+    scores, faulty = bank.scores().cpu()[valid], faulty[valid]  # (M,) each
     w = sample_weights(scores, scores.mean(), scores.std(), cfg.delta, cfg.kappa, cfg.w_min)
     k = int(faulty.sum())
     out = {"faulty_auroc": faulty_auroc(scores, faulty), "mean_weight": float(w.mean()),
@@ -264,7 +266,7 @@ def weight_analysis(bank, faulty, cfg):
            "mean_weight_clean": float(w[~faulty].mean())}
     if k:
         out["faulty_precision_at_k"] = float(faulty[scores.argsort()[:k]].float().mean())
-    return out, scores, w
+    return out, scores, w, faulty
 
 
 @torch.no_grad()
@@ -328,7 +330,7 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
                               "protocol": protocol_of("fewshot", trials=trials, standardise=standardise)}
     if "analysis" in tasks:
         faulty, labels = instances["faulty"], instances["labels"]
-        wa, scores, w = weight_analysis(bank, faulty, cfg)
+        wa, scores, w, faulty_kept = weight_analysis(bank, faulty, cfg)
         results["weights"] = wa
         results["soft_targets_same_class"] = soft_target_analysis(bank, labels, cfg)
         classes = manifest.list_split(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None)[1]
@@ -338,7 +340,7 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
         results["analysis"] = {"protocol": protocol_of("analysis")}
         if figures:
             out = Path(ckpt).parent
-            figs.scores_and_weights(scores, w, faulty, cfg, out / "scores_weights.png")
+            figs.scores_and_weights(scores, w, faulty_kept, cfg, out / "scores_weights.png")
             figs.per_class(per_class, classes, out / "per_class_r1.png")
             figs.retrievals(eval_set(cfg, "test", preload=False)[0], eval_set(cfg, "train", preload=False)[0],
                             nearest, classes, out / "retrievals.png")  # decodes only the frames it shows

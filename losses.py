@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
 SOFT_TARGET_STRATEGIES = ("bootstrap", "swapped", "neighbor", "ccp", "oracle")
 
@@ -148,9 +149,20 @@ def weighted_mean(losses, weights):
 
     Weights are constants (they come from the memory bank or the ground truth): no gradient flows
     into them. All-ones weights give the plain mean. A batch whose weights are all 0 (the oracle's,
-    when every sample in it is an injected fault) gives 0 and no gradient, not 0/0."""
+    when every sample in it is an injected fault) gives 0 and no gradient, not 0/0.
+
+    Under DDP the batch is the global one: the denominator is the sum of weights over every rank,
+    and the numerator is scaled by the world size because DDP averages the ranks' gradients. The
+    gradient then equals the single-process gradient of eq. (5) over the whole batch, even when the
+    ranks' sums of weights differ (they do whenever one rank holds more likely-faulty positives).
+    Each rank's returned value is its share; their mean over ranks is the global eq. (5)."""
     weights = weights.detach().to(losses.dtype)
-    return (weights * losses).sum() / weights.sum().clamp_min(1e-12)
+    numerator, denominator = (weights * losses).sum(), weights.sum()
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        denominator = denominator.clone()
+        dist.all_reduce(denominator)  # sum_k w_k over the global batch
+        numerator = numerator * dist.get_world_size()  # DDP divides the summed gradients by the world size
+    return numerator / denominator.clamp_min(1e-12)
 
 
 def robust_xid_loss(v, a, vbar, abar, weights=None, targets=None, tau=0.07):

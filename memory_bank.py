@@ -7,6 +7,9 @@ sets the weights of eq. (6) [weigths].
 
 State lives in buffers, so a checkpoint of the module is the whole bank. Under DDP every rank holds
 an identical replica: same seed at construction, and `update` all-gathers each rank's batch first.
+
+A slot whose file failed to decode is excluded (`exclude`): its memory was never trained, so it
+is kept out of the negatives and out of the scores' mean and deviation that eq. (6) normalises by.
 Tests: python -m pytest tests/test_memory_bank.py
 """
 import torch
@@ -25,16 +28,41 @@ class MemoryBank(nn.Module):
         g = torch.Generator().manual_seed(seed)
         self.register_buffer("video", F.normalize(torch.randn(num_items, dim, generator=g), dim=1))  # (N, D)
         self.register_buffer("audio", F.normalize(torch.randn(num_items, dim, generator=g), dim=1))  # (N, D)
+        self.register_buffer("valid", torch.ones(num_items, dtype=torch.bool))  # (N,) False: excluded slot
+        self._num_valid = num_items  # a host-side count of `valid`, so that sampling needs no device sync
+        self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_num_valid", None))
+
+    @property
+    def num_valid(self):
+        if self._num_valid is None:  # after load_state_dict: counted once
+            self._num_valid = int(self.valid.sum())
+        return self._num_valid
+
+    @torch.no_grad()
+    def exclude(self, slots):
+        """Take slots out of the bank for good (files that failed to decode): never a negative again,
+        and out of the score statistics. slots: (n,) long."""
+        self.valid[torch.as_tensor(slots, dtype=torch.long, device=self.valid.device)] = False
+        self._num_valid = None
+        if self.num_valid < 2:
+            raise RuntimeError(f"MemoryBank: {self.num_items - self.num_valid} of {self.num_items} slots are "
+                               f"excluded (files that failed to decode); fewer than 2 are left to draw negatives from")
 
     @torch.no_grad()
     def sample(self, idx, num_negatives=1024):
         """Candidates for each sample: column 0 is idx itself, columns 1..K are drawn uniformly,
-        with replacement, from the other N-1 items. idx: (B,) -> (B, 1+K) long."""
+        with replacement, from the other valid items. idx: (B,) valid slots -> (B, 1+K) long."""
         idx = idx.to(self.video.device)
-        # Draw from N-1 slots, then shift every draw at or above idx up by one: uniform over the
-        # others without rejection sampling, and never the sample itself.
-        neg = torch.randint(0, self.num_items - 1, (idx.shape[0], num_negatives), device=idx.device)  # (B, K)
-        neg = neg + (neg >= idx[:, None]).long()  # (B, K)
+        # Draw from the M-1 other valid slots, then shift every draw at or above idx's position up
+        # by one: uniform over the others without rejection sampling, and never the sample itself.
+        if self.num_valid == self.num_items:  # every slot valid: positions are slots
+            neg = torch.randint(0, self.num_items - 1, (idx.shape[0], num_negatives), device=idx.device)  # (B, K)
+            neg = neg + (neg >= idx[:, None]).long()  # (B, K)
+        else:
+            slots = self.valid.nonzero().flatten()  # (M,) the valid slots, ascending
+            position = self.valid.long().cumsum(0) - 1  # (N,) a valid slot's place among them
+            neg = torch.randint(0, self.num_valid - 1, (idx.shape[0], num_negatives), device=idx.device)  # (B, K)
+            neg = slots[neg + (neg >= position[idx][:, None]).long()]  # (B, K)
         return torch.cat([idx[:, None], neg], dim=1)  # (B, 1+K)
 
     def targets(self, cand):
@@ -45,17 +73,31 @@ class MemoryBank(nn.Module):
         """vbar_i . abar_i for every item: (N,). Low scores flag likely faulty positives (Sec. 4.1)."""
         return (self.video * self.audio).sum(1)
 
+    def score_stats(self, scores):
+        """mu and sigma of eq. (6): the mean and standard deviation of the valid slots' scores (N,)."""
+        if self.num_valid < self.num_items:
+            scores = scores[self.valid]  # (M,)
+        return scores.mean(), scores.std()
+
     @torch.no_grad()
-    def update(self, idx, v, a):
+    def update(self, idx, v, a, keep=None):
         """AVID's EMA rule m_i <- normalize(momentum m_i + (1 - momentum) f_i) for the batch.
 
         Call it after the step's loss and weights were computed from the old memory. Under DDP the
         indices and embeddings of every rank are gathered first, so all replicas apply the same
         update (the training loader drops the last partial batch, so every rank sends B rows).
-        idx: (B,), v, a: (B, D)."""
+        `keep` (B,) bool leaves rows out: a substitute for a file that failed, whose slot may also be
+        in the batch as itself, so that no slot is written twice in a step. Every rank passes it or
+        none does. idx: (B,), v, a: (B, D)."""
         idx, v, a = idx.to(self.video.device), v.detach().float(), a.detach().float()
+        if keep is not None:
+            keep = torch.as_tensor(keep, device=self.video.device)
         if dist.is_initialized() and dist.get_world_size() > 1:
             idx, v, a = (_all_gather_cat(t) for t in (idx, v, a))  # (W*B,), (W*B, D), (W*B, D)
+            if keep is not None:
+                keep = _all_gather_cat(keep)  # (W*B,)
+        if keep is not None:
+            idx, v, a = idx[keep], v[keep], a[keep]  # (B', ...)
         for bank, f in ((self.video, v), (self.audio, a)):
             m = self.momentum * bank[idx] + (1 - self.momentum) * f  # (B, D)
             bank[idx] = F.normalize(m, dim=1)

@@ -149,7 +149,7 @@ def objective(v, a, idx, bank, cfg, stage, truth):
         labels = truth["labels"][cand] if cfg.soft_targets == "oracle" else None  # (B, 1+K)
         targets = soft_targets(vbar, abar, cfg.soft_targets, cfg.lam, cfg.tau_s, cfg.tau_t, labels=labels)
     scores = bank.scores()  # (N,): vbar_i . abar_i before this step's update
-    mu, sigma = scores.mean(), scores.std()
+    mu, sigma = bank.score_stats(scores)  # over the valid slots
     weights = None
     if variant.weights == "scores":
         weights = sample_weights(scores[idx], mu, sigma, cfg.delta, cfg.kappa, cfg.w_min)  # (B,)
@@ -174,6 +174,15 @@ def train_step(parts, batch, cfg, stage, lr):
                                  batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, F, T')
     video = video.to(memory_format=parts.video_format)
     idx = batch["index"].to(device, non_blocking=True)  # (B,)
+    # A file that failed to decode came as another item (data.AVDataset._get): its slot leaves the
+    # bank before the loss samples negatives, and the substitute, whose slot may also be in the batch
+    # as itself, does not update the bank.
+    failed = batch.get("failed")
+    failed = torch.full_like(batch["index"], -1) if failed is None else failed  # (B,) on the host
+    failed_anywhere = gather_on_host(failed)  # (W*B,)
+    substituted = failed_anywhere >= 0  # (W*B,)
+    if substituted.any():
+        bank.exclude(failed_anywhere[substituted].unique())
     with parts.autocast:
         v, a = parts.model(video, audio)  # (B, 128) each
     loss, stats = objective(v, a, idx, bank, cfg, stage, parts.truth)
@@ -181,9 +190,27 @@ def train_step(parts, batch, cfg, stage, lr):
     parts.scaler.scale(loss).backward()
     parts.scaler.step(parts.optimizer)
     parts.scaler.update()
-    bank.update(idx, v, a)  # after the loss: this step's targets came from the old memory
+    # after the loss: this step's targets came from the old memory
+    bank.update(idx, v, a, keep=(failed < 0) if substituted.any() else None)
     stats["loss"] = loss
+    stats["skipped"] = torch.tensor(float(substituted.sum()), device=device)  # items, over all ranks
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
+
+
+def gather_on_host(t):
+    """A small CPU tensor (B,) from every rank, concatenated, without a device sync: under NCCL it
+    travels over a gloo group of its own (made once). One process: t itself."""
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return t
+    global _HOST_GROUP
+    if _HOST_GROUP is None:
+        _HOST_GROUP = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t.contiguous(), group=_HOST_GROUP)
+    return torch.cat(out)
+
+
+_HOST_GROUP = None
 
 
 # ----------------------------------------------------------------------------- the recipe's steps
@@ -318,8 +345,14 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
         if i < steps - 1 and stop_requested(stop, i, loss.device):
             return None, {"epoch": epoch, "steps": i + 1, "sums": {k: float(v) for k, v in sums.items()},
                           "seen": seen, "seconds": time.time() - t0}
+    if dist.is_initialized():  # the log is the global batch's: each rank's loss is its share of eq. (17)
+        for k in sorted(sums):
+            dist.all_reduce(sums[k])
+            sums[k] /= world
+    skipped = round(float(sums.pop("skipped", 0.0)))  # the same count on every rank
     return {"epoch": epoch, "stage": stage, "lr": lr_at(epoch * steps, cfg, steps),
-            **{k: float(s) / steps for k, s in sums.items()}, "clips_per_s": seen / (time.time() - t0)}, None
+            **{k: float(s) / steps for k, s in sums.items()}, "clips_per_s": seen / (time.time() - t0),
+            "skipped": skipped, "excluded": parts.bank.num_items - parts.bank.num_valid}, None
 
 
 def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process, history,
@@ -361,8 +394,9 @@ def rewrite_log(history, out, start_epoch):
 
 def log_epoch(record, out):
     print("epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
-          "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc}".format(
-              **record, auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}"))
+          "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc}{bad}".format(
+              **record, auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
+              bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else ""))
     with open(out / "log.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -399,7 +433,8 @@ def main(cfg):
                                           stop, resume)
             resume = None
             if record is not None:
-                record["faulty_auroc"] = faulty_auroc(parts.bank.scores(), dataset.faulty)
+                valid = parts.bank.valid.cpu()  # (N,) slots whose files decoded
+                record["faulty_auroc"] = faulty_auroc(parts.bank.scores().cpu()[valid], dataset.faulty[valid])
                 history.append(record)
             try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
                 save_epoch(parts, raw_model, cfg, dataset, epoch if record else epoch - 1, len(loader),

@@ -91,7 +91,7 @@ def test_weight_analysis_finds_planted_low_scores():
     other = torch.randn(20, 16, generator=torch.Generator().manual_seed(7))
     bank.audio[faulty] = F.normalize(other, dim=1)  # planted: unrelated audio memory
     cfg = Config(delta=-1.0)
-    res, scores, w = evaluate.weight_analysis(bank, faulty, cfg)
+    res, scores, w, _ = evaluate.weight_analysis(bank, faulty, cfg)
     assert res["faulty_auroc"] == pytest.approx(1.0) and res["faulty_precision_at_k"] == 1.0
     assert res["mean_weight_faulty"] < 0.3 < 0.95 < res["mean_weight_clean"]
 

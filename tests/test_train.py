@@ -255,3 +255,33 @@ def test_two_nodes_through_torchrun_rendezvous_keep_replicas_identical_and_resum
     assert text.count("resuming from") == 1  # rank 0 says it, both resume
     assert [r["epoch"] for r in log(tmp_path)] == [0, 1]
     assert_same_state(*(torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)))
+
+
+def test_a_run_resumes_under_another_world_size_with_each_epoch_logged_once_and_the_bank_whole(tiny_data, tmp_path):
+    """2 processes -> 1 -> 2, at epoch boundaries: the global batch is the same, so is the bank."""
+    def torchrun(epochs):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               str(ROOT / "tests" / "ddp_worker.py"), "--preset", "demo", "--data", str(tiny_data),
+               "--out", str(tmp_path), "--warmup-epochs", str(epochs), "--epochs", "0",
+               "--allow-config-change"] + TINY
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert res.returncode == 0, res.stdout + res.stderr
+        return res.stdout
+
+    torchrun(1)
+    text = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--allow-config-change")
+    assert "resuming from" in text and "after epoch 0" in text
+    text = torchrun(3)
+    assert text.count("resuming from") == 1 and "after epoch 1" in text
+    assert [r["epoch"] for r in log(tmp_path)] == [0, 1, 2]
+    state = weights(tmp_path)
+    assert state["epoch"] == 2
+    bank = state["bank"]
+    n = bank["video"].shape[0]
+    assert bank["valid"].all() and n == 16
+    torch.testing.assert_close(bank["video"].norm(dim=1), torch.ones(n))
+    torch.testing.assert_close(bank["audio"].norm(dim=1), torch.ones(n))
+    untouched = MemoryBank(n, seed=0)
+    assert (bank["video"] != untouched.video).any(1).all()  # every slot was trained
+    assert_same_state(*(torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)))
