@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-all demo gpu-check venv clean
+.PHONY: test test-all mutation demo gpu-check venv clean
 
 venv: $(VENV)/.installed
 
@@ -22,6 +22,13 @@ test: venv
 # Also the tests marked slow.
 test-all: venv
 	$(PY) -m pytest -q -m "" tests
+
+# Mutation testing of the method and its wiring (tests/README.md; not part of CI, minutes).
+mutation: venv
+	$(PY) -m pip install --quiet mutmut==3.8.1
+	rm -rf mutants
+	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run "losses.*" "memory_bank.*" "train.x_objective__*" "train.x_train_step__*"; \
+	$(VENV)/bin/mutmut results
 
 # The main job: synthetic data, xID warm-up, xID / Weighted-xID / Oracle-xID, evaluation, results/demo.md.
 demo: venv

@@ -178,7 +178,7 @@ def train_step(parts, batch, cfg, stage, lr):
     # bank before the loss samples negatives, and the substitute, whose slot may also be in the batch
     # as itself, does not update the bank.
     failed = batch.get("failed")
-    failed = torch.full_like(batch["index"], -1) if failed is None else failed  # (B,) on the host
+    failed = torch.full((len(batch["index"]),), -1) if failed is None else failed  # (B,) on the host
     failed_anywhere = gather_on_host(failed)  # (W*B,)
     substituted = failed_anywhere >= 0  # (W*B,)
     if substituted.any():

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from losses import robust_xid_loss, sample_weights, soft_targets
+from memory_bank import MemoryBank
 
 B, K, D_IN, D = 8, 7, 5, 4  # global batch B, split 4 + 4 over two ranks
 VARIANTS = ("weighted", "oracle", "robust")
@@ -33,6 +34,15 @@ def problem(variant):
         weights = sample_weights(scores, scores.mean(), scores.std(), delta=0.0)  # (B,)
     targets = soft_targets(vbar, abar, "ccp", lam=0.5) if variant == "robust" else None
     return encoder, x, vbar, abar, weights, targets
+
+
+N_BANK = 20
+
+
+def bank_batch():
+    g = torch.Generator().manual_seed(4)
+    idx = torch.randperm(N_BANK, generator=g)[:B]  # (B,) distinct slots
+    return idx, F.normalize(torch.randn(B, D, generator=g), dim=1), F.normalize(torch.randn(B, D, generator=g), dim=1)
 
 
 def loss_of(encoder, x, vbar, abar, weights, targets):
@@ -63,6 +73,11 @@ def worker(rank, init_file, results):
             per_rank = plain.weight.grad / 2
             dist.all_reduce(per_rank)
             results[(variant, rank)] = (encoder.weight.grad.clone(), per_rank, loss.detach())
+        bank = MemoryBank(N_BANK, dim=D, seed=2)
+        idx, v, a = bank_batch()
+        half = slice(rank * B // 2, (rank + 1) * B // 2)
+        bank.update(idx[half], v[half], a[half])  # each rank its half; the replicas apply the whole batch
+        results[("bank", rank)] = (bank.video.clone(), bank.audio.clone())
     finally:
         dist.destroy_process_group()
 
@@ -89,3 +104,12 @@ def test_ddp_gradient_of_eq17_equals_the_single_process_gradient_of_the_whole_ba
     # the ranks' losses are shares whose mean is the global eq. (17)
     mean_loss = (ddp_results[(variant, 0)][2] + ddp_results[(variant, 1)][2]) / 2
     torch.testing.assert_close(mean_loss, whole.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_ddp_bank_update_gathers_every_ranks_rows_into_identical_replicas(ddp_results):
+    bank = MemoryBank(N_BANK, dim=D, seed=2)
+    bank.update(*bank_batch())  # one process, the whole batch
+    for rank in (0, 1):
+        video, audio = ddp_results[("bank", rank)]
+        torch.testing.assert_close(video, bank.video)
+        torch.testing.assert_close(audio, bank.audio)

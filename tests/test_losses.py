@@ -161,3 +161,37 @@ def test_loss_is_float32_under_autocast():
         L = xid_loss(v.bfloat16(), a.bfloat16(), vbar, abar)
     assert L.dtype == torch.float32
     torch.testing.assert_close(L, xid_loss(v.bfloat16().float(), a.bfloat16().float(), vbar, abar))
+
+
+def test_robust_xid_loss_passes_its_temperature_to_both_losses():
+    v, a, vbar, abar, lab = batch()
+    for tau in (0.03, 0.2):
+        torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, tau=tau)[1], xid_loss(v, a, vbar, abar, tau))
+        T = soft_targets(vbar, abar, "ccp", lam=0.5)
+        torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, targets=T, tau=tau)[1],
+                                   soft_xid_loss(v, a, vbar, abar, *T, tau=tau))
+
+
+def test_sample_weights_defaults_are_the_papers_kappa_and_w_min():
+    s = torch.linspace(-1, 1, 9)
+    torch.testing.assert_close(sample_weights(s, 0.1, 0.4, 0.3), sample_weights(s, 0.1, 0.4, 0.3, kappa=0.5, w_min=0.25))
+
+
+def test_weighted_mean_is_scale_free_for_small_weights_and_keeps_the_losses_dtype():
+    L = torch.tensor([1.0, 2.0, 4.0])
+    assert weighted_mean(L, torch.full((3,), 0.01)) == pytest.approx(7 / 3)  # a sum of weights below 1
+    assert weighted_mean(L, torch.ones(3, dtype=torch.float64)).dtype == torch.float32
+
+
+def test_losses_run_in_float32_under_autocast_and_from_bfloat16_inputs():
+    v, a, vbar, abar, _ = batch()
+    v, a, vbar, abar = (t.detach().float() for t in (v, a, vbar, abar))
+    full = xid_loss(v, a, vbar, abar, tau=0.05)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        half = xid_loss(*(t.bfloat16() for t in (v, a, vbar, abar)), tau=0.05)
+        T = soft_targets(*(t.bfloat16() for t in (vbar, abar)), "ccp", lam=0.5)
+        soft = soft_xid_loss(*(t.bfloat16() for t in (v, a, vbar, abar)), T_v=T[0].bfloat16(), T_a=T[1].bfloat16())
+    assert half.dtype == torch.float32 and soft.dtype == torch.float32 and T[0].dtype == torch.float32
+    # the inputs lose precision in bf16, the softmax over 1+K does not: close to the fp32 loss
+    torch.testing.assert_close(half, full, rtol=0.05, atol=0.05)
+    assert xid_loss.__name__ == "xid_loss" and "eq. (1)" in xid_loss.__doc__

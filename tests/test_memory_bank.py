@@ -115,3 +115,10 @@ def test_exclusions_survive_a_state_dict_round_trip():
     fresh.load_state_dict(bank.state_dict())
     assert fresh.num_valid == 8 and not fresh.valid[1] and not fresh.valid[6]
     assert (fresh.sample(torch.tensor([0]), 500)[:, 1:] % 5 != 1).all()  # neither 1 nor 6
+
+
+def test_a_bank_needs_two_items_and_says_so():
+    import pytest
+    with pytest.raises(ValueError, match="num_items=1"):
+        MemoryBank(1, dim=4)
+    assert MemoryBank(2, dim=4).sample(torch.tensor([0, 1]), 5)[:, 1:].tolist() == [[1] * 5, [0] * 5]
