@@ -30,9 +30,11 @@ mutation: venv
 	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run "losses.*" "memory_bank.*" "train.x_objective__*" "train.x_train_step__*"; \
 	$(VENV)/bin/mutmut results
 
-# The main job: synthetic data, xID warm-up, xID / Weighted-xID / Oracle-xID, evaluation, results/demo.md.
+# The main job: synthetic data, xID warm-up, xID / Weighted-xID / Oracle-xID, evaluation. It writes only
+# runs/make_demo/ (its table: runs/make_demo/demo.md) and prints it beside the committed results/demo.json;
+# tracked files and other experiments' runs are left as they are.
 demo: venv
-	$(PY) demo.py --fresh
+	$(PY) demo.py --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
 
 # The GPU path end to end (gpu_check.py), results/gpu.md. Uses .venv when there is one, else the
 # machine's own python3 (a GPU box with torch but no internet: README, "On a GPU").

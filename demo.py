@@ -7,7 +7,7 @@ SVMs and the AUROC of its weights against the known faulty positives. Writes RES
 over seeds and paired differences against xID with 95% confidence intervals), RESULTS/demo.json and,
 with several noise levels, Fig. 7 as RESULTS/noisy.png.
 
-    make demo                                                       # = python demo.py --fresh
+    make demo        # = python demo.py --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
     python demo.py --figure noisy                                   # Fig. 7: 4 levels x 3 methods x 3 seeds
     python demo.py --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
     python demo.py --figure noisy --jobs 8                          # settings side by side (GPU box)
@@ -235,7 +235,9 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=1, help="settings run side by side as processes (a GPU box's cores, "
                    "several GPUs); each keeps its own loader --workers")
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
-    p.add_argument("--fresh", action="store_true", help="delete earlier demo runs first (else they resume)")
+    p.add_argument("--fresh", action="store_true", help="delete earlier runs under --runs and --results' settings "
+                   "first (else they resume)")
+    p.add_argument("--compare", default="", help="a committed demo.json to print this run's table beside")
     args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
     given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--")}
     for k, v in FIGURES.get(args.figure, {}).items():  # a figure's settings, unless given on the command line
@@ -269,6 +271,35 @@ def main(argv=None):
         reused += ran is None
     minutes = (time.time() - t0) / 60
     write_results(args, results, deltas, root, minutes, argv, reused)
+    if args.compare:
+        print(compare(results, json.loads(Path(args.compare).read_text()), args))
+
+
+def compare(results, reference, args):
+    """This run's means beside a reference's (a committed demo.json made with the same settings), and
+    whether each difference is within the seed spread that the reference's runs showed."""
+    lines = [f"\nThis run beside the reference ({args.compare}), in %: this / reference (difference)."]
+    for faulty in args.faulty:
+        ref = [r[str(faulty)] for r in reference["results"] if str(faulty) in r]
+        if not ref:
+            lines.append(f"{faulty:.0%}: the reference has no such setting")
+            continue
+        lines += [f"\n{faulty:.0%} injected", "| Method | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
+        for m in args.methods:
+            cells = []
+            for c in COLUMNS:
+                mine = [r[faulty][m][c] for r in results if r[faulty][m][c] is not None]
+                theirs = [r[m][c] for r in ref if m in r and r[m][c] is not None]
+                if not mine or not theirs:
+                    cells.append("-")
+                    continue
+                a, b = 100 * mean(mine), 100 * mean(theirs)
+                cells.append(f"{a:.1f} / {b:.1f} ({a - b:+.1f})")
+            lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
+    lines.append("\nThe same seed on another machine or thread count differs by float rounding, which grows over "
+                 "training: a difference of a few points on one seed is within what seeds alone move "
+                 "(README, claims); the reference's demo.md has its command and timing.")
+    return "\n".join(lines)
 
 
 def _job_init(slots, jobs):

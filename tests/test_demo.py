@@ -162,3 +162,24 @@ def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
     assert figures.ci95(base[0.0]) > 0.2
     figures.noisy([0.0, 0.5], curves, "R@5", tmp_path / "n.png", baseline="xID")
     assert (tmp_path / "n.png").stat().st_size > 1000
+
+
+def test_the_main_job_prints_its_table_beside_the_reference():
+    import argparse
+
+    import demo
+    row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
+    mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
+    reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
+    args = argparse.Namespace(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
+    text = demo.compare(mine, reference, args)
+    assert "| xID | 30.0 / 28.0 (+2.0) |" in text and "| Weighted-xID | 35.0 / 30.0 (+5.0) |" in text
+    assert "the reference has no such setting" in demo.compare(mine, reference, argparse.Namespace(
+        faulty=[0.25], methods=["xid"], compare="x"))
+
+
+def test_make_demo_writes_outside_the_tracked_tree():
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    line = next(l for l in text.splitlines() if "demo.py" in l and "$(PY)" in l)
+    assert "--runs runs/" in line and "--results runs/" in line and "--compare results/demo.json" in line
