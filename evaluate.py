@@ -29,10 +29,13 @@ import json
 import math
 from pathlib import Path
 
+import sys
+
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from tqdm import tqdm
 
 import augment
 import data
@@ -84,6 +87,17 @@ def loader(dataset, batch_size, workers, shuffle=False, seed=0):
 
 # ----------------------------------------------------------------------------- features
 
+def progress(iterable, desc, **kwargs):
+    """A tqdm bar on a terminal, nothing in a log file or a test (as train.py's bar)."""
+    return tqdm(iterable, desc=desc, disable=not sys.stderr.isatty(), leave=False, **kwargs)
+
+
+def say(text):
+    """A progress line on a terminal only."""
+    if sys.stderr.isatty():
+        print(text, file=sys.stderr)
+
+
 @torch.no_grad()
 def extract_features(encoder, dataset, device, batch_size=8, workers=2):
     """Per video, averaged over its clips: `fmap` the last conv feature map, flattened (retrieval),
@@ -94,7 +108,7 @@ def extract_features(encoder, dataset, device, batch_size=8, workers=2):
     up to 4x4 would repeat the centre positions and weight them more in the distance."""
     encoder.eval().to(device)
     fmaps, pooled, labels = [], [], []
-    for batch in loader(dataset, batch_size, workers):
+    for batch in progress(loader(dataset, batch_size, workers), f"features ({len(dataset)} videos)"):
         x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
         B, C = x.shape[:2]
         fm = encoder.feature_map(x.flatten(0, 1)).float().mean(2)  # (B*clips, 512, h, w): the 1-frame time axis
@@ -166,18 +180,21 @@ def finetune_optimizer(clf, lr, backbone_lr_scale=0.1, weight_decay=1e-3, freeze
 
 def finetune_step(clf, optimizer, video, label, freeze_backbone=False, accumulate=1):
     """One optimiser step over `accumulate` equal micro-batches of (video, label): the gradient of
-    the mean loss of the whole batch. BatchNorm sees the micro-batches (the only difference)."""
+    the mean loss of the whole batch. BatchNorm sees the micro-batches (the only difference).
+    Returns the batch's mean loss and how many of its clips were classified right."""
     clf.train()
     if freeze_backbone:
         clf.encoder.eval()  # frozen means BatchNorm statistics too
     optimizer.zero_grad(set_to_none=True)
-    total = 0.0
+    total, correct = 0.0, 0
     for v, y in zip(video.chunk(accumulate), label.chunk(accumulate)):
-        loss = F.cross_entropy(clf(v), y) * len(y) / len(label)
+        logits = clf(v)  # (b, classes)
+        loss = F.cross_entropy(logits, y) * len(y) / len(label)
         loss.backward()
         total += loss.item()
+        correct += int((logits.argmax(1) == y).sum())
     optimizer.step()
-    return total
+    return total, correct
 
 
 @torch.no_grad()
@@ -185,7 +202,7 @@ def video_accuracy(clf, dataset, device, workers=2):
     """Top-1 of video-level predictions: softmax averaged over each video's clips."""
     clf.eval()
     correct = total = 0
-    for batch in loader(dataset, 8, workers):
+    for batch in progress(loader(dataset, 8, workers), f"accuracy ({len(dataset)} videos)"):
         x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
         probs = clf(x.flatten(0, 1)).softmax(1).view(x.shape[0], x.shape[1], -1).mean(1)  # (B, classes)
         correct += int((probs.argmax(1).cpu() == batch["label"]).sum())
@@ -223,13 +240,17 @@ def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=
     fit = loader(torch.utils.data.Subset(train_set, fit_idx), batch_size, workers, shuffle=True, seed=seed)
     steps, best = epochs * len(fit), (-1.0, None)
     for epoch in range(epochs):
-        for i, batch in enumerate(fit):
+        loss_sum = correct = seen = 0
+        for i, batch in enumerate(progress(fit, f"fine-tune epoch {epoch + 1}/{epochs}")):
             # cosine from lr to lr_min, the backbone's group scaled by the same factor
             scale = lr_min / lr + (1 - lr_min / lr) * 0.5 * (1 + math.cos(math.pi * (epoch * len(fit) + i) / steps))
             for g in opt.param_groups:
                 g["lr"] = g["initial_lr"] * scale
             video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
-            finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
+            loss, right = finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
+            loss_sum, correct, seen = loss_sum + loss * len(video), correct + right, seen + len(video)
+        say(f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, "
+            f"train accuracy {correct / max(1, seen):.3f}")
         if select_on_val:
             val = video_accuracy(clf, val_set, device, workers)
             if val > best[0]:

@@ -71,7 +71,8 @@ def test_finetune_step_moves_only_what_it_should(freeze):
     clf = evaluate.Classifier(VideoEncoder(9, width=0.125), num_classes=3)
     opt = evaluate.finetune_optimizer(clf, lr=1e-2, freeze_backbone=freeze)
     before = {k: v.clone() for k, v in clf.state_dict().items()}
-    evaluate.finetune_step(clf, opt, torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0]), freeze)
+    loss, correct = evaluate.finetune_step(clf, opt, torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0]), freeze)
+    assert loss > 0 and 0 <= correct <= 4
     after = clf.state_dict()
     enc_changed = [k for k in before if k.startswith("encoder.") and not torch.equal(before[k], after[k])]
     assert not torch.equal(before["fc.weight"], after["fc.weight"])
@@ -212,3 +213,17 @@ def test_few_shot_trials_give_the_same_numbers_in_parallel_and_whatever_ran_befo
     two = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=2)
     assert one == again == two
     assert one[5][1] > 0  # the trials differ from each other: each has its own draw
+
+
+def test_progress_shows_on_a_terminal_and_stays_quiet_in_a_log(monkeypatch, capsys):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr("sys.stderr", stream)
+        evaluate.say("fine-tune epoch 1/3: loss 2.3000, train accuracy 0.100")
+        assert list(evaluate.progress(range(3), "features")) == [0, 1, 2]
+        assert ("fine-tune epoch 1/3" in stream.getvalue()) == shown
+        assert ("features" in stream.getvalue()) == shown
