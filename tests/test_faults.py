@@ -113,8 +113,11 @@ def test_sigterm_mid_epoch_saves_at_the_next_step_and_the_resume_ends_where_an_u
     proc = run(tiny_data, tmp_path / "stopped", *args, wait=False)
     ckpt = tmp_path / "stopped" / "ckpt.pt"
     deadline = time.time() + 120
-    while not ckpt.exists() and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.02)  # epoch 0 is saved: the signal lands in epoch 1
+    epoch_log = tmp_path / "stopped" / "log.jsonl"
+    # epoch 0's log line is written after its checkpoint, just before the end-of-epoch stop check: once
+    # it is there the signal lands in epoch 1 (waiting for ckpt.pt alone could land between the two)
+    while not (epoch_log.exists() and epoch_log.read_text().strip()) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     for pid in [proc.pid, *map(int, children)]:  # as SLURM does: the run and its loader workers
         os.kill(pid, signal.SIGTERM)
