@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import augment
+from diagnostics import faulty_auroc
 import data
 import fewshot
 import manifest
@@ -265,14 +266,6 @@ def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=
 
 
 # ----------------------------------------------------------------------------- analysis
-
-def faulty_auroc(scores, faulty):
-    """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
-    if faulty.all() or not faulty.any():
-        return None
-    from sklearn.metrics import roc_auc_score
-    return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
-
 
 def weight_analysis(bank, faulty, cfg):
     """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at

@@ -37,7 +37,7 @@ import data
 import manifest
 from augment import ClipAugment
 from config import config_from_dict, parse_config, result_changes
-from evaluate import faulty_auroc
+from diagnostics import bank_structure, faulty_auroc
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from memory_bank import MemoryBank
 from model import AVModel
@@ -394,7 +394,8 @@ def rewrite_log(history, out, start_epoch):
 
 def log_epoch(record, out):
     print("epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
-          "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc}{bad}".format(
+          "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc} | 1-nn {knn_class:.2f} "
+          "xmodal {xmodal_class:.2f}{bad}".format(
               **record, auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
               bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else ""))
     with open(out / "log.jsonl", "a") as f:
@@ -435,6 +436,8 @@ def main(cfg):
             if record is not None:
                 valid = parts.bank.valid.cpu()  # (N,) slots whose files decoded
                 record["faulty_auroc"] = faulty_auroc(parts.bank.scores().cpu()[valid], dataset.faulty[valid])
+                record.update(bank_structure(parts.bank.video.cpu()[valid], parts.bank.audio.cpu()[valid], dataset.labels[valid],
+                                             dataset.faulty[valid]))  # ground truth, for the log only
                 history.append(record)
             try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
                 save_epoch(parts, raw_model, cfg, dataset, epoch if record else epoch - 1, len(loader),

@@ -5,7 +5,7 @@ audio of another training video instead puts that video's (the donor's) sound in
 slot, as a negative of its own video, and xID lowers the donor's score vbar_i . abar_i towards the
 faulty ones'. This prints, per checkpoint, the bank scores of the faulty positives (injected and
 natural), of the clean donors, of the other clean instances, and the AUROC of each clean group
-against the faulty ones (evaluate.faulty_auroc). Under held-out injection there are no donors.
+against the faulty ones (diagnostics.faulty_auroc). Under held-out injection there are no donors.
 
     python demo.py --faulty-source train --runs runs/donor --results results/donor --no-figures
     python results/donor_scores.py runs/donor/seed0_faulty50/warmup/ckpt.pt runs/demo/seed0_faulty50/warmup/ckpt.pt
@@ -18,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from checkpoint import load_pretrained  # noqa: E402
-from evaluate import faulty_auroc  # noqa: E402
+from diagnostics import faulty_auroc  # noqa: E402
 
 
 def groups(instances):

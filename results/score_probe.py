@@ -19,7 +19,7 @@ import manifest  # noqa: E402
 import train  # noqa: E402
 from augment import ClipAugment  # noqa: E402
 from checkpoint import load_pretrained  # noqa: E402
-from evaluate import faulty_auroc  # noqa: E402
+from diagnostics import faulty_auroc  # noqa: E402
 
 
 def probe_set(cfg, split, clips):

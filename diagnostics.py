@@ -1,0 +1,48 @@
+"""What the memory bank knows, measured against the ground truth: diagnostics for the log, not the method.
+
+    faulty_auroc     how well the bank scores vbar_i . abar_i (which eq. (6) [weigths] weights by) rank
+                     the known faulty positives below the clean ones: AUROC, 0.5 = no signal
+    bank_structure   what the memories have learned about the data: the leave-one-out 1-NN class
+                     accuracy of the video memories (a proxy for the video encoder's features), the
+                     cross-modal class agreement (do a video memory's nearest audio memories belong to its
+                     class?), and instance retrieval across modalities (is a clean instance's own audio
+                     memory the nearest to its video memory?)
+
+train.py logs these every epoch; they read labels and faults, so they never feed back into training.
+Tests: python -m pytest tests/test_diagnostics.py
+"""
+import torch
+
+
+def faulty_auroc(scores, faulty):
+    """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
+    if faulty.all() or not faulty.any():
+        return None
+    from sklearn.metrics import roc_auc_score
+    return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
+
+
+@torch.no_grad()
+def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
+    """video, audio (N, D) unit-norm memories, labels (N,), faulty (N,) bool. On at most `max_items`
+    slots (a fixed random subset for a large bank) -> dict of shares in [0, 1]:
+    knn_class   the nearest other video memory has the same class (leave-one-out 1-NN);
+    xmodal_class  share of each video memory's k nearest audio memories (its own excluded) of its class;
+    own_audio   a clean instance's own audio memory is the nearest to its video memory (chance 1/N)."""
+    n = video.shape[0]
+    if n > max_items:
+        keep = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max_items]
+        video, audio, labels, faulty = video[keep], audio[keep], labels[keep], faulty[keep]
+        n = max_items
+    video, audio, labels, faulty = video.float().cpu(), audio.float().cpu(), labels.cpu(), faulty.cpu()
+    eye = torch.eye(n, dtype=torch.bool)
+    vv = (video @ video.T).masked_fill(eye, -2.0)  # (N, N) video-video similarity, self left out
+    same = labels[:, None] == labels[None, :]  # (N, N)
+    knn_class = same[torch.arange(n), vv.argmax(1)].float().mean()
+    va = video @ audio.T  # (N, N): row i, video memory i against every audio memory
+    own = va.argmax(1) == torch.arange(n)  # (N,)
+    nearest = va.masked_fill(eye, -2.0).topk(min(k, n - 1), dim=1).indices  # (N, k) other instances' audio
+    xmodal_class = same.gather(1, nearest).float().mean()
+    clean = ~faulty
+    return {"knn_class": float(knn_class), "xmodal_class": float(xmodal_class),
+            "own_audio": float(own[clean].float().mean()) if clean.any() else None}

@@ -1,0 +1,41 @@
+"""diagnostics.py on banks with planted structure: each measure finds what was planted, and only that."""
+import torch
+import torch.nn.functional as F
+
+from diagnostics import bank_structure, faulty_auroc
+
+
+def clustered(n=60, classes=3, d=16, spread=0.2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(n) % classes
+    centres = F.normalize(torch.randn(classes, d, generator=g), dim=1)
+    video = F.normalize(centres[labels] + spread * torch.randn(n, d, generator=g), dim=1)  # (N, D)
+    return video, labels, g
+
+
+def test_class_clusters_and_matching_audio_score_one_and_random_memories_score_chance():
+    video, labels, g = clustered()
+    faulty = torch.zeros(60, dtype=torch.bool)
+    planted = bank_structure(video, video.clone(), labels, faulty)
+    assert planted["knn_class"] == 1.0 and planted["xmodal_class"] > 0.95 and planted["own_audio"] == 1.0
+    noise = F.normalize(torch.randn(60, 16, generator=g), dim=1)
+    random = bank_structure(noise, F.normalize(torch.randn(60, 16, generator=g), dim=1), labels, faulty)
+    assert random["knn_class"] < 0.6 and random["xmodal_class"] < 0.6 and random["own_audio"] < 0.2
+
+
+def test_class_level_audio_without_the_instance_shows_in_xmodal_not_in_own_audio():
+    video, labels, _ = clustered()
+    audio = video.roll(3, 0)  # every audio memory moved to another instance of the same class (3 classes)
+    res = bank_structure(video, audio, labels, torch.zeros(60, dtype=torch.bool))
+    assert res["xmodal_class"] > 0.9 and res["own_audio"] < 0.1
+
+
+def test_own_audio_counts_clean_instances_only_and_a_large_bank_is_subsampled():
+    video, labels, _ = clustered(n=90)
+    audio = video.clone()
+    faulty = torch.arange(90) % 2 == 1
+    audio[faulty] = -audio[faulty]  # faulty positives: their audio says nothing of the picture
+    assert bank_structure(video, audio, labels, faulty)["own_audio"] == 1.0
+    assert bank_structure(video, audio, labels, faulty, max_items=30)["knn_class"] >= 0.9
+    scores = (video * audio).sum(1)
+    assert faulty_auroc(scores, faulty) == 1.0 and faulty_auroc(scores, torch.zeros(90, dtype=torch.bool)) is None
