@@ -34,13 +34,13 @@ mutation: venv
 # runs/make_demo/ (its table: runs/make_demo/demo.md) and prints it beside the committed results/demo.json;
 # tracked files and other experiments' runs are left as they are.
 demo: venv
-	$(PY) demo.py --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
+	$(PY) -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
 
-# The GPU path end to end (gpu_check.py), results/gpu.md. Uses .venv when there is one, else the
+# The GPU path end to end (tools/gpu_check.py), results/gpu.md. Uses .venv when there is one, else the
 # machine's own python3 (a GPU box with torch but no internet: README, "On a GPU").
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
-	$(GPU_PYTHON) gpu_check.py
+	$(GPU_PYTHON) -m tools.gpu_check
 
 clean:
 	rm -rf runs data/synth .pytest_cache

@@ -1,12 +1,7 @@
-"""Shared test set-up: import the flat top-level modules and keep every test single-threaded and seeded."""
-import os
-import sys
-
+"""Shared test set-up: keep every test seeded (pytest.ini puts the repository root on the path)."""
 import numpy as np
 import pytest
 import torch
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(autouse=True)

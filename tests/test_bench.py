@@ -1,8 +1,8 @@
 """Smoke runs of bench.py at CPU sizes: every figure's command works and prints its table."""
 import pytest
 
-import bench
-import synthetic
+from tools import bench
+from tools import synthetic
 
 
 def test_step_and_model_benchmarks_run_on_cpu(capsys):

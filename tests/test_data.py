@@ -9,7 +9,7 @@ import torch
 
 import data
 import manifest
-import synthetic
+from tools import synthetic
 from conftest import RATE, clicks, counter_frames
 
 @pytest.fixture(scope="module")

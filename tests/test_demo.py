@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-import demo
-import synthetic
+from experiments import demo
+from tools import synthetic
 
 
 def test_the_generator_refuses_a_folder_it_did_not_make(tmp_path):
@@ -167,7 +167,7 @@ def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
 def test_the_main_job_prints_its_table_beside_the_reference():
     import argparse
 
-    import demo
+    from experiments import demo
     row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
     mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
     reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
@@ -181,5 +181,5 @@ def test_the_main_job_prints_its_table_beside_the_reference():
 def test_make_demo_writes_outside_the_tracked_tree():
     from pathlib import Path
     text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
-    line = next(l for l in text.splitlines() if "demo.py" in l and "$(PY)" in l)
+    line = next(l for l in text.splitlines() if "experiments.demo" in l and "$(PY)" in l)
     assert "--runs runs/" in line and "--results runs/" in line and "--compare results/demo.json" in line

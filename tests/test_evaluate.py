@@ -7,7 +7,7 @@ import torch.nn.functional as F
 import evaluate
 import fewshot
 import manifest
-import synthetic
+from tools import synthetic
 from config import Config, parse_config
 from memory_bank import MemoryBank
 from model import VideoEncoder

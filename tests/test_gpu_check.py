@@ -1,7 +1,7 @@
 """gpu_check.py: harmless without CUDA, and every part of it runs on the CPU at toy sizes."""
 import torch
 
-import gpu_check
+from tools import gpu_check
 
 
 def test_without_cuda_it_says_so_and_exits_zero(tmp_path, capsys, monkeypatch):

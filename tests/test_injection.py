@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import checkpoint
-import synthetic
+from tools import synthetic
 import train
 from config import parse_config
 from losses import xid_loss

@@ -5,8 +5,8 @@ import pytest
 
 import data
 import manifest
-import prepare
-import synthetic
+from tools import prepare
+from tools import synthetic
 from conftest import RATE, clicks, counter_frames
 
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-import demo
-import sweep
-import synthetic
+from experiments import demo
+from experiments import sweep
+from tools import synthetic
 from config import parse_config
 
 TOY = ["--warmup-epochs", "1", "--epochs", "1", "--trials", "2", "--workers", "0", "--frames", "4", "--size", "32",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-import synthetic
+from tools import synthetic
 
 
 def audio_statistics(path, rate=22050):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import checkpoint
-import synthetic
+from tools import synthetic
 import train
 from config import Config, parse_config
 from memory_bank import MemoryBank

@@ -1,0 +1,353 @@
+"""The demo: the paper's Table 2 and Fig. 7 on the synthetic dataset, where the truth is known.
+
+For each seed and share of injected faulty positives: one xID warm-up, then one branch per method
+for equal epochs (losses.VARIANTS: xID, Weighted-xID, Oracle-xID, Soft-xID, Robust-xID; `soft:oracle`
+is Soft-xID with the oracle's class-label targets of Table 1), each evaluated by retrieval, few-shot
+SVMs and the AUROC of its weights against the known faulty positives. Writes RESULTS/demo.md (means
+over seeds and paired differences against xID with 95% confidence intervals), RESULTS/demo.json and,
+with several noise levels, Fig. 7 as RESULTS/noisy.png.
+
+    make demo        # = python -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
+    python -m experiments.demo --figure noisy                                   # Fig. 7: 4 levels x 3 methods x 3 seeds
+    python -m experiments.demo --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
+    python -m experiments.demo --figure noisy --jobs 8                          # settings side by side (GPU box)
+
+Faulty positives are injected as the paper does (Sec. 5.2), with sounds from outside both splits:
+the synthetic set's `_heldout/` pool (train.py's --faulty-source heldout); any train.py option given
+here passes through, e.g. `--faulty-source train` for the donor deviation. As in the paper, delta is
+set from the known noise level: the weight function's
+midpoint sits at the quantile of the known share of faulty positives (natural + injected). Every
+run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
+as RESULTS/NAME_settings/seedS_faultyF.json, so that a later session only adds what is missing.
+"""
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from statistics import NormalDist, mean, pstdev
+
+import torch
+
+import checkpoint
+import data
+import evaluate
+import figures
+from tools import synthetic
+import train
+from config import config_from_dict, parse_config, result_changes
+from losses import VARIANTS
+
+COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
+FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
+
+
+def method_name(method):
+    key, _, targets = method.partition(":")
+    return VARIANTS[key].name + (f" ({targets} targets)" if targets else "")
+
+
+def ensure_data(root, synth_args=()):
+    """Generate the synthetic set only where nothing of the user's can be overwritten: a folder
+    that does not exist, or one synthetic.py made (it holds the marker). Any other folder is used
+    as it is (scanned when it has no manifest)."""
+    root = Path(root)
+    if root.exists() and not synthetic.is_synthetic(root):
+        print(f"[demo] {root} is not a synthetic set: using it as it is")
+        return
+    if not (root / "manifest.csv").exists() or not (root / "_heldout").is_dir():  # older sets lack the pool
+        synthetic.main(["--out", str(root), *synth_args])
+
+
+def faulty_share(cfg):
+    """The known share of faulty positives in the training set: ground truth plus injected."""
+    return float(train.build_train_set(cfg).faulty.float().mean())
+
+
+def settings_dir(args):
+    """Finished (seed, noise level)s as small files beside the results: commit these, and a rerun in
+    a new session (whose runs/ folder is gone) skips what is done and adds only what is missing."""
+    return Path(args.results) / f"{args.figure or 'demo'}_settings"
+
+
+def setting_file(args, seed, faulty):
+    return settings_dir(args) / f"seed{seed}_faulty{round(100 * faulty)}.json"
+
+
+def setting_key(args, faulty):
+    """What a finished setting's numbers depend on, beyond its seed and noise level. The manifest's
+    hash stands for the data: a regenerated set with other videos does not reuse old numbers. Where
+    something is injected, also the injection: its draw's stream (changed once, to fix a bug), where
+    the audio comes from (changed once, to the paper's held-out sounds) and that pool's files. At 0%
+    nothing is injected, so 0% runs from before either change are the same runs."""
+    manifest = Path(args.data) / "manifest.csv"
+    digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
+    key = {"data": args.data, "manifest_sha1": digest, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
+           "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
+    if faulty == 0:
+        return key
+    cfg = parse_config(["--preset", "demo", "--data", args.data] + args.train_args)
+    pool = None
+    if cfg.faulty_source != "train":
+        folder = train.pool_folder(cfg)
+        files = sorted((f.name, f.stat().st_size) for f in folder.iterdir()) if folder.is_dir() else []
+        pool = hashlib.sha1(repr(files).encode()).hexdigest()[:12]
+    return key | {"injection_stream": data.INJECTION_STREAM, "faulty_source": cfg.faulty_source, "pool_sha1": pool}
+
+
+def finished_settings(folder):
+    """Every finished (seed, noise level) kept in a settings folder: {key, seed, faulty, delta, rows}."""
+    return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("seed*_faulty*.json"))]
+
+
+def run_setting(args, seed, faulty):
+    """Warm-up and one branch per method for one seed and noise level; returns {method: metrics}."""
+    done = setting_file(args, seed, faulty)
+    if done.exists():
+        saved = json.loads(done.read_text())
+        if saved["key"] == setting_key(args, faulty) and all(m in saved["rows"] for m in args.methods):
+            print(f"[demo] seed {seed} faulty {faulty:.0%}: done, from {done}")
+            return {m: saved["rows"][m] for m in args.methods}, saved["delta"], None
+        print(f"[demo] {done} was made with other settings or methods: running this setting again")
+    root, common, delta = warm_up(args, seed, faulty)
+    rows = {}
+    for method in args.methods:
+        key, _, targets = method.partition(":")
+        rows[method] = run_branch(args, root, common, method.replace(":", "_"),
+                                  ["--loss", key, "--delta", f"{delta:.4f}"]
+                                  + (["--soft-targets", targets] if targets else []))
+        print(f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
+              + json.dumps({k: rows[method][k] for k in args.columns}))
+    done.parent.mkdir(parents=True, exist_ok=True)
+    tmp = done.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"key": setting_key(args, faulty), "seed": seed, "faulty": faulty, "delta": delta,
+                               "rows": rows}, indent=1))
+    tmp.replace(done)  # atomic: a killed run leaves no half-written file
+    return rows, delta, root
+
+
+def warm_up(args, seed, faulty):
+    """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
+    Returns its folder, the train.py options the branches share, and delta set from the known share of
+    faulty positives, as in the paper: the weights' midpoint sits at that quantile of the scores."""
+    root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
+    common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty),
+              "--workers", str(args.workers)] + args.train_args
+    warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
+                                  "--epochs", "0"])
+    delta = NormalDist().inv_cdf(min(max(faulty_share(warm), 1e-3), 1 - 1e-3))
+    train.main(warm)
+    return root, common, delta
+
+
+def run_branch(args, root, common, name, options):
+    """One branch: `args.epochs` epochs from the warm-up with train.py `options`, in ROOT/NAME (resumed,
+    and not rebuilt when finished), then evaluated. Returns its row of metrics."""
+    out = root / name
+    cfg = parse_config(common + ["--out", str(out), "--init", str(root / "warmup" / "ckpt.pt"), "--warmup-epochs",
+                                 "0", "--epochs", str(args.epochs)] + options)
+    ckpt = out / "ckpt.pt"
+    state = checkpoint.load_checkpoint(ckpt) if ckpt.exists() else None
+    if (state is None or state["epoch"] + 1 < args.epochs
+            or result_changes(config_from_dict(state["config"], str(ckpt)), cfg)):
+        train.main(cfg)  # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
+    tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
+    res = evaluate.evaluate(ckpt, tasks, workers=args.workers, shots=(1, 5), trials=args.trials,
+                            finetune_args={"epochs": args.finetune_epochs, "batch_size": 32, "lr": 1e-3,
+                                           "lr_min": 1e-4}, figures=args.figures)
+    row = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
+           "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
+           "AUROC": res["weights"]["faulty_auroc"], "weight_faulty": res["weights"]["mean_weight_faulty"],
+           "weight_clean": res["weights"]["mean_weight_clean"],
+           "soft_same_class": res["soft_targets_same_class"],
+           "protocols": {k: res[k]["protocol"] for k in ("retrieval", "fewshot")}}
+    if args.finetune_epochs:
+        row["fine-tune"] = res["finetune"]["test_acc"]
+    return row
+
+
+def fmt(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{100 * values[0]:.1f}"
+    return f"{100 * mean(values):.1f} ± {100 * pstdev(values):.1f}"
+
+
+def fmt_diff(diffs):
+    """Mean paired difference and its 95% CI over seeds, in points; '+' marks an interval above 0."""
+    diffs = [d for d in diffs if d is not None]
+    if not diffs:
+        return "-"
+    m, h = 100 * mean(diffs), 100 * figures.ci95(diffs)
+    if len(diffs) == 1:
+        return f"{m:+.1f}"
+    return f"{m:+.1f} [{m - h:+.1f}, {m + h:+.1f}]"
+
+
+def tables(results, faulty, methods, columns):
+    """Mean +- std over seeds per method, then each method minus xID on the same seed."""
+    show_soft = any(VARIANTS[m.partition(":")[0]].soft for m in methods)  # an all-✗ column says nothing
+    lines = ["| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
+             "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns)]
+    for m in methods:
+        key, _, targets = m.partition(":")
+        v = VARIANTS[key]
+        soft = f"{(targets or 'ccp') if v.soft else '✗'} | " if show_soft else ""
+        cells = [fmt([r[faulty][m][c] for r in results]) for c in columns]
+        lines.append(f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft}"
+                     + " | ".join(cells) + " |")
+    base = methods[0]
+    diff_cols = [c for c in columns if c != "AUROC"]
+    spread = (f"mean [95% CI over {len(results)} seeds]" if len(results) > 1 else
+              "one seed, so no interval: run more seeds (--seeds) for one")
+    lines += ["", f"Paired differences against {method_name(base)} (same seed, same warm-up), in points: "
+              f"{spread}.", "",
+              "| Method | " + " | ".join(f"Δ {c}" for c in diff_cols) + " |", "|---|" + "---:|" * len(diff_cols)]
+    for m in methods[1:]:
+        cells = [fmt_diff([None if r[faulty][m][c] is None else r[faulty][m][c] - r[faulty][base][c]
+                           for r in results]) for c in diff_cols]
+        lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default="data/synth", help="generated here when missing (never into a user's folder)")
+    p.add_argument("--runs", default="runs/demo")
+    p.add_argument("--results", default="results")
+    p.add_argument("--figure", choices=sorted(FIGURES), help="the settings of a paper figure (methods, levels, seeds)")
+    p.add_argument("--methods", nargs="+", default=["xid", "weighted", "oracle"],
+                   help=f"first is the baseline; one of {list(VARIANTS)}, or soft:STRATEGY")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--faulty", type=float, nargs="+", default=[0.5], help="shares of injected faulty positives")
+    p.add_argument("--warmup-epochs", type=int, default=75)
+    p.add_argument("--epochs", type=int, default=8, help="epochs of each branch")
+    p.add_argument("--finetune-epochs", type=int, default=0, help="add a fine-tune column (0: none)")
+    p.add_argument("--trials", type=int, default=50)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1, help="settings run side by side as processes (a GPU box's cores, "
+                   "several GPUs); each keeps its own loader --workers")
+    p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
+    p.add_argument("--fresh", action="store_true", help="delete earlier runs under --runs and --results' settings "
+                   "first (else they resume)")
+    p.add_argument("--compare", default="", help="a committed demo.json to print this run's table beside")
+    args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
+    given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--")}
+    for k, v in FIGURES.get(args.figure, {}).items():  # a figure's settings, unless given on the command line
+        if f"--{k}" not in given:
+            setattr(args, k, v)
+    for m in args.methods:
+        key, _, _ = m.partition(":")
+        if key not in VARIANTS:
+            p.error(f"--methods {m}: expected one of {list(VARIANTS)} or soft:STRATEGY")
+    args.columns = COLUMNS + (("fine-tune",) if args.finetune_epochs else ())
+    t0 = time.time()
+    if args.fresh:
+        shutil.rmtree(args.runs, ignore_errors=True)
+        shutil.rmtree(settings_dir(args), ignore_errors=True)
+    ensure_data(args.data)
+    settings = [(seed, faulty) for seed in args.seeds for faulty in args.faulty]
+    if args.jobs > 1:  # independent settings side by side: cores (and GPUs) shared out among them
+        context = multiprocessing.get_context("spawn")  # no forked torch state in the children
+        slots = context.Value("i", 0)
+        with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_job_init,
+                                 initargs=(slots, args.jobs)) as pool:
+            done = list(pool.map(run_setting, [args] * len(settings), *zip(*settings)))
+    else:
+        done = [run_setting(args, seed, faulty) for seed, faulty in settings]
+    results, deltas, root, reused = [], {}, None, 0
+    for (seed, faulty), (rows, delta, ran) in zip(settings, done):
+        if faulty == args.faulty[0]:
+            results.append({})
+        results[-1][faulty], deltas[faulty] = rows, delta
+        root = ran or root
+        reused += ran is None
+    minutes = (time.time() - t0) / 60
+    write_results(args, results, deltas, root, minutes, argv, reused)
+    if args.compare:
+        print(compare(results, json.loads(Path(args.compare).read_text()), args))
+
+
+def compare(results, reference, args):
+    """This run's means beside a reference's (a committed demo.json made with the same settings), and
+    whether each difference is within the seed spread that the reference's runs showed."""
+    lines = [f"\nThis run beside the reference ({args.compare}), in %: this / reference (difference)."]
+    for faulty in args.faulty:
+        ref = [r[str(faulty)] for r in reference["results"] if str(faulty) in r]
+        if not ref:
+            lines.append(f"{faulty:.0%}: the reference has no such setting")
+            continue
+        lines += [f"\n{faulty:.0%} injected", "| Method | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
+        for m in args.methods:
+            cells = []
+            for c in COLUMNS:
+                mine = [r[faulty][m][c] for r in results if r[faulty][m][c] is not None]
+                theirs = [r[m][c] for r in ref if m in r and r[m][c] is not None]
+                if not mine or not theirs:
+                    cells.append("-")
+                    continue
+                a, b = 100 * mean(mine), 100 * mean(theirs)
+                cells.append(f"{a:.1f} / {b:.1f} ({a - b:+.1f})")
+            lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
+    lines.append("\nThe same seed on another machine or thread count differs by float rounding, which grows over "
+                 "training: a difference of a few points on one seed is within what seeds alone move "
+                 "(README, claims); the reference's demo.md has its command and timing.")
+    return "\n".join(lines)
+
+
+def _job_init(slots, jobs):
+    """A process of --jobs: an equal share of the CPU threads and, with several GPUs, one of them."""
+    with slots.get_lock():
+        slot, slots.value = slots.value, slots.value + 1
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
+    data.PROCESS_SLOT = (slot, jobs)  # loader workers of side-by-side settings are held to other cores
+    if "fork" in multiprocessing.get_all_start_methods():  # a spawned child inherits 'spawn', which
+        multiprocessing.set_start_method("fork", force=True)  # cannot pickle the loader's dataset
+    if torch.cuda.device_count() > 1:
+        torch.cuda.set_device(slot % torch.cuda.device_count())
+
+
+def write_results(args, results, deltas, root, minutes, argv, reused=0):
+    out = Path(args.results)
+    out.mkdir(parents=True, exist_ok=True)
+    name = args.figure or "demo"
+    shown = "weighted" if "weighted" in args.methods else args.methods[-1]  # Fig. 5 is about the weights
+    last = root / shown.replace(":", "_") if root else None
+    for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
+        if last and (last / png).exists():
+            shutil.copy(last / png, out / f"{name}_{png}")
+    command = "python -m experiments.demo " + " ".join(argv if argv is not None else sys.argv[1:])
+    total = len(args.seeds) * len(args.faulty)
+    timing = (" in all" if not reused else
+              f" for the {total - reused} of {total} settings not read from earlier runs' files")
+    text = [f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
+            f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "
+            f"{args.epochs} epochs per method; {minutes:.1f} minutes{timing}. Metrics in %: test videos query "
+            f"the train split (R@k, Euclidean distance on the last feature map), linear SVMs on n train videos "
+            f"per class (n-shot, raw features), and the AUROC of the bank scores for the known faulty "
+            f"positives (natural and injected). Mean ± std over seeds.\n"]
+    for faulty in args.faulty:
+        text += [f"## {faulty:.0%} injected faulty positives (delta = {deltas[faulty]:.2f})\n",
+                 tables(results, faulty, args.methods, args.columns), ""]
+    if len(args.faulty) > 1:
+        for metric, png in (("R@5", f"{name}.png"), ("5-shot", f"{name}_5shot.png")):
+            curves = {method_name(m): {f: [r[f][m][metric] for r in results] for f in args.faulty}
+                      for m in args.methods}
+            figures.noisy(args.faulty, curves, metric, out / png, baseline=method_name(args.methods[0]))
+        text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
+    (out / f"{name}.md").write_text("\n".join(text) + "\n")
+    (out / f"{name}.json").write_text(json.dumps({
+        "args": {k: v for k, v in vars(args).items()}, "minutes": minutes, "deltas": {str(k): v for k, v in deltas.items()},
+        "results": [{str(k): v for k, v in r.items()} for r in results]}, indent=1))
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

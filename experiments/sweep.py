@@ -1,0 +1,175 @@
+"""The appendix's parametric studies on the synthetic set: one knob of one method swept, every value
+trained from the same xID warm-up as xID itself and as the method at its default, so each point is a
+paired difference over seeds with a 95% t-interval.
+
+    delta   Weighted-xID's shape parameter of eq. (6) (Appendix, "Effect of shape parameter delta";
+            paper: not very sensitive): the weights' midpoint sits at mu + delta sigma of the bank
+            scores. -2, -1 (the paper's default), 0, 1 and the demo's known share (delta = Phi^-1 of
+            the share of faulty positives), at 25% and 50% injected faulty positives.
+    lambda  Soft-xID's mixing coefficient of eqs. (8)-(9), cycle-consistent targets (Appendix, "Effect
+            of mixing coefficient lambda"; paper: best between 0.25 and 0.5, pre-training fails
+            completely above 0.65). 0, 0.25, 0.5 (default), 0.65, 0.8, 0.9, 1 at 50%.
+
+    python -m experiments.sweep delta                        # seeds 0-2: results/delta.md, delta.png
+    python -m experiments.sweep lambda
+    python -m experiments.sweep delta --values -2 0 known --faulty 0.5 --seeds 0 1 2 3 4
+
+Warm-ups and default branches are demo.py's, in the same runs/ folder: after `python -m experiments.demo
+--figure noisy` (and Table 2's command for lambda) a sweep trains only its new values. Finished points
+are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's settings: commit
+them, and a later session adds only what is missing. Other options go to train.py, as in demo.py.
+"""
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments import demo
+import figures
+from losses import VARIANTS
+
+
+@dataclass(frozen=True)
+class Knob:
+    method: str  # the branch's --loss
+    flag: str  # train.py's option for it
+    values: tuple  # the grid, as written on the command line ("known": delta from the known share)
+    default: str  # the value of demo.py's branch of that method, which the sweep shares
+    faulty: tuple  # shares of injected faulty positives
+    label: str
+
+
+KNOBS = {
+    "delta": Knob("weighted", "--delta", ("-2", "-1", "0", "1", "known"), "known", (0.25, 0.5),
+                  r"shape parameter $\delta$ of eq. (6)"),
+    "lambda": Knob("soft", "--lam", ("0", "0.25", "0.5", "0.65", "0.8", "0.9", "1"), "0.5", (0.5,),
+                   r"mixing coefficient $\lambda$ of eqs. (8)-(9), CCP targets"),
+}
+COLUMNS = ("R@1", "R@5", "1-shot", "5-shot")
+
+
+def branch(knob, name, value, delta):
+    """(folder, train.py options) of one value's branch. The default's options are exactly demo.py's
+    for that method, so its branch (and a finished Fig. 7 or Table 2 run) is shared, not retrained."""
+    options = ["--loss", knob.method, "--delta", f"{delta:.4f}"]  # demo.py's, the known-share delta
+    if value == knob.default:
+        return knob.method, options
+    if value == "known":
+        raise ValueError(f"--values known: only delta has a known-share value, not {name}")
+    return f"{knob.method}_{name}{value}", options + [knob.flag, value]  # argparse: the last --delta wins
+
+
+def points_file(args, seed, faulty):
+    return Path(args.results) / f"{args.knob}_settings" / f"seed{seed}_faulty{round(100 * faulty)}.json"
+
+
+def run_point(args, seed, faulty):
+    """xID and every value at one (seed, level), each from the warm-up; a finished value is read from
+    the points file. Returns {"delta": known-share delta, "rows": {"xid" | value: metrics}}."""
+    knob = KNOBS[args.knob]
+    path = points_file(args, seed, faulty)
+    key = demo.setting_key(args, faulty) | {"knob": args.knob}
+    saved = json.loads(path.read_text()) if path.exists() else None
+    if saved is None or saved["key"] != key:
+        if saved is not None:
+            print(f"[sweep] {path} was made with other settings: running it again")
+        saved = {"key": key, "seed": seed, "faulty": faulty, "delta": None, "rows": {}}
+    missing = [v for v in ["xid", *args.values] if v not in saved["rows"]]
+    if not missing:
+        print(f"[sweep] seed {seed} faulty {faulty:.0%}: done, from {path}")
+        return saved | {"reused": True}
+    root, common, delta = demo.warm_up(args, seed, faulty)
+    saved["delta"] = delta
+    for value in missing:
+        name, options = ("xid", ["--loss", "xid", "--delta", f"{delta:.4f}"]) if value == "xid" else branch(
+            knob, args.knob, value, delta)
+        saved["rows"][value] = demo.run_branch(args, root, common, name, options)
+        print(f"[sweep] seed {seed} faulty {faulty:.0%} {args.knob} {value}: "
+              + json.dumps({k: saved["rows"][value][k] for k in COLUMNS}))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(saved, indent=1))
+        tmp.replace(path)  # after every value: a killed sweep keeps what finished
+    return saved
+
+
+def tables(points, knob_name, values, faulty):
+    """Means over seeds per value, then each value minus xID and minus the default, paired by seed."""
+    knob = KNOBS[knob_name]
+    rows = [p["rows"] for p in points]
+    deltas = [p["delta"] for p in points]
+    plain = lambda v: f"known, {sum(deltas) / len(deltas):+.2f}" if v == "known" else v
+    show = lambda v: plain(v) + (" (default)" if v == knob.default else "")
+    lines = [f"| {knob_name} | " + " | ".join(COLUMNS) + " | AUROC | mean w faulty | mean w clean |",
+             "|---|" + "---:|" * (len(COLUMNS) + 3)]
+    for v in ["xid", *values]:
+        name = "xID" if v == "xid" else show(v)
+        cells = [demo.fmt([r[v][c] for r in rows]) for c in (*COLUMNS, "AUROC", "weight_faulty", "weight_clean")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for base, what in (("xid", "xID"), (knob.default, f"the default ({knob_name} {plain(knob.default)})")):
+        lines += ["", f"Paired differences against {what}, same seed and warm-up, in points: mean [95% CI over "
+                  f"{len(rows)} seeds].", "", f"| {knob_name} | " + " | ".join(f"Δ {c}" for c in COLUMNS) + " |",
+                  "|---|" + "---:|" * len(COLUMNS)]
+        for v in values:
+            if v != base:
+                cells = [demo.fmt_diff([r[v][c] - r[base][c] for r in rows]) for c in COLUMNS]
+                lines.append(f"| {show(v)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("knob", choices=sorted(KNOBS))
+    p.add_argument("--values", nargs="+", help="the grid (default: the appendix's, see above)")
+    p.add_argument("--faulty", type=float, nargs="+", help="shares of injected faulty positives")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--data", default="data/synth")
+    p.add_argument("--runs", default="runs/demo", help="demo.py's: its warm-ups and branches are reused")
+    p.add_argument("--results", default="results")
+    p.add_argument("--warmup-epochs", type=int, default=75)
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--trials", type=int, default=50)
+    p.add_argument("--workers", type=int, default=1)
+    args, args.train_args = p.parse_known_args(argv)
+    knob = KNOBS[args.knob]
+    args.values = args.values or list(knob.values)
+    args.faulty = args.faulty or list(knob.faulty)
+    if args.knob != "delta" and "known" in args.values:
+        p.error("--values known: only delta has a known-share value")
+    args.finetune_epochs, args.figures, args.figure = 0, False, None  # what demo.py's functions read
+    t0 = time.time()
+    demo.ensure_data(args.data)
+    points = {f: [run_point(args, s, f) for s in args.seeds] for f in args.faulty}
+    write_results(args, points, (time.time() - t0) / 60, argv)
+
+
+def write_results(args, points, minutes, argv):
+    knob = KNOBS[args.knob]
+    out = Path(args.results)
+    command = "python -m experiments.sweep " + " ".join(argv if argv is not None else sys.argv[1:])
+    reused = sum(p.get("reused", False) for pts in points.values() for p in pts)
+    total = sum(len(pts) for pts in points.values())
+    timing = (f"{minutes:.1f} minutes" + ("" if not reused else f" for the {total - reused} of {total} (seed, level)s "
+                                           f"not read from their files") if reused < total
+              else f"every (seed, level) read from {args.knob}_settings/")
+    text = [f"# Effect of {args.knob} in {VARIANTS[knob.method].name} (appendix, parametric studies)\n",
+            f"`{command.strip()}`: seeds {args.seeds}; each value {args.epochs} epochs from the same "
+            f"{args.warmup_epochs}-epoch xID warm-up as xID and the default (demo.py's runs); {timing}. Metrics in %, as in demo.md; mean ± std over seeds. mean w: the weights of eq. "
+            f"(6) on the known faulty and clean positives, with the branch's delta (xID's row: those that the "
+            f"default delta would give; xID does not use them).\n"]
+    for f, pts in points.items():
+        text += [f"## {f:.0%} injected faulty positives\n", tables(pts, args.knob, args.values, f), ""]
+    for metric, png in (("R@5", f"{args.knob}.png"), ("5-shot", f"{args.knob}_5shot.png")):
+        curves = {f"{f:.0%}": {v: [p["rows"][v][metric] for p in pts] for v in args.values}
+                  for f, pts in points.items()}
+        base = {f"{f:.0%}": [p["rows"]["xid"][metric] for p in pts] for f, pts in points.items()}
+        figures.sweep(args.values, curves, base, metric, out / png, knob.label)
+    text += [f"![{args.knob}]({args.knob}.png) ![{args.knob} 5-shot]({args.knob}_5shot.png)", ""]
+    (out / f"{args.knob}.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""Throughput benchmarks, one command per figure, each printing a short table.
+
+    python -m tools.bench data  [--root data/raw --prepared data/raw_prepared] [--preset ablation]
+                          [--decoder-threads 0 1] [--sws-threads 0 1] [--pin off on]
+                                            # decode ms/clip, loader clips/s per worker, before/after prepare
+    python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
+    python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
+    python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
+
+`model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
+on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
+counter, forward + backward), clips/s, achieved TFLOP/s and peak memory; `step` adds train.train_step,
+the function the training loop calls, on device-resident batches. The step/model ratio is the
+figure that matters: everything but the encoders (augmentation, spectrograms, bank sampling,
+targets, soft targets, weights, loss, bank update) should cost little. Figures: BENCHMARKS.md.
+"""
+import argparse
+import itertools
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import checkpoint
+import data
+import fewshot
+import manifest
+from data import DECODER_THREADS, SWSCALE_THREADS
+from tools import prepare
+import train
+from augment import ClipAugment
+from config import parse_config
+from memory_bank import MemoryBank
+from model import AVModel
+
+
+def bench_data(args):
+    """Per source: decode time, item time, DataLoader clips/s per worker; and the prepared copy's."""
+    cfg = parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
+    spec = data.clip_spec(cfg)
+    roots = [("as they come", args.root)]
+    if args.prepared:
+        if not Path(args.prepared).exists():  # made once, with the preset's frame and sample rates
+            t0 = time.perf_counter()
+            prepare.prepare(args.root, args.prepared, fps=cfg.fps, audio_rate=cfg.audio_rate)
+            print(f"prepare: {time.perf_counter() - t0:.1f}s")
+        roots.append(("prepared", args.prepared))
+    torch.set_num_threads(1)
+    print(f"data ({args.preset}): clip {spec.frames}x{spec.size}x{spec.size} at {spec.fps:g} fps, "
+          f"audio {spec.audio_rate} Hz -> {spec.n_mels}x{spec.n_time}, first {args.n} train videos")
+    print(f"  {'source':14s} {'decoder':>7s} {'swscale':>7s} {'pin':>4s} {'decode ms':>10s} {'item ms':>8s} "
+          + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers) + "   (DataLoader clips/s per worker)")
+    table = []
+    for name, root in roots:
+        records = manifest.load_records(cfg.layout, root, "train")[0][:args.n]
+        ds = data.AVDataset(records, spec, train=True)
+        for threads, sws in itertools.product(args.decoder_threads, args.sws_threads):  # back to back, one run
+            data.DECODER_THREADS, data.SWSCALE_THREADS = threads, sws  # forked workers inherit them
+            t0 = time.perf_counter()
+            for r in records:
+                data.read_clip(r.path, r.duration / 2, spec, audio_start=max(0.0, r.duration / 2 - 0.75))
+            decode = 1e3 * (time.perf_counter() - t0) / len(records)
+            t0 = time.perf_counter()
+            for i in range(len(ds)):
+                ds[i]
+            item = 1e3 * (time.perf_counter() - t0) / len(ds)
+            for pin in args.pin:
+                rates = [loader_rate(ds, workers, pin) for workers in args.workers]
+                print(f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode:10.1f} {item:8.1f} "
+                      + " ".join(f"{r:12.1f}" for r in rates))
+                table.append({"source": name, "decoder_threads": threads, "sws_threads": sws, "pin": pin, "decode_ms": decode,
+                              "item_ms": item, "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)}})
+    data.DECODER_THREADS, data.SWSCALE_THREADS = DECODER_THREADS, SWSCALE_THREADS
+    return table
+
+
+def loader_rate(ds, workers, pin):
+    """DataLoader clips/s per worker, worker start-up left out."""
+    loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=data.worker_init_fn(
+        workers, pin), sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
+    it = iter(loader)
+    next(it)
+    t0, n = time.perf_counter(), 0
+    for batch in it:
+        n += batch["video"].shape[0]
+    return n / (time.perf_counter() - t0) / workers
+
+
+def _setup(args, amp, channels_last):
+    cfg = parse_config(["--preset", args.preset])
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = AVModel(**checkpoint.model_args(cfg)).to(device)
+    fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
+    model.video.to(memory_format=fmt)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if amp else nullcontext()
+    return cfg, device, model, fmt, autocast
+
+
+def _time(fn, steps, device):
+    fn()  # warm-up: allocations, cuDNN algorithm choice
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / steps
+
+
+def bench_model_and_step(args):
+    """`model`: encoders + heads + Adam on ready inputs, the floor. `step`: train.train_step, the
+    function the training loop calls, on device-resident loader-like batches (uint8 crops and
+    waveforms): augmentation, spectrograms, bank sampling, targets, soft targets, weights, loss,
+    backward, Adam, bank update."""
+    gpu = torch.cuda.is_available()
+    settings = [("fp32", False, False)] + ([("bf16", True, False), ("bf16+cl3d", True, True)] if gpu else [])
+    table = []
+    print(f"{args.preset} preset, batch {args.batch}, {'GPU ' + torch.cuda.get_device_name() if gpu else 'CPU'}, "
+          f"{torch.get_num_threads()} threads")
+    print(f"  {'setting':10s} {'GFLOP/clip':>10s} {'model clips/s':>14s} {'TFLOP/s':>8s} {'peak GiB':>9s} "
+          f"{'step clips/s':>13s} {'step/model':>11s} {'peak GiB':>9s}")
+    for name, amp, cl in settings:
+        cfg, device, model, fmt, autocast = _setup(args, amp, cl)
+        spec = data.clip_spec(cfg)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        scaler = torch.amp.GradScaler(device.type, enabled=False)
+        bank = MemoryBank(args.bank, momentum=cfg.momentum).to(device)
+        augment = ClipAugment(spec).to(device)
+        B = args.batch
+        batch = {"video": torch.randint(0, 256, (B, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8, device=device),
+                 "audio": torch.randn(B, int(spec.audio_seconds * spec.audio_rate), device=device) * 0.1,
+                 "index": torch.randint(0, args.bank, (B,), device=device)}
+        video, audio = augment(batch["video"], batch["audio"])  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
+        video = video.to(memory_format=fmt)
+
+        def model_step():  # the floor: encoders, heads and Adam on a stand-in loss
+            with autocast:
+                v, a = model(video, audio)
+            loss = -(v.float() * a.float()).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        parts = train.Parts(model=model, augment=augment, bank=bank, optimizer=opt, scaler=scaler, autocast=autocast,
+                            video_format=fmt, truth={})
+
+        def full_step():  # what the training loop does per step, less data loading and DDP
+            batch["index"] = torch.randint(0, args.bank, (B,), device=device)
+            train.train_step(parts, batch, cfg, "robust", cfg.lr)
+
+        with FlopCounterMode(display=False) as counter:
+            model_step()
+        gflop = counter.get_total_flops() / B / 1e9  # forward + backward per clip
+        t_model = _time(model_step, args.steps, device)
+        mem_model = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")  # nan: not tracked on a CPU
+        t_step, mem_step = float("nan"), float("nan")
+        if args.cmd == "step":
+            t_step = _time(full_step, args.steps, device)
+            mem_step = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")
+        print(f"  {name:10s} {gflop:10.2f} {B / t_model:14.1f} {gflop * B / t_model / 1e3:8.3f} {mem_model:9.2f} "
+              f"{B / t_step:13.1f} {t_model / t_step:11.2f} {mem_step:9.2f}")
+        table.append({"setting": name, "gflop_per_clip": gflop, "model_clips_per_s": B / t_model,
+                      "tflops": gflop * B / t_model / 1e3, "model_peak_gib": mem_model, "step_clips_per_s": B / t_step,
+                      "step_over_model": t_model / t_step, "step_peak_gib": mem_step})
+        del model, opt, bank, parts  # free the GPU memory before the next setting
+        if gpu:
+            torch.cuda.empty_cache()
+    return table
+
+
+def bench_eval(args):
+    """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
+    50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
+    import evaluate
+    cfg = parse_config(["--preset", args.preset, "--data", args.root])
+    device = evaluate.device_default()
+    encoder = AVModel(**checkpoint.model_args(cfg)).video
+    rows, feats = [], {}
+    for split in ("train", "test"):
+        ds = evaluate.eval_set(cfg, split)[0]
+        t0 = time.perf_counter()
+        feats[split] = evaluate.extract_features(encoder, ds, device, workers=args.workers[0])
+        dt = time.perf_counter() - t0
+        rows.append((f"features, {split} ({len(ds)} videos x {ds.num_clips} clips)", dt, f"{len(ds) * ds.num_clips / dt:.0f} clips/s"))
+    tr, te = feats["train"], feats["test"]
+    t0 = time.perf_counter()
+    evaluate.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
+    rows.append((f"retrieval R@1/5/20 ({tr['fmap'].shape[1]}-d)", time.perf_counter() - t0, ""))
+    # untimed: the first trial pays for importing scikit-learn, which would be charged to one job only
+    fewshot.svm_trial(*(t.numpy() for t in (tr["pooled"], tr["labels"], te["pooled"], te["labels"])), 1, 0)
+    # the trials one by one, then over the cores twice: the first call starts the worker processes,
+    # the second finds them running (as every evaluation after the first in one demo.py process)
+    n, results, base = max(2, torch.get_num_threads()), [], None
+    for jobs, when in ((1, ""), (n, ", starting processes"), (n, ", processes running")):
+        t0 = time.perf_counter()
+        results.append(fewshot.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20),
+                                        trials=50, jobs=jobs))
+        dt = time.perf_counter() - t0
+        base = base or dt
+        ratio = "" if jobs == 1 else f"{base / dt:.2f}x, same numbers: {results[-1] == results[0]}"
+        rows.append((f"few-shot SVM, 1/5/20 shots x 50 trials, {jobs} job(s){when}", dt, ratio))
+    print(f"eval ({args.preset} preset, {args.root}, {device.type}, {args.workers[0]} loader workers)")
+    for name, sec, extra in rows:
+        print(f"  {name:70s} {sec:8.2f} s  {extra}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("cmd", choices=["data", "model", "step", "eval"])
+    p.add_argument("--preset", default=None, help="train.py preset (default: demo for data, ablation otherwise)")
+    p.add_argument("--root", default="data/synth", help="dataset as it comes (data)")
+    p.add_argument("--prepared", default="", help="its prepared copy, made with `prepare` if missing (data)")
+    p.add_argument("--n", type=int, default=100, help="videos for the data benchmark")
+    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--decoder-threads", type=int, nargs="+", default=[DECODER_THREADS],
+                   help="FFmpeg threads per stream to compare (data); 0 is FFmpeg's default, one per core")
+    p.add_argument("--sws-threads", type=int, nargs="+", default=[SWSCALE_THREADS],
+                   help="swscale threads per frame conversion to compare (data); 0 is PyAV's default, one per core")
+    p.add_argument("--pin", nargs="+", default=["auto"], choices=["auto", "on", "off"],
+                   help="loader worker pinning policies to compare (data; data.worker_cores)")
+    p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
+    p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
+    p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
+    args = p.parse_args(argv)
+    args.preset = args.preset or "ablation"
+    {"data": bench_data, "eval": bench_eval}.get(args.cmd, bench_model_and_step)(args)
+
+
+if __name__ == "__main__":
+    main()
