@@ -1,4 +1,4 @@
-"""The exercises of TOUR.md, one test each, named after the exercise: a student's change (a flag or
+"""The switches of TOUR.md, one test each: a change (a flag or
 a line) and the outcome the tour predicts. Each goes through the functions train.py itself calls
 (train.objective with a real memory bank and a parsed config), so a change that broke the switch
 in the training code, not just in losses.py, would fail here."""
@@ -38,7 +38,7 @@ def loss_of(stage, *flags):
     return loss, v, a
 
 
-def test_exercise_1_lambda_zero_makes_soft_xid_equal_to_xid():
+def test_lambda_zero_makes_soft_xid_equal_to_xid():
     for strategy in ("ccp", "bootstrap", "oracle"):
         soft, _, _ = loss_of("soft", "--lam", "0", "--soft-targets", strategy)
         xid, _, _ = loss_of("xid")
@@ -48,12 +48,12 @@ def test_exercise_1_lambda_zero_makes_soft_xid_equal_to_xid():
     assert not torch.allclose(loss_of("soft", "--lam", "0.5", "--soft-targets", "oracle")[0], loss_of("xid")[0])
 
 
-def test_exercise_2_w_min_one_makes_weighted_xid_equal_to_xid():
+def test_w_min_one_makes_weighted_xid_equal_to_xid():
     torch.testing.assert_close(loss_of("weighted", "--w-min", "1")[0], loss_of("xid")[0])
     assert not torch.allclose(loss_of("weighted")[0], loss_of("xid")[0])  # w_min = 0.25 weights
 
 
-def test_exercise_3_the_oracle_weights_zero_the_loss_of_injected_positives():
+def test_the_oracle_weights_zero_the_loss_of_injected_positives():
     loss, v, a = loss_of("oracle")
     gv, ga = torch.autograd.grad(loss, (v, a))
     injected = torch.arange(B) % 2 == 1
@@ -61,7 +61,7 @@ def test_exercise_3_the_oracle_weights_zero_the_loss_of_injected_positives():
     assert gv[~injected].abs().min() > 0
 
 
-def test_exercise_4_a_faulty_positive_is_pulled_towards_its_meaningless_target():
+def test_a_faulty_positive_is_pulled_towards_its_meaningless_target():
     """Eqs. (3)-(4): xID's gradient attracts v_i to abar_i whatever abar_i is. Give instance 0 an
     audio memory unrelated to its picture (a faulty positive): one step of xID still moves v_0
     towards it, away from where its own video memory is."""
@@ -75,7 +75,7 @@ def test_exercise_4_a_faulty_positive_is_pulled_towards_its_meaningless_target()
     assert stepped @ bank.video[0] < v[0] @ bank.video[0]  # and so away from its own picture's memory
 
 
-def test_exercise_5_delta_moves_the_share_of_down_weighted_samples():
+def test_delta_moves_the_share_of_down_weighted_samples():
     """eq. (6): delta sets the weights' midpoint at mu + delta sigma; the share of samples weighted
     below the midpoint weight (1 + w_min) / 2 is Phi(delta) for normal scores."""
     scores = torch.randn(20000)
@@ -89,7 +89,7 @@ def test_exercise_5_delta_moves_the_share_of_down_weighted_samples():
         assert abs(share - expected) < 0.02
 
 
-def test_exercise_6_lending_training_audio_makes_clean_donors_look_faulty():
+def test_lending_training_audio_makes_clean_donors_look_faulty():
     """--faulty-source train instead of the paper's held-out sounds: at toy size, the lenders'
     scores fall below the other clean instances' (tests/test_injection.py has the full check)."""
     from test_injection import toy_bank_scores

@@ -1,0 +1,40 @@
+"""The exercises' checker (exercises/check.py): the reference solutions pass, the untouched student file
+says what is left, and a wrong piece is caught with a message that says how it differs."""
+import types
+
+import torch
+
+from exercises import check, solutions
+
+
+def test_the_reference_solutions_match_the_library():
+    report = check.run("exercises.solutions", list(check.EXERCISES))
+    assert report == {name: [] for name in check.EXERCISES}
+    assert check.main(["--solutions"]) == 0
+
+
+def test_the_untouched_student_file_says_each_exercise_is_not_done():
+    report = check.run("exercises.student", list(check.EXERCISES))
+    assert all(p == ["not done yet (it still raises NotImplementedError)"] for p in report.values())
+    assert check.main([]) == 1
+
+
+def test_a_wrong_piece_is_caught_and_the_message_says_how_it_differs(monkeypatch):
+    wrong = types.ModuleType("wrong")
+    wrong.sample_weights = lambda s, mu, sigma, delta, kappa, w_min: solutions.sample_weights(s, mu, sigma, delta, kappa, 0.25)
+    wrong.ccp_targets = lambda vbar, abar, lam, tau_s, tau_t: solutions.ccp_targets(vbar, abar, 1 - lam, tau_s, tau_t)
+    wrong.ema_update = lambda m, idx, f, momentum: solutions.ema_update(m, idx, f, 1 - momentum)
+    wrong.xid_video_gradient = lambda v, abar, tau: solutions.xid_video_gradient(v, abar, tau)[:, :-1]
+    monkeypatch.setitem(__import__("sys").modules, "wrong", wrong)
+    report = check.run("wrong", list(check.EXERCISES))
+    assert any("w_min=0.1" in p and "differs by up to" in p for p in report["weights"])  # the ignored w_min shows
+    assert report["targets"] and all("lam=" in p for p in report["targets"])
+    assert report["ema"] == ["the bank after one update at momentum 0.9: " + report["ema"][0].split(": ", 1)[1]]
+    assert report["gradient"][0].startswith("dL/dv at tau=0.07: shape (6, 15), expected (6, 16)")
+
+
+def test_unknown_exercise_names_fail_loudly(capsys):
+    import pytest
+    with pytest.raises(SystemExit):
+        check.main(["softmax"])
+    assert "unknown exercise 'softmax'" in capsys.readouterr().err
