@@ -65,8 +65,8 @@ class ClipAugment(nn.Module):
 
     def augment(self, x):
         """x: (N, 3, T, H, W) in [0, 1]; one random draw per clip. Every op runs on the whole batch
-        and torch.where picks per clip: selecting the clips by index instead would save ~4% of a CPU
-        step but cost a host sync per op on a GPU."""
+        and torch.where picks per clip: selecting the clips by index instead would save a little CPU
+        time but cost a host sync per op on a GPU."""
         n, dev = x.shape[0], x.device
         b, c, s, h = self.jitter
 

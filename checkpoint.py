@@ -12,9 +12,8 @@
     optimizer, scaler, epoch, step, rng   what a resumed run needs
 
 Writes are atomic (a kill during the write leaves the previous file whole), the checkpoint before
-the latest is kept as ckpt.pt.prev, and a failed or unreadable file raises CheckpointError naming it. A checkpoint written
-before `format` existed still loads for evaluation: its model arguments come from its config, and
-only the analysis, which needs the instances, asks for a newer one.
+the latest is kept as ckpt.pt.prev, and a failed or unreadable file raises CheckpointError naming it. A
+checkpoint of another format (an older train.py) is refused with a message: retrain it.
 
     used by train.py (save, resume, --init) and evaluate.py (load_pretrained)
 """
@@ -22,17 +21,15 @@ import errno
 import os
 import random
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from config import config_from_dict
-from data import ClipSpec
 from memory_bank import MemoryBank
 from model import AVModel
 
-CHECKPOINT_FORMAT = 2
+CHECKPOINT_FORMAT = 3  # 3: the bank's `valid` buffer (slots excluded for files that failed)
 
 
 def model_args(cfg):
@@ -82,8 +79,8 @@ def save_checkpoint(path, **state):
 
 
 def load_checkpoint(path):
-    """The checkpoint's dict, with `model_args` and `clip` filled in for the first format. A file
-    that cannot be read (truncated, corrupt) raises CheckpointError naming it."""
+    """The checkpoint's dict. A file that cannot be read (truncated, corrupt) or was written in another
+    format raises CheckpointError naming it."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
@@ -94,11 +91,10 @@ def load_checkpoint(path):
                               f"{str(err).splitlines()[0][:120]}): it is truncated or corrupt") from err
     if "config" not in state or "model" not in state:
         raise ValueError(f"{path} is not a train.py checkpoint (it has no config or model)")
-    cfg = config_from_dict(state["config"], source=str(path))
-    state.setdefault("model_args", model_args(cfg))
-    state.setdefault("clip", asdict(ClipSpec(frames=cfg.frames, fps=cfg.fps, size=cfg.size, audio_rate=cfg.audio_rate,
-                                             n_mels=cfg.n_mels, n_time=cfg.n_time)))
-    state.setdefault("instances", None)
+    if state.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"the checkpoint {path} has format {state.get('format', 1)}, this train.py reads "
+                              f"format {CHECKPOINT_FORMAT}: it was written by an older version; retrain it, or "
+                              f"read it with the commit that wrote it")
     return state
 
 

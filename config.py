@@ -95,8 +95,7 @@ PRESETS = {
     "sota": dict(video_depth=18, size=112, audio_rate=24000, n_mels=128, n_time=128, batch_size=512,
                  lr=5e-4, lr_min=5e-5, warmup_epochs=200, epochs=200),
     # 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide.
-    # 4 frames: 1.7x the clips/s of 8 on 2 cores (about 145 vs 85). lr 3e-4 lowered the xID loss
-    # sooner but retrieved worse (R@1 23 vs 42, one seed; results/demo_lr3e-4_70_8.log).
+    # 4 frames and lr 1e-3 were chosen by measurement: CLAIMS.md, "The demo's single seed".
     "demo": dict(data="data/synth", size=64, frames=4, audio_rate=11025, n_mels=40, n_time=40, width=0.25,
                  batch_size=32, lr=1e-3, lr_min=1e-4, warmup_epochs=75, epochs=8, num_negatives=256, workers=1,
                  preload=True),
@@ -139,12 +138,6 @@ def config_from_dict(saved, source="checkpoint"):
     unknown = sorted(set(saved) - known)
     if unknown:
         raise ValueError(f"{source}: unknown settings {unknown}; it was written by another version of train.py")
-    saved = dict(saved)
-    # Hack: checkpoints from before the paper's injection was the default name the sources as
-    # data.AVDataset did then ('dataset': another training video; 'pool': --faulty-pool or ROOT/_pool).
-    if saved.get("faulty_source") in ("dataset", "pool"):
-        saved["faulty_source"] = ("train" if saved["faulty_source"] == "dataset" else
-                                  "heldout" if saved.get("faulty_pool") else "noise")
     return Config(**saved)
 
 

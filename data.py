@@ -1,4 +1,4 @@
-"""Audio-visual clips from video files: decoding, cutting, the dataset (paper Sec. 5.1-5.2).
+"""Audio-visual clips from video files: cutting, injected faults, the dataset (paper Sec. 5.1-5.2).
 
 Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same multi-scale
 crop and flip on every frame (uint8), and the 2 s mono audio window around the clip (11025 Hz; 24 kHz
@@ -14,23 +14,20 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 "Injection").
 
 Which files a dataset holds (layouts, split lists, manifest) is manifest.py's business; this file
-turns them into items. Tests: tests/test_data.py
+turns them into items. Decoding is decode.py's, preloading preload.py's, loader workers
+loader_workers.py's. Tests: tests/test_data.py
 """
-import functools
 import itertools
-import os
-import signal
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import av
 import numpy as np
 import torch
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-import manifest
+from decode import read_clip
+from preload import decode_many
 
 
 @dataclass(frozen=True)
@@ -58,140 +55,6 @@ def clip_spec(cfg, audio=True):
     evaluation, which reads video only."""
     return ClipSpec(frames=cfg.frames, fps=cfg.fps, size=cfg.size, audio_rate=cfg.audio_rate,
                     n_mels=cfg.n_mels, n_time=cfg.n_time, audio_seconds=2.0 if audio else 0.0)
-
-
-# ----------------------------------------------------------------------------- loader workers and decoders
-
-DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the affinity mask
-# The root cause of slow loader workers on a many-core box: PyAV's frame conversion (to_ndarray ->
-# swscale) defaults to threads=0, a pool of one thread per core of the affinity mask, built and torn
-# down for every frame. A clip's 8 small frames then cost 2x the CPU on 2 cores, ~4x on 16 (README,
-# BENCHMARKS.md); a worker held to one core was fast only because its mask sized that pool to 1.
-SWSCALE_THREADS = 1
-MAIN_CORES = 2       # cores left to each main process when workers are held to cores ("auto")
-PROCESS_SLOT = (0, 1)  # (this process, processes) sharing the machine, when torchrun does not say
-
-
-def open_media(path):
-    """av.open with DECODER_THREADS decoder threads per stream. FFmpeg's default, 0, sizes a slice
-    thread pool from the process's affinity mask (16 threads on a 16-core box), started and joined
-    again for every file a clip read opens: for a clip of 8 small frames that is pure overhead."""
-    container = av.open(str(path))
-    for stream in container.streams:
-        if stream.type in ("video", "audio"):
-            stream.codec_context.thread_count = DECODER_THREADS
-    return container
-
-
-def worker_cores(workers, policy="auto", cores=None, slot=None):
-    """The core each DataLoader worker of this process is held to, or None to leave them free.
-    `cores`: the allowed cores (default: the affinity mask); `slot`: (this process, processes) among
-    those sharing the machine, each with `workers` workers (default: torchrun's LOCAL_RANK and
-    LOCAL_WORLD_SIZE, else PROCESS_SLOT, which demo.py --jobs sets). "auto" holds workers only where
-    every process keeps MAIN_CORES cores beside them (a GPU workstation), "on" always, "off" never.
-    Workers take the last cores, each process's its own; the main processes keep their masks."""
-    if policy not in ("auto", "on", "off"):
-        raise ValueError(f"--pin-workers {policy!r}: expected auto, on or off")
-    if cores is None:
-        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
-    if slot is None:
-        env = os.environ
-        slot = (int(env["LOCAL_RANK"]), int(env["LOCAL_WORLD_SIZE"])) if "LOCAL_RANK" in env else PROCESS_SLOT
-    rank, processes = slot
-    if policy == "off" or workers == 0 or not cores or (
-            policy == "auto" and len(cores) < processes * (workers + MAIN_CORES)):
-        return None
-    spare = len(cores) - processes * MAIN_CORES
-    spare = spare if spare > 0 else len(cores)
-    return [cores[-1 - (rank * workers + k) % spare] for k in range(workers)]
-
-
-def worker_init(worker_id, cores=None):
-    """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id].
-    It ignores SIGTERM, which SLURM sends to every process of a job: the main process stops the run
-    at a step boundary (train.py) and then ends its workers."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    torch.set_num_threads(1)
-    if cores:
-        os.sched_setaffinity(0, {cores[worker_id]})
-
-
-def worker_init_fn(workers, policy="auto"):
-    """DataLoader's worker_init_fn for `workers` workers under the pinning policy (worker_cores)."""
-    return functools.partial(worker_init, cores=worker_cores(workers, policy))
-
-
-# ----------------------------------------------------------------------------- decoding (PyAV)
-
-def decode_frames(container, start, num_frames, fps):
-    """Frames shown at times start + k/fps, k < num_frames: (T, H, W, 3) uint8.
-
-    Seeks to the keyframe before `start` and decodes forward. Each target time takes the last frame
-    whose timestamp is at or before it, so a source slower than `fps` repeats frames and a faster
-    one skips them. Past the end of the stream the last frame repeats."""
-    stream = container.streams.video[0]
-    container.seek(max(0, int(start / stream.time_base)), stream=stream, backward=True)
-    targets = start + np.arange(num_frames) / fps
-    picked, prev, k = [], None, 0
-    for frame in container.decode(stream):
-        t = frame.time if frame.time is not None else 0.0
-        if prev is None and t > targets[0]:
-            prev = frame  # the stream starts after `start` (e.g. start=0 with a small pts offset)
-        while k < num_frames and t > targets[k] + 1e-6:
-            picked.append(prev)
-            k += 1
-        if k == num_frames:
-            break
-        prev = frame
-    if prev is None:
-        raise RuntimeError(f"no video frame decoded at or after {start:.2f}s")
-    picked += [prev] * (num_frames - k)
-    cache = {}  # repeated frames are converted once
-    arrays = [cache.setdefault(id(f), f.to_ndarray(format="rgb24", threads=SWSCALE_THREADS)) for f in picked]
-    return torch.from_numpy(np.stack(arrays))  # (T, H, W, 3)
-
-
-def decode_audio(container, start, seconds, rate):
-    """Mono audio resampled to `rate` from `start` for `seconds`: (round(seconds*rate),) float32.
-    Zero-padded only where the window runs past the end of the stream."""
-    stream = container.streams.audio[0]
-    container.seek(max(0, int(start / stream.time_base)), stream=stream, backward=True)
-    resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-    # prepared files (prepare.py) hold exactly this: 16-bit mono at `rate`, no resampling needed
-    direct = stream.codec_context.name == "pcm_s16le" and stream.rate == rate and stream.channels == 1
-    n = int(round(seconds * rate))
-    chunks, t0, have = [], None, 0
-    for frame in container.decode(stream):
-        if t0 is None:
-            t0 = frame.time if frame.time is not None else 0.0
-        if direct:
-            new = [frame.to_ndarray()[0].astype(np.float32) / 32768]
-        else:
-            new = [f.to_ndarray()[0] for f in resampler.resample(frame)]
-        chunks += new
-        have += sum(len(c) for c in new)
-        if t0 + have / rate >= start + seconds:
-            break
-    if t0 is None:
-        raise RuntimeError(f"no audio decoded at or after {start:.2f}s")
-    wav = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-    offset = max(0, int(round((start - t0) * rate)))
-    wav = wav[offset:offset + n]
-    return torch.from_numpy(np.pad(wav, (0, n - len(wav))))  # (n,)
-
-
-def read_clip(path, start, spec, audio_path=None, audio_start=None):
-    """One clip: frames (T, H, W, 3) uint8 from `path` at `start`, and the audio window centred on
-    the clip (from `audio_path` at `audio_start` when the audio is replaced), or None if
-    spec.audio_seconds == 0. The container is always closed."""
-    with open_media(path) as container:
-        frames = decode_frames(container, start, spec.frames, spec.fps)
-        if not spec.audio_seconds:
-            return frames, None
-        if audio_path is None:
-            return frames, decode_audio(container, audio_start, spec.audio_seconds, spec.audio_rate)
-    with open_media(audio_path) as container:
-        return frames, decode_audio(container, audio_start, spec.audio_seconds, spec.audio_rate)
 
 
 def video_transform(size, train):
@@ -250,8 +113,8 @@ class AVDataset(torch.utils.data.Dataset):
             videos = [r.path for r in self.records]
             held = set(videos)  # a lent training video's sound is preloaded with its frames
             sounds = list(dict.fromkeys(p for p, _ in self.donor.values() if p not in held))
-            self.memory = dict(zip(videos + sounds, _decode_many(videos, self.spec, True)
-                                   + _decode_many(sounds, self.spec, False)))
+            self.memory = dict(zip(videos + sounds, decode_many(videos, self.spec, True)
+                                   + decode_many(sounds, self.spec, False)))
 
     def inject(self, faulty_fraction, faulty_source, pool, seed):
         """Draw the injected instances and their replacement audio (sets `injected` and `donor`)."""
@@ -380,40 +243,3 @@ class SeededSampler(torch.utils.data.Sampler):
     def __len__(self):
         return len(self.sampler)
 
-
-_PRELOADED = {}  # kept for the life of the process, so the demo's runs share one decode per file
-
-
-def _decode_all(path, spec, video=True):
-    """(frames at spec.fps for the whole video or None, whole audio at spec.audio_rate or None);
-    the exception instead of the frames when the file does not decode."""
-    key = (str(path), spec.fps, spec.frames, spec.audio_rate if spec.audio_seconds else 0, video)
-    if key not in _PRELOADED:
-        _PRELOADED[key] = _decode_whole_file(path, spec, video)
-    return _PRELOADED[key]
-
-
-def _decode_many(paths, spec, video):
-    """_decode_all for many files, in threads over the cores torch may use: FFmpeg decodes with the
-    GIL released (60 demo files: the same CPU time, less wall time), and the results stay in this
-    process, so no tensors are pickled back as they would be from a process pool."""
-    threads = max(1, min(torch.get_num_threads(), len(paths)))
-    if threads == 1:
-        return [_decode_all(p, spec, video) for p in paths]
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(lambda p: _decode_all(p, spec, video), paths))
-
-
-def _decode_whole_file(path, spec, video):
-    try:
-        with open_media(path) as c:
-            frames = None
-            if video:
-                vs = c.streams.video[0]
-                frames = decode_frames(c, 0.0, max(spec.frames, int(manifest.stream_duration(c, vs) * spec.fps)), spec.fps)
-            wav = None
-            if spec.audio_seconds and c.streams.audio:
-                wav = decode_audio(c, 0.0, manifest.stream_duration(c, c.streams.audio[0]), spec.audio_rate)
-            return frames, wav
-    except (av.FFmpegError, RuntimeError, IndexError) as err:
-        return err, None

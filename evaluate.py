@@ -40,6 +40,7 @@ from tqdm import tqdm
 import augment
 from diagnostics import faulty_auroc
 import data
+import loader_workers
 import fewshot
 import manifest
 from checkpoint import CheckpointError, load_pretrained
@@ -83,7 +84,7 @@ def check_disjoint(query, gallery, what="query and gallery"):
 def loader(dataset, batch_size, workers, shuffle=False, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
-                                       drop_last=shuffle, generator=g, worker_init_fn=data.worker_init_fn(workers))
+                                       drop_last=shuffle, generator=g, worker_init_fn=loader_workers.worker_init_fn(workers))
 
 
 # ----------------------------------------------------------------------------- features
@@ -325,10 +326,6 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
     cfg, model, bank, instances = load_pretrained(ckpt)
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
-    if "analysis" in tasks and instances is None:
-        raise SystemExit(f"{ckpt} predates checkpoints that keep their instances' labels and faulty flags; "
-                         f"the analysis needs them: resume the run for one more epoch to rewrite it (train.py with "
-                         f"the same options, --epochs one higher, and --allow-config-change)")
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
         tr, tr_records = cached_features(ckpt, cfg, model.video, "train", device, workers)

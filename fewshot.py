@@ -3,7 +3,7 @@ features of n videos per class, top-1 accuracy on the test split, mean +- std ov
 
 Its own file, importing neither torch nor this project's data code, because the trials run in
 worker processes: a worker that imported evaluate.py would start torch, torchvision and PyAV first
-(3.9 s on 2 cores, against 1.1 s for scikit-learn alone), which cost more than the trials it ran.
+(BENCHMARKS.md, "Evaluation"), which cost more than the trials it ran.
 
     python evaluate.py fewshot CKPT --jobs 2        # evaluate.py calls few_shot()
 """

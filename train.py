@@ -12,19 +12,17 @@ soft, robust) under a cosine learning rate. `--init` branches a second stage off
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
 Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the result differs
-from the checkpoint's (--allow-config-change overrides). Logs: a tqdm bar and OUT/log.jsonl, one
-line per epoch. Options and their paper values: python train.py --help (config.py).
+from the checkpoint's (--allow-config-change overrides); how a run survives faults is runstate.py's.
+Logs: a tqdm bar and OUT/log.jsonl, one line per epoch. Options and their paper values: python
+train.py --help (config.py).
 """
-import json
 import math
 import os
 import random
-import signal
 import sys
-import threading
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,9 +32,11 @@ from tqdm import tqdm
 
 import checkpoint
 import data
+import loader_workers
 import manifest
+import runstate
 from augment import ClipAugment
-from config import config_from_dict, parse_config, result_changes
+from config import parse_config
 from diagnostics import bank_structure, faulty_auroc
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from memory_bank import MemoryBank
@@ -237,87 +237,11 @@ def make_loader(cfg, dataset, rank, world, device):
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=cfg.batch_size // world, sampler=sampler, num_workers=cfg.workers, drop_last=True,
         pin_memory=device.type == "cuda", persistent_workers=cfg.workers > 0,
-        worker_init_fn=data.worker_init_fn(cfg.workers, cfg.pin_workers),
+        worker_init_fn=loader_workers.worker_init_fn(cfg.workers, cfg.pin_workers),
         generator=torch.Generator().manual_seed(cfg.seed))  # its own: the loader's draws leave the global RNG alone
     if len(loader) == 0:
         raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")
     return sampler, loader
-
-
-def same_injection(state, dataset, path, allow=False):
-    """A run resumed or branched off must see the faulty positives its bank was trained with."""
-    saved = state.get("instances", {}).get("injected")
-    if saved is not None and not allow and not torch.equal(saved.cpu(), dataset.injected):
-        raise SystemExit(f"{path} was trained with other injected faulty positives than this run's (another "
-                         f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); "
-                         f"use another --out, or --allow-config-change")
-
-
-def load_resumable(ckpt_path, rank):
-    """OUT/ckpt.pt, or where it cannot be read (truncated, corrupt), OUT/ckpt.pt.prev: the unreadable
-    file is named, moved aside as ckpt.pt.corrupt, and the run goes on from the checkpoint before it."""
-    try:
-        return checkpoint.load_checkpoint(ckpt_path)
-    except checkpoint.CheckpointError as err:
-        prev = checkpoint.previous(ckpt_path)
-        if not prev.is_file():
-            raise SystemExit(f"{err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
-                             f"aside to start afresh, or use another --out") from err
-        state = checkpoint.load_checkpoint(prev)
-        if dist.is_initialized():
-            dist.barrier()  # every rank has read it before rank 0 moves the bad file
-        if rank == 0:
-            aside = ckpt_path.with_name(ckpt_path.name + ".corrupt")
-            os.replace(ckpt_path, aside)
-            print(f"{err}. Moved it aside to {aside}; resuming from the previous checkpoint, {prev} "
-                  f"(after epoch {state['epoch']})", file=sys.stderr)
-        return state
-
-
-def restore(cfg, parts, ckpt_path, rank, dataset):
-    """Resume OUT/ckpt.pt (model, bank, optimizer, RNG, the log's history) or branch off --init (model
-    and bank, a fresh optimizer). Returns the first epoch to run, the log records up to it, and how far a run stopped
-mid-epoch got into it (None if it did not)."""
-    num_items = len(dataset)
-    if ckpt_path.exists():  # rerunning the same command resumes
-        state = load_resumable(ckpt_path, rank)
-        changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
-        if changed and not cfg.allow_config_change:
-            raise SystemExit(f"{ckpt_path} was trained with other settings: " + ", ".join(
-                f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
-                + ". Use another --out, or --allow-config-change to resume under the new ones.")
-        same_injection(state, dataset, ckpt_path, cfg.allow_config_change)  # same settings, older draw
-        parts.model.load_state_dict(state["model"])
-        parts.bank.load_state_dict(state["bank"])
-        parts.optimizer.load_state_dict(state["optimizer"])
-        if state["scaler"] and parts.scaler.is_enabled():  # empty when saved without fp16 (bf16 or fp32)
-            parts.scaler.load_state_dict(state["scaler"])
-        checkpoint.set_rng_state(state["rng"][rank] if rank < len(state["rng"]) else state["rng"][0])
-        if rank == 0:
-            print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
-        # log None: a checkpoint from before it kept the log; partial: where a stopped epoch stopped
-        return state["epoch"] + 1, state.get("log"), state.get("partial")
-    if cfg.init:
-        state = checkpoint.load_checkpoint(cfg.init)
-        if state["bank"]["video"].shape[0] != num_items:
-            raise SystemExit(f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "
-                             f"the training set {num_items} videos; use the same data and manifest")
-        same_injection(state, dataset, cfg.init, cfg.allow_config_change)
-        parts.model.load_state_dict(state["model"])
-        parts.bank.load_state_dict(state["bank"])
-    return 0, [], None
-
-
-def stop_requested(stop, i, device):
-    """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th
-    step, where the ranks agree on it (and sync anyway)."""
-    if not dist.is_initialized():
-        return stop["requested"]
-    if i % 10:
-        return False
-    flag = torch.tensor(float(stop["requested"]), device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
 
 
 def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
@@ -342,7 +266,7 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
                 raise SystemExit(f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
                                  f"lower --lr, or try --amp off")
             bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
-        if i < steps - 1 and stop_requested(stop, i, loss.device):
+        if i < steps - 1 and runstate.stop_requested(stop, i, loss.device):
             return None, {"epoch": epoch, "steps": i + 1, "sums": {k: float(v) for k, v in sums.items()},
                           "seen": seen, "seconds": time.time() - t0}
     if dist.is_initialized():  # the log is the global batch's: each rank's loss is its share of eq. (17)
@@ -353,53 +277,6 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
     return {"epoch": epoch, "stage": stage, "lr": lr_at(epoch * steps, cfg, steps),
             **{k: float(s) / steps for k, s in sums.items()}, "clips_per_s": seen / (time.time() - t0),
             "skipped": skipped, "excluded": parts.bank.num_items - parts.bank.num_valid}, None
-
-
-def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process, history,
-               partial=None):
-    """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
-    log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
-    `epoch` is the last whole one and `partial` says how far the next one got."""
-    rngs = [checkpoint.rng_state()]
-    if ddp:
-        # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
-        # holds its own; take rank 0's so that every replica equals the checkpoint.
-        for buf in raw_model.buffers():
-            dist.broadcast(buf, src=0)
-        rngs = [None] * world
-        dist.all_gather_object(rngs, checkpoint.rng_state())
-    if master_process:
-        checkpoint.save_checkpoint(
-            ckpt_path, model_args=checkpoint.model_args(cfg), clip=asdict(dataset.spec), config=asdict(cfg),
-            model=raw_model.state_dict(), bank=parts.bank.state_dict(), instances=checkpoint.instances_of(dataset),
-            optimizer=parts.optimizer.state_dict(), scaler=parts.scaler.state_dict(), epoch=epoch,
-            step=(epoch + 1) * steps, rng=rngs, log=history, partial=partial)
-    if ddp:
-        dist.barrier()  # no rank starts the next epoch before the checkpoint is written
-
-
-def rewrite_log(history, out, start_epoch):
-    """OUT/log.jsonl as the checkpoint knows it: a run killed after its log line and before its
-    checkpoint, or after the checkpoint and before the log line, resumes with each epoch once.
-    history None (an older checkpoint): the file's own lines before start_epoch, the last of each."""
-    if history is None:
-        lines = (out / "log.jsonl").read_text().splitlines() if (out / "log.jsonl").exists() else []
-        by_epoch = {r["epoch"]: r for r in map(json.loads, lines) if r["epoch"] < start_epoch}
-        history = [by_epoch[e] for e in sorted(by_epoch)]
-    tmp = out / "log.jsonl.tmp"
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in history))
-    os.replace(tmp, out / "log.jsonl")
-    return history
-
-
-def log_epoch(record, out):
-    print("epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
-          "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc} | 1-nn {knn_class:.2f} "
-          "xmodal {xmodal_class:.2f}{bad}".format(
-              **record, auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
-              bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else ""))
-    with open(out / "log.jsonl", "a") as f:
-        f.write(json.dumps(record) + "\n")
 
 
 # ----------------------------------------------------------------------------- the recipe
@@ -416,16 +293,13 @@ def main(cfg):
     dataset = build_train_set(cfg)
     sampler, loader = make_loader(cfg, dataset, rank, world, device)
     parts = build_parts(cfg, dataset, device)
-    start_epoch, history, resume = restore(cfg, parts, out / "ckpt.pt", rank, dataset)
-    history = rewrite_log(history, out, start_epoch) if master_process else []  # rank 0 keeps the log
+    start_epoch, history, resume = runstate.restore(cfg, parts, out / "ckpt.pt", rank, dataset)
+    history = runstate.rewrite_log(history, out, start_epoch) if master_process else []  # rank 0 keeps the log
     raw_model = parts.model  # what is saved; the DDP wrapper only synchronises gradients
     if ddp:
         parts.model = DDP(raw_model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    stop = {"requested": False}  # SIGTERM (torchrun, SLURM, a cloud's preemption): stop at a step boundary
-    on_term = signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True)) if (
-        threading.current_thread() is threading.main_thread()) else None
-    try:
+    with runstate.SigtermStop() as stop:  # SIGTERM stops the run at a step boundary, resumably
         for epoch in range(start_epoch, cfg.warmup_epochs + cfg.epochs):
             # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
             # the items it trained on
@@ -436,25 +310,18 @@ def main(cfg):
             if record is not None:
                 valid = parts.bank.valid.cpu()  # (N,) slots whose files decoded
                 record["faulty_auroc"] = faulty_auroc(parts.bank.scores().cpu()[valid], dataset.faulty[valid])
-                record.update(bank_structure(parts.bank.video.cpu()[valid], parts.bank.audio.cpu()[valid], dataset.labels[valid],
-                                             dataset.faulty[valid]))  # ground truth, for the log only
+                record.update(bank_structure(parts.bank.video.cpu()[valid], parts.bank.audio.cpu()[valid],
+                                             dataset.labels[valid], dataset.faulty[valid]))  # ground truth, log only
                 history.append(record)
             try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
-                save_epoch(parts, raw_model, cfg, dataset, epoch if record else epoch - 1, len(loader),
-                           out / "ckpt.pt", ddp, world, master_process, history, partial=stopped)
+                runstate.save_epoch(parts, raw_model, cfg, dataset, epoch if record else epoch - 1, len(loader),
+                                    out / "ckpt.pt", ddp, world, master_process, history, partial=stopped)
             except checkpoint.CheckpointError as err:
                 raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
             if master_process and record is not None:
-                log_epoch(record, out)
-            if stopped or stop_requested(stop, 0, parts.bank.video.device):
-                where = f"after step {stopped['steps']} of epoch {epoch}" if stopped else f"after epoch {epoch}"
-                if master_process:
-                    print(f"train.py: stopped by SIGTERM {where}; {out / 'ckpt.pt'} holds it, and the same "
-                          f"command resumes from there", file=sys.stderr)
-                raise SystemExit(128 + signal.SIGTERM)
-    finally:
-        if on_term is not None:
-            signal.signal(signal.SIGTERM, on_term)
+                runstate.log_epoch(record, out)
+            if stopped or runstate.stop_requested(stop, 0, parts.bank.video.device):
+                runstate.exit_stopped(out, epoch, stopped, master_process)
     if ddp:
         dist.destroy_process_group()
     return raw_model, parts.bank

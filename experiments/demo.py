@@ -36,6 +36,7 @@ import torch
 
 import checkpoint
 import data
+import loader_workers
 import evaluate
 import figures
 from tools import synthetic
@@ -307,7 +308,7 @@ def _job_init(slots, jobs):
     with slots.get_lock():
         slot, slots.value = slots.value, slots.value + 1
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
-    data.PROCESS_SLOT = (slot, jobs)  # loader workers of side-by-side settings are held to other cores
+    loader_workers.PROCESS_SLOT = (slot, jobs)  # loader workers of side-by-side settings are held to other cores
     if "fork" in multiprocessing.get_all_start_methods():  # a spawned child inherits 'spawn', which
         multiprocessing.set_start_method("fork", force=True)  # cannot pickle the loader's dataset
     if torch.cuda.device_count() > 1:

@@ -1,7 +1,7 @@
 """Supervised upper bound: demo video encoder + linear head, labels, Adam 1e-3, batch 32."""
 import sys, time, json
 import torch, torch.nn as nn, torch.nn.functional as F
-import augment, data, manifest
+import augment, data, loader_workers, manifest
 from config import parse_config
 from model import VideoEncoder
 torch.set_num_threads(2)
@@ -28,7 +28,7 @@ for name in which:
     aug = augment.ClipAugment(spec, train=True, **settings[name])
     g = torch.Generator().manual_seed(0)
     dl = torch.utils.data.DataLoader(tr, batch_size=32, shuffle=True, drop_last=True, generator=g, num_workers=1,
-                                     persistent_workers=True, worker_init_fn=data.worker_init)
+                                     persistent_workers=True, worker_init_fn=loader_workers.worker_init)
     step, t0, out = 0, time.time(), {}
     while step < steps:
         for b in dl:

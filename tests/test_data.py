@@ -8,6 +8,9 @@ import pytest
 import torch
 
 import data
+import decode
+import preload
+import loader_workers
 import manifest
 from tools import synthetic
 from conftest import RATE, clicks, counter_frames
@@ -31,7 +34,7 @@ def files(tmp_path_factory):
 def test_frames_map_to_16_fps_by_timestamp(files, fps, start):
     import av
     with av.open(str(files[f"{fps}fps"])) as c:
-        frames = data.decode_frames(c, start, 8, 16)
+        frames = decode.decode_frames(c, start, 8, 16)
     assert frames.shape == (8, 32, 32, 3) and frames.dtype == torch.uint8
     expected = [3 * int(np.floor((start + k / 16) * fps + 1e-6)) for k in range(8)]
     got = frames[:, 16, 16, 0].int().tolist()
@@ -44,7 +47,7 @@ def test_frames_map_to_16_fps_by_timestamp(files, fps, start):
 def test_audio_is_aligned_after_seeking(files, start):
     import av
     with av.open(str(files["25fps"])) as c:
-        wav = data.decode_audio(c, start, 1.0, 11025).numpy()
+        wav = decode.decode_audio(c, start, 1.0, 11025).numpy()
     assert wav.shape == (11025,)
     first = np.argmax(np.abs(wav) > 0.1) / 11025 + start
     burst = min(s for s in (0.5, 1.5, 2.5) if s >= start)
@@ -53,7 +56,7 @@ def test_audio_is_aligned_after_seeking(files, start):
 
 def test_read_clip_and_window_past_the_end(files):
     spec = data.ClipSpec()
-    frames, wav = data.read_clip(files["25fps"], 2.9, spec, audio_start=2.0)
+    frames, wav = decode.read_clip(files["25fps"], 2.9, spec, audio_start=2.0)
     assert frames.shape == (8, 32, 32, 3) and wav.shape == (22050,)
     assert frames[-1, 0, 0, 0] >= 3 * 73  # last frames repeat the final one
 
@@ -281,12 +284,12 @@ def test_preload_in_threads_holds_the_same_files_and_samples_as_one_by_one(tmp_p
     try:
         for n in (1, 2):
             torch.set_num_threads(n)
-            data._PRELOADED.clear()  # else the second preload would only read the first one's cache
+            preload._PRELOADED.clear()  # else the second preload would only read the first one's cache
             ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, pool=pool, preload=True)
             memories.append(ds.memory)
     finally:
         torch.set_num_threads(threads)
-        data._PRELOADED.clear()
+        preload._PRELOADED.clear()
     one, two = memories
     assert set(one) == set(two) == {r.path for r in recs} | {p for p, _ in ds.donor.values()}
     assert len(ds.donor) == 2
@@ -371,16 +374,16 @@ def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, file
 
 def test_worker_cores_leave_the_main_processes_theirs_and_never_share_a_core():
     sixteen = list(range(16))
-    assert data.worker_cores(4, "auto", sixteen, slot=(0, 1)) == [15, 14, 13, 12]
-    assert data.worker_cores(14, "auto", sixteen, slot=(0, 1)) == list(range(15, 1, -1))  # cores 0-1 for main
-    assert data.worker_cores(15, "auto", sixteen, slot=(0, 1)) is None  # main would have only one core
-    assert data.worker_cores(1, "auto", [0, 1], slot=(0, 1)) is None  # this 2-core machine: left free
-    assert data.worker_cores(1, "on", [0, 1], slot=(0, 1)) == [1]
-    assert data.worker_cores(4, "off", sixteen, slot=(0, 1)) is None
-    two = [data.worker_cores(4, "auto", sixteen, slot=(r, 2)) for r in (0, 1)]  # torchrun, 2 local ranks
+    assert loader_workers.worker_cores(4, "auto", sixteen, slot=(0, 1)) == [15, 14, 13, 12]
+    assert loader_workers.worker_cores(14, "auto", sixteen, slot=(0, 1)) == list(range(15, 1, -1))  # cores 0-1 for main
+    assert loader_workers.worker_cores(15, "auto", sixteen, slot=(0, 1)) is None  # main would have only one core
+    assert loader_workers.worker_cores(1, "auto", [0, 1], slot=(0, 1)) is None  # this 2-core machine: left free
+    assert loader_workers.worker_cores(1, "on", [0, 1], slot=(0, 1)) == [1]
+    assert loader_workers.worker_cores(4, "off", sixteen, slot=(0, 1)) is None
+    two = [loader_workers.worker_cores(4, "auto", sixteen, slot=(r, 2)) for r in (0, 1)]  # torchrun, 2 local ranks
     assert two == [[15, 14, 13, 12], [11, 10, 9, 8]] and not set(two[0]) & set(two[1])
     with pytest.raises(ValueError, match="--pin-workers 'yes'"):
-        data.worker_cores(1, "yes", sixteen)
+        loader_workers.worker_cores(1, "yes", sixteen)
 
 
 class _WhereAmI(torch.utils.data.Dataset):
@@ -395,11 +398,11 @@ class _WhereAmI(torch.utils.data.Dataset):
 def test_a_loader_worker_is_held_to_its_core_with_one_thread():
     cores = sorted(os.sched_getaffinity(0))
     loader = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
-                                         worker_init_fn=data.worker_init_fn(1, "on"))
+                                         worker_init_fn=loader_workers.worker_init_fn(1, "on"))
     for where, threads in loader:
         assert where.tolist() == [cores[-1]] and threads == 1
     free = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
-                                       worker_init_fn=data.worker_init_fn(1, "off"))
+                                       worker_init_fn=loader_workers.worker_init_fn(1, "off"))
     assert next(iter(free))[0].tolist() == cores
 
 
@@ -408,25 +411,25 @@ def test_training_evaluation_and_preload_decode_and_convert_with_one_thread(tmp_
     training items, injected audio, evaluation items, and the preload that decodes whole files."""
     seen = []
     for name in ("decode_frames", "decode_audio"):
-        real = getattr(data, name)
+        real = getattr(decode, name)
 
         def spy(container, *a, _real=real, **k):
             seen.extend(s.codec_context.thread_count for s in container.streams if s.type in ("video", "audio"))
             return _real(container, *a, **k)
-        monkeypatch.setattr(data, name, spy)
+        monkeypatch.setattr(decode, name, spy)
     recs = _dataset_files(tmp_path, files, n=4)
     pool = manifest.audio_pool(files["silent_pool"].parent)
     data.AVDataset(recs, train=True, faulty_fraction=0.5, pool=pool)[0]  # a training item
-    data.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_path=pool[0][0], audio_start=0.0)  # injected audio
+    decode.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_path=pool[0][0], audio_start=0.0)  # injected audio
     data.AVDataset(recs, train=False, audio=False, num_clips=2)[1]  # evaluation
     data.AVDataset(manifest.load_records("folder", _tree_for(tmp_path, files["10fps"]), "train")[0], preload=True)
-    assert len(seen) >= 8 and set(seen) == {data.DECODER_THREADS} == {1}
+    assert len(seen) >= 8 and set(seen) == {decode.DECODER_THREADS} == {1}
     # every frame conversion asks swscale for SWSCALE_THREADS (1), not PyAV's default of one per core:
     # an invalid count there is refused by FFmpeg, so it does reach the conversion
-    assert data.SWSCALE_THREADS == 1
-    monkeypatch.setattr(data, "SWSCALE_THREADS", -1)
+    assert decode.SWSCALE_THREADS == 1
+    monkeypatch.setattr(decode, "SWSCALE_THREADS", -1)
     with pytest.raises(Exception, match="Invalid argument"):
-        data.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_start=0.0)
+        decode.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_start=0.0)
 
 
 def _tree_for(tmp_path, video):

@@ -176,23 +176,22 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
         evaluate.check_disjoint(tr, tr)
 
 
-def test_a_checkpoint_from_before_format_2_loads_and_the_analysis_says_what_to_do(tmp_path):
-    """Old checkpoints had no model_args, clip or instances: the model comes from their config; the
-    analysis, which needs the instances, stops with a message that says how to rewrite it."""
+def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_naming_it(tmp_path):
+    """No compatibility code for old formats: an older train.py's checkpoint is refused with a message
+    that names the file and says what to do; so is one with a setting this version does not know."""
     from dataclasses import asdict
     import checkpoint
     from model import AVModel
     cfg = Config(video_depth=9, width=0.125)
-    model = AVModel(video_depth=9, width=0.125)
-    bank = MemoryBank(20, seed=0)
-    old = {"model": model.state_dict(), "bank": bank.state_dict(), "config": asdict(cfg), "epoch": 3}
-    torch.save(old, tmp_path / "ckpt.pt")
-    cfg2, model2, bank2, instances = checkpoint.load_pretrained(tmp_path / "ckpt.pt")
-    assert instances is None and cfg2.width == 0.125 and bank2.num_items == 20
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), model2.state_dict().values()))
-    with pytest.raises(SystemExit, match="resume the run for one more epoch"):
-        evaluate.evaluate(tmp_path / "ckpt.pt", ["analysis"], overrides={"data": str(tmp_path / "none")})
-    torch.save({**old, "config": {**asdict(cfg), "retired_option": 1}}, tmp_path / "bad.pt")
+    state = {"model": AVModel(video_depth=9, width=0.125).state_dict(), "bank": MemoryBank(20, seed=0).state_dict(),
+             "config": asdict(cfg), "model_args": {"video_depth": 9, "width": 0.125}, "instances": None, "epoch": 3}
+    torch.save({**state, "format": 2}, tmp_path / "old.pt")
+    with pytest.raises(checkpoint.CheckpointError, match=f"{tmp_path / 'old.pt'} has format 2.*retrain it"):
+        checkpoint.load_pretrained(tmp_path / "old.pt")
+    torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ok.pt")
+    assert checkpoint.load_pretrained(tmp_path / "ok.pt")[2].num_items == 20
+    torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT, "config": {**asdict(cfg), "retired_option": 1}},
+               tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="unknown settings \\['retired_option'\\]"):
         checkpoint.load_pretrained(tmp_path / "bad.pt")
 

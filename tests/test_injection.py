@@ -46,13 +46,6 @@ def test_a_pool_that_holds_files_of_either_split_is_refused(small, tmp_path):
     assert {p for p, _ in lent.donor.values()} <= {r.path for r in lent.records}  # the named deviation
 
 
-def test_old_checkpoints_name_their_injection_by_todays_sources():
-    from config import config_from_dict
-    assert config_from_dict({"faulty_source": "dataset"}).faulty_source == "train"
-    assert config_from_dict({"faulty_source": "pool", "faulty_pool": "/k400_rest"}).faulty_source == "heldout"
-    assert config_from_dict({"faulty_source": "pool"}).faulty_source == "noise"
-
-
 def toy_bank_scores(source, seed, n=256, dim=8, steps=400):
     """xID (eq. (1)) with this repo's memory bank on a toy: each picture x_i (dim numbers) has a
     sound that depends on it, sound_i = x_i M + noise, and two small MLPs embed pictures and sounds.

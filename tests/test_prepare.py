@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import data
+import decode
 import manifest
 from tools import prepare
 from tools import synthetic
@@ -45,7 +46,7 @@ def test_frames_keep_the_source_clock(prepared, name, start):
     _, dst = prepared
     fps = 25 if name.startswith("a") else 10
     with av.open(str(dst / name)) as c:
-        frames = data.decode_frames(c, start, 8, 16)
+        frames = decode.decode_frames(c, start, 8, 16)
     # prepared frame j (time j/16) shows the source frame on screen then; a clip picks frames by time
     expected = [3 * int(np.floor(np.floor((start + k / 16) * 16 + 1e-6) / 16 * fps + 1e-6)) for k in range(8)]
     got = frames[:, 16, 16, 0].int().tolist()
@@ -56,12 +57,12 @@ def test_frames_keep_the_source_clock(prepared, name, start):
 def test_audio_stays_aligned(prepared, start):
     _, dst = prepared
     with av.open(str(dst / "a" / "c25.mp4")) as c:
-        wav = data.decode_audio(c, start, 1.0, 11025).numpy()
+        wav = decode.decode_audio(c, start, 1.0, 11025).numpy()
     first = np.argmax(np.abs(wav) > 0.1) / 11025 + start
     assert abs(first - min(s for s in (0.5, 1.5, 2.5) if s >= start)) < 0.005
     assert abs(np.abs(wav).max() - 0.5) < 0.02  # 16-bit PCM read back at the clicks' amplitude
     with av.open(str(dst / "_pool" / "noise.mp4")) as c:
-        wav = data.decode_audio(c, 2.5, 1.0, 11025).numpy()
+        wav = decode.decode_audio(c, 2.5, 1.0, 11025).numpy()
     assert abs(np.argmax(np.abs(wav) > 0.1) / 11025 + 2.5 - 3.0) < 0.005
 
 

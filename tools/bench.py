@@ -25,9 +25,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import checkpoint
 import data
+import decode
+import loader_workers
 import fewshot
 import manifest
-from data import DECODER_THREADS, SWSCALE_THREADS
+from decode import DECODER_THREADS, SWSCALE_THREADS
 from tools import prepare
 import train
 from augment import ClipAugment
@@ -57,35 +59,35 @@ def bench_data(args):
         records = manifest.load_records(cfg.layout, root, "train")[0][:args.n]
         ds = data.AVDataset(records, spec, train=True)
         for threads, sws in itertools.product(args.decoder_threads, args.sws_threads):  # back to back, one run
-            data.DECODER_THREADS, data.SWSCALE_THREADS = threads, sws  # forked workers inherit them
+            decode.DECODER_THREADS, decode.SWSCALE_THREADS = threads, sws  # forked workers inherit them
             t0 = time.perf_counter()
             for r in records:
-                data.read_clip(r.path, r.duration / 2, spec, audio_start=max(0.0, r.duration / 2 - 0.75))
-            decode = 1e3 * (time.perf_counter() - t0) / len(records)
+                decode.read_clip(r.path, r.duration / 2, spec, audio_start=max(0.0, r.duration / 2 - 0.75))
+            decode_ms = 1e3 * (time.perf_counter() - t0) / len(records)
             t0 = time.perf_counter()
             for i in range(len(ds)):
                 ds[i]
             item = 1e3 * (time.perf_counter() - t0) / len(ds)
             for pin in args.pin:
-                rates = [loader_rate(ds, workers, pin) for workers in args.workers]
-                print(f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode:10.1f} {item:8.1f} "
+                rates = [loader_rate(ds, w, pin) for w in args.workers]
+                print(f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode_ms:10.1f} {item:8.1f} "
                       + " ".join(f"{r:12.1f}" for r in rates))
-                table.append({"source": name, "decoder_threads": threads, "sws_threads": sws, "pin": pin, "decode_ms": decode,
+                table.append({"source": name, "decoder_threads": threads, "sws_threads": sws, "pin": pin, "decode_ms": decode_ms,
                               "item_ms": item, "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)}})
-    data.DECODER_THREADS, data.SWSCALE_THREADS = DECODER_THREADS, SWSCALE_THREADS
+    decode.DECODER_THREADS, decode.SWSCALE_THREADS = DECODER_THREADS, SWSCALE_THREADS
     return table
 
 
-def loader_rate(ds, workers, pin):
+def loader_rate(ds, n_workers, pin):
     """DataLoader clips/s per worker, worker start-up left out."""
-    loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=workers, worker_init_fn=data.worker_init_fn(
-        workers, pin), sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
+    loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=n_workers, worker_init_fn=loader_workers.worker_init_fn(
+        n_workers, pin), sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
     it = iter(loader)
     next(it)
     t0, n = time.perf_counter(), 0
     for batch in it:
         n += batch["video"].shape[0]
-    return n / (time.perf_counter() - t0) / workers
+    return n / (time.perf_counter() - t0) / n_workers
 
 
 def _setup(args, amp, channels_last):
@@ -221,7 +223,7 @@ def main(argv=None):
     p.add_argument("--sws-threads", type=int, nargs="+", default=[SWSCALE_THREADS],
                    help="swscale threads per frame conversion to compare (data); 0 is PyAV's default, one per core")
     p.add_argument("--pin", nargs="+", default=["auto"], choices=["auto", "on", "off"],
-                   help="loader worker pinning policies to compare (data; data.worker_cores)")
+                   help="loader worker pinning policies to compare (data; loader_workers.worker_cores)")
     p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
     p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")

@@ -33,6 +33,7 @@ import torch
 
 from tools import bench
 import data
+import decode
 import evaluate
 from tools import synthetic
 
@@ -67,8 +68,8 @@ def data_section(work, smoke, step_rate):
     workers = [1] if smoke else sorted({1, 4, 8, cores})
     rows = bench.bench_data(SimpleNamespace(preset="demo" if smoke else "ablation", root=str(raw),
                                             prepared=str(prepared), n=6 if smoke else 100, workers=workers,
-                                            decoder_threads=[data.DECODER_THREADS],
-                                            sws_threads=[data.SWSCALE_THREADS], pin=["auto"]))  # the defaults
+                                            decoder_threads=[decode.DECODER_THREADS],
+                                            sws_threads=[decode.SWSCALE_THREADS], pin=["auto"]))  # the defaults
     lines = ["| source | decode ms/clip | " + " | ".join(f"{w} workers clips/s" for w in workers)
              + " | step clips/s |", "|---|---:|" + "---:|" * (len(workers) + 1)]
     for r in rows:

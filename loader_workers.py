@@ -1,0 +1,52 @@
+"""DataLoader workers on the CPU: which core each is held to, and what it does when it starts.
+
+On a GPU workstation each loader worker gets a core of its own, the main processes keep theirs
+(MAIN_CORES each); on a small machine nothing is pinned. Used by train.py, evaluate.py and
+tools/bench.py through worker_init_fn. Tests: tests/test_data.py
+"""
+import functools
+import os
+import signal
+
+import torch
+
+MAIN_CORES = 2       # cores left to each main process when workers are held to cores ("auto")
+PROCESS_SLOT = (0, 1)  # (this process, processes) sharing the machine, when torchrun does not say
+
+
+def worker_cores(workers, policy="auto", cores=None, slot=None):
+    """The core each DataLoader worker of this process is held to, or None to leave them free.
+    `cores`: the allowed cores (default: the affinity mask); `slot`: (this process, processes) among
+    those sharing the machine, each with `workers` workers (default: torchrun's LOCAL_RANK and
+    LOCAL_WORLD_SIZE, else PROCESS_SLOT, which demo.py --jobs sets). "auto" holds workers only where
+    every process keeps MAIN_CORES cores beside them (a GPU workstation), "on" always, "off" never.
+    Workers take the last cores, each process's its own; the main processes keep their masks."""
+    if policy not in ("auto", "on", "off"):
+        raise ValueError(f"--pin-workers {policy!r}: expected auto, on or off")
+    if cores is None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+    if slot is None:
+        env = os.environ
+        slot = (int(env["LOCAL_RANK"]), int(env["LOCAL_WORLD_SIZE"])) if "LOCAL_RANK" in env else PROCESS_SLOT
+    rank, processes = slot
+    if policy == "off" or workers == 0 or not cores or (
+            policy == "auto" and len(cores) < processes * (workers + MAIN_CORES)):
+        return None
+    spare = len(cores) - processes * MAIN_CORES
+    spare = spare if spare > 0 else len(cores)
+    return [cores[-1 - (rank * workers + k) % spare] for k in range(workers)]
+
+
+def worker_init(worker_id, cores=None):
+    """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id].
+    It ignores SIGTERM, which SLURM sends to every process of a job: the main process stops the run
+    at a step boundary (train.py) and then ends its workers."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    if cores:
+        os.sched_setaffinity(0, {cores[worker_id]})
+
+
+def worker_init_fn(workers, policy="auto"):
+    """DataLoader's worker_init_fn for `workers` workers under the pinning policy (worker_cores)."""
+    return functools.partial(worker_init, cores=worker_cores(workers, policy))
