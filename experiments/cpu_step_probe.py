@@ -34,13 +34,15 @@ def matmul_gflops(n=2048, reps=10):
     return 2 * n ** 3 * reps / (time.perf_counter() - t0) / 1e9
 
 
-def build(batch, channels_last=False, foreach=None, compile_model=False):
+def build(batch, channels_last=False, foreach=None, compile_model=False, audio_channels_last=False):
     torch.manual_seed(0)
     cfg = parse_config(["--preset", "demo", "--batch-size", str(batch)])
     spec = data.clip_spec(cfg)
     model = AVModel(**checkpoint.model_args(cfg))
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     model.video.to(memory_format=fmt)
+    if audio_channels_last:  # 2D convolutions in NHWC, the layout oneDNN prefers on a CPU
+        model.audio.to(memory_format=torch.channels_last)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, foreach=foreach)
     run_model = torch.compile(model) if compile_model else model
     parts = train.Parts(model=run_model, augment=ClipAugment(spec), bank=MemoryBank(500, momentum=cfg.momentum),
@@ -83,6 +85,7 @@ VARIANTS = {
     "channels_last_3d": {"channels_last": True},
     "adam foreach": {"foreach": True},
     "torch.compile(model)": {"compile_model": True},
+    "audio channels_last (2D)": {"audio_channels_last": True},
 }
 
 

@@ -32,6 +32,12 @@ SETTINGS = {
     "generator noise 0.1": (0.5, ["--data", "data/synth_noise01"]),
     "generator noise 0.1, 0%": (0.0, ["--data", "data/synth_noise01"]),
     "2000 videos": (0.5, ["--data", "data/synth2000"]),
+    "EMA 0 (diagnostic: the paper fixes 0.5)": (0.5, ["--momentum", "0"]),
+    "K 64 (diagnostic: chance 8.35)": (0.5, ["--num-negatives", "64"]),
+    "lr 3e-4, 0%": (0.0, ["--lr", "3e-4"]),
+    "lr 1e-4": (0.5, ["--lr", "1e-4"]),
+    "lr 3e-4, fps 4": (0.5, ["--lr", "3e-4", "--fps", "4"]),
+    "lr 3e-4, fps 4, 0%": (0.0, ["--lr", "3e-4", "--fps", "4"]),
 }
 DATA = {  # the generator's options for the data folders the settings name
     "data/synth_noise01": ["--noise", "0.1"],
@@ -72,7 +78,7 @@ def leaves_chance(records, chance, margin=0.1):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--epochs", type=int, default=40)
-    p.add_argument("--out", default="results/warmup_probe")
+    p.add_argument("--out", default="results/warmup/probe")
     p.add_argument("--runs", default="runs/warmup_probe")
     p.add_argument("--only", nargs="+", default=list(SETTINGS))
     args = p.parse_args()
@@ -82,6 +88,10 @@ def main():
         out = run(name, faulty, options, args.epochs, runs)
         curves[name] = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     chance = chance_loss(256)
+
+    def chance_of(name):
+        options = SETTINGS[name][1]
+        return chance_loss(int(options[options.index("--num-negatives") + 1])) if "--num-negatives" in options else chance
     at = sorted({e for e in (3, args.epochs // 4, args.epochs // 2, 3 * args.epochs // 4, args.epochs - 1)})
     lines = [f"# Why the warm-up learns slowly: one change at a time\n",
              f"`python -m experiments.warmup_probe --epochs {args.epochs}` ({time.strftime('%Y-%m-%d')}, 2-core CPU). "
@@ -99,7 +109,7 @@ def main():
             r = by.get(e)
             cells.append("-" if r is None else f"{r['loss']:.2f} / {r['faulty_auroc'] or float('nan'):.2f} / "
                          f"{r['knn_class']:.2f} / {r['xmodal_class']:.2f} / {r['own_audio']:.3f}")
-        left = leaves_chance(recs, chance)
+        left = leaves_chance(recs, chance_of(name))
         speed = sum(r["clips_per_s"] for r in recs) / len(recs)
         lines.append(f"| {name} | {SETTINGS[name][0]:.0%} | " + " | ".join(cells)
                      + f" | {'-' if left is None else left} | {speed:.0f} |")
