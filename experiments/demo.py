@@ -29,6 +29,7 @@ import shutil
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import NormalDist, mean, pstdev
 
@@ -115,13 +116,15 @@ def run_setting(args, seed, faulty):
             print(f"[demo] seed {seed} faulty {faulty:.0%}: done, from {done}")
             return {m: saved["rows"][m] for m in args.methods}, saved["delta"], None
         print(f"[demo] {done} was made with other settings or methods: running this setting again")
-    root, common, delta = warm_up(args, seed, faulty)
+    split = {}  # seconds per phase of this setting: its warm-up, each branch's training, evaluation
+    with timed(split, "warm-up"):
+        root, common, delta = warm_up(args, seed, faulty)
     rows = {}
     for method in args.methods:
         key, _, targets = method.partition(":")
         rows[method] = run_branch(args, root, common, method.replace(":", "_"),
                                   ["--loss", key, "--delta", f"{delta:.4f}"]
-                                  + (["--soft-targets", targets] if targets else []))
+                                  + (["--soft-targets", targets] if targets else []), split)
         print(f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
               + json.dumps({k: rows[method][k] for k in args.columns}))
     done.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +132,30 @@ def run_setting(args, seed, faulty):
     tmp.write_text(json.dumps({"key": setting_key(args, faulty), "seed": seed, "faulty": faulty, "delta": delta,
                                "rows": rows}, indent=1))
     tmp.replace(done)  # atomic: a killed run leaves no half-written file
+    (root / "time_split.json").write_text(json.dumps(split))  # read back by main, also from --jobs processes
     return rows, delta, root
+
+
+@contextmanager
+def timed(split, phase):
+    """Add the seconds spent inside the block to split[phase]."""
+    t0 = time.time()
+    try:
+        yield
+    finally:
+        split[phase] = split.get(phase, 0.0) + time.time() - t0
+
+
+def time_split(data_seconds, roots, total_seconds):
+    """Where the demo's minutes went: data generation, then each phase summed over the settings run."""
+    phases = {"data generation": data_seconds}
+    for root in roots:
+        path = Path(root) / "time_split.json"
+        for phase, seconds in (json.loads(path.read_text()) if path.exists() else {}).items():
+            phases[phase] = phases.get(phase, 0.0) + seconds
+    phases["other (start-up, tables, figures)"] = max(0.0, total_seconds - sum(phases.values()))
+    return "Time split: " + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in phases.items()) + \
+        f"; {total_seconds / 60:.1f} min in all."
 
 
 def warm_up(args, seed, faulty):
@@ -146,9 +172,11 @@ def warm_up(args, seed, faulty):
     return root, common, delta
 
 
-def run_branch(args, root, common, name, options):
+def run_branch(args, root, common, name, options, split=None):
     """One branch: `args.epochs` epochs from the warm-up with train.py `options`, in ROOT/NAME (resumed,
-    and not rebuilt when finished), then evaluated. Returns its row of metrics."""
+    and not rebuilt when finished), then evaluated. Returns its row of metrics; adds its training and
+    evaluation seconds to `split`."""
+    split = {} if split is None else split
     out = root / name
     cfg = parse_config(common + ["--out", str(out), "--init", str(root / "warmup" / "ckpt.pt"), "--warmup-epochs",
                                  "0", "--epochs", str(args.epochs)] + options)
@@ -156,11 +184,13 @@ def run_branch(args, root, common, name, options):
     state = checkpoint.load_checkpoint(ckpt) if ckpt.exists() else None
     if (state is None or state["epoch"] + 1 < args.epochs
             or result_changes(config_from_dict(state["config"], str(ckpt)), cfg)):
-        train.main(cfg)  # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
+        with timed(split, f"branch {name}"):
+            train.main(cfg)  # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
     tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
-    res = evaluate.evaluate(ckpt, tasks, workers=args.workers, shots=(1, 5), trials=args.trials,
-                            finetune_args={"epochs": args.finetune_epochs, "batch_size": 32, "lr": 1e-3,
-                                           "lr_min": 1e-4}, figures=args.figures)
+    with timed(split, "evaluation"):
+        res = evaluate.evaluate(ckpt, tasks, workers=args.workers, shots=(1, 5), trials=args.trials,
+                                finetune_args={"epochs": args.finetune_epochs, "batch_size": 32, "lr": 1e-3,
+                                               "lr_min": 1e-4}, figures=args.figures)
     row = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
            "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
            "AUROC": res["weights"]["faulty_auroc"], "weight_faulty": res["weights"]["mean_weight_faulty"],
@@ -253,7 +283,8 @@ def main(argv=None):
     if args.fresh:
         shutil.rmtree(args.runs, ignore_errors=True)
         shutil.rmtree(settings_dir(args), ignore_errors=True)
-    ensure_data(args.data)
+    with timed(split := {}, "data"):
+        ensure_data(args.data)
     settings = [(seed, faulty) for seed in args.seeds for faulty in args.faulty]
     if args.jobs > 1:  # independent settings side by side: cores (and GPUs) shared out among them
         context = multiprocessing.get_context("spawn")  # no forked torch state in the children
@@ -274,6 +305,7 @@ def main(argv=None):
     write_results(args, results, deltas, root, minutes, argv, reused)
     if args.compare:
         print(compare(results, json.loads(Path(args.compare).read_text()), args))
+    print("\n" + time_split(split["data"], [ran for _, _, ran in done if ran], time.time() - t0))
 
 
 def compare(results, reference, args):

@@ -85,8 +85,9 @@ def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
     assert again.split("## ")[1:] == text.split("## ")[1:]
 
 
-def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path):
-    """--jobs 2: two (seed, level) settings in two processes at once, one table over both seeds."""
+def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, capsys):
+    """--jobs 2: two (seed, level) settings in two processes at once, one table over both seeds, and
+    the time split over both processes' phases."""
     import json
     data = tmp_path / "synth"
     synthetic.generate(data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32,
@@ -102,6 +103,10 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path):
     assert "over 2 seeds" in (tmp_path / "res" / "demo.md").read_text()
     for seed in (0, 1):  # each process trained its own setting to the end
         assert (tmp_path / "runs" / f"seed{seed}_faulty50" / "oracle" / "ckpt.pt").exists()
+        split = json.loads((tmp_path / "runs" / f"seed{seed}_faulty50" / "time_split.json").read_text())
+        assert set(split) == {"warm-up", "branch xid", "branch oracle", "evaluation"}
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("Time split: data generation") and "branch oracle" in line and "min in all" in line
 
 
 def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
@@ -183,3 +188,20 @@ def test_make_demo_writes_outside_the_tracked_tree():
     text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     line = next(l for l in text.splitlines() if "experiments.demo" in l and "$(PY)" in l)
     assert "--runs runs/" in line and "--results runs/" in line and "--compare results/demo.json" in line
+
+
+def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_rest(tmp_path):
+    from experiments import demo
+    for name, times in (("a", {"warm-up": 120.0, "branch xid": 30.0, "evaluation": 12.0}),
+                        ("b", {"warm-up": 60.0, "evaluation": 6.0})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "time_split.json").write_text(__import__("json").dumps(times))
+    text = demo.time_split(30.0, [tmp_path / "a", tmp_path / "b"], 300.0)
+    assert text.startswith("Time split: data generation 0.5 min, warm-up 3.0 min, branch xid 0.5 min, evaluation 0.3 min")
+    assert "other (start-up, tables, figures) 0.7 min; 5.0 min in all." in text
+    split = {}
+    with demo.timed(split, "x"):
+        pass
+    with demo.timed(split, "x"):
+        pass
+    assert set(split) == {"x"} and split["x"] >= 0
