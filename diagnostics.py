@@ -28,7 +28,8 @@ def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
     slots (a fixed random subset for a large bank) -> dict of shares in [0, 1]:
     knn_class   the nearest other video memory has the same class (leave-one-out 1-NN);
     xmodal_class  share of each video memory's k nearest audio memories (its own excluded) of its class;
-    own_audio   a clean instance's own audio memory is the nearest to its video memory (chance 1/N)."""
+    own_audio   a clean instance's own audio memory is the nearest to its video memory (chance 1/N);
+    own_audio_faulty  the same for the faulty positives: above chance, xID has memorised their pairs."""
     n = video.shape[0]
     if n > max_items:
         keep = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max_items]
@@ -45,4 +46,5 @@ def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
     xmodal_class = same.gather(1, nearest).float().mean()
     clean = ~faulty
     return {"knn_class": float(knn_class), "xmodal_class": float(xmodal_class),
-            "own_audio": float(own[clean].float().mean()) if clean.any() else None}
+            "own_audio": float(own[clean].float().mean()) if clean.any() else None,
+            "own_audio_faulty": float(own[faulty].float().mean()) if faulty.any() else None}

@@ -18,6 +18,7 @@ def test_class_clusters_and_matching_audio_score_one_and_random_memories_score_c
     faulty = torch.zeros(60, dtype=torch.bool)
     planted = bank_structure(video, video.clone(), labels, faulty)
     assert planted["knn_class"] == 1.0 and planted["xmodal_class"] > 0.95 and planted["own_audio"] == 1.0
+    assert planted["own_audio_faulty"] is None  # no faulty positives here
     noise = F.normalize(torch.randn(60, 16, generator=g), dim=1)
     random = bank_structure(noise, F.normalize(torch.randn(60, 16, generator=g), dim=1), labels, faulty)
     assert random["knn_class"] < 0.6 and random["xmodal_class"] < 0.6 and random["own_audio"] < 0.2
@@ -35,7 +36,8 @@ def test_own_audio_counts_clean_instances_only_and_a_large_bank_is_subsampled():
     audio = video.clone()
     faulty = torch.arange(90) % 2 == 1
     audio[faulty] = -audio[faulty]  # faulty positives: their audio says nothing of the picture
-    assert bank_structure(video, audio, labels, faulty)["own_audio"] == 1.0
+    res = bank_structure(video, audio, labels, faulty)
+    assert res["own_audio"] == 1.0 and res["own_audio_faulty"] == 0.0  # the faulty pairs were not memorised
     assert bank_structure(video, audio, labels, faulty, max_items=30)["knn_class"] >= 0.9
     scores = (video * audio).sum(1)
     assert faulty_auroc(scores, faulty) == 1.0 and faulty_auroc(scores, torch.zeros(90, dtype=torch.bool)) is None
