@@ -5,11 +5,14 @@ memories' 1-NN class accuracy, the cross-modal class agreement and the own-audio
 (diagnostics.bank_structure). Writes a table per setting at a few epochs to OUT.md and the curves
 to OUT.json; a finished setting is read from its log, so a rerun only adds what is missing.
 
-    python -m experiments.warmup_probe --epochs 40 --out results/warmup_probe [--only NAME ...]
+    python -m experiments.warmup_probe --epochs 40 --out results/warmup/probe [--only NAME ...]
+
+Without --only it runs every setting below, one after the other (about 2.5 minutes each at 40 epochs).
 """
 import argparse
 import json
 import math
+import shlex
 import os
 import subprocess
 import sys
@@ -32,6 +35,7 @@ SETTINGS = {
     "generator noise 0.1": (0.5, ["--data", "data/synth_noise01"]),
     "generator noise 0.1, 0%": (0.0, ["--data", "data/synth_noise01"]),
     "2000 videos": (0.5, ["--data", "data/synth2000"]),
+    "2000 videos, fps 4": (0.5, ["--data", "data/synth2000", "--fps", "4"]),
     "EMA 0 (diagnostic: the paper fixes 0.5)": (0.5, ["--momentum", "0"]),
     "K 64 (diagnostic: chance 8.35)": (0.5, ["--num-negatives", "64"]),
     "lr 3e-4, 0%": (0.0, ["--lr", "3e-4"]),
@@ -94,7 +98,8 @@ def main():
         return chance_loss(int(options[options.index("--num-negatives") + 1])) if "--num-negatives" in options else chance
     at = sorted({e for e in (3, args.epochs // 4, args.epochs // 2, 3 * args.epochs // 4, args.epochs - 1)})
     lines = [f"# Why the warm-up learns slowly: one change at a time\n",
-             f"`python -m experiments.warmup_probe --epochs {args.epochs}` ({time.strftime('%Y-%m-%d')}, 2-core CPU). "
+             f"`python -m experiments.warmup_probe {' '.join(shlex.quote(a) for a in sys.argv[1:])}` "
+             f"({time.strftime('%Y-%m-%d')}, 2-core CPU). "
              f"Demo preset (500 videos, 4 frames at 16 fps, 64x64, width 0.25, batch 32, lr 1e-3, K 256, EMA 0.5), "
              f"seed 0, {args.epochs} epochs of xID. Each cell: xID loss (chance {chance:.2f}) / bank AUROC of the "
              f"known faulty positives / video memories' 1-NN class accuracy (chance 0.10) / cross-modal class "
