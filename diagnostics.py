@@ -8,6 +8,8 @@
                      class?), and instance retrieval across modalities (is a clean instance's own audio
                      memory the nearest to its video memory?)
 
+    bank_report      both, over the bank's valid slots (files that decoded): what train.py logs
+
 train.py logs these every epoch; they read labels and faults, so they never feed back into training.
 Tests: python -m pytest tests/test_diagnostics.py
 """
@@ -48,3 +50,12 @@ def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
     return {"knn_class": float(knn_class), "xmodal_class": float(xmodal_class),
             "own_audio": float(own[clean].float().mean()) if clean.any() else None,
             "own_audio_faulty": float(own[faulty].float().mean()) if faulty.any() else None}
+
+
+def bank_report(bank, labels, faulty):
+    """faulty_auroc and bank_structure of a memory_bank.MemoryBank, over its valid slots only (an
+    excluded slot was never trained). labels, faulty: (N,) on the CPU -> dict."""
+    valid = bank.valid.cpu()  # (N,)
+    video, audio, scores = bank.video.cpu()[valid], bank.audio.cpu()[valid], bank.scores().cpu()[valid]  # (M, ...)
+    return {"faulty_auroc": faulty_auroc(scores, faulty[valid]),
+            **bank_structure(video, audio, labels[valid], faulty[valid])}

@@ -272,9 +272,10 @@ def weight_analysis(bank, faulty, cfg):
     """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at
     k = number of faulty instances, ranking by increasing weight. Slots excluded from the bank (files
     that failed to decode) are left out."""
+    mu, sigma = bank.score_stats(bank.scores())  # eq. (6)'s statistics, over the valid slots
     valid = bank.valid.cpu()  # (N,)
     scores, faulty = bank.scores().cpu()[valid], faulty[valid]  # (M,) each
-    w = sample_weights(scores, scores.mean(), scores.std(), cfg.delta, cfg.kappa, cfg.w_min)
+    w = sample_weights(scores, float(mu), float(sigma), cfg.delta, cfg.kappa, cfg.w_min)
     k = int(faulty.sum())
     out = {"faulty_auroc": faulty_auroc(scores, faulty), "mean_weight": float(w.mean()),
            "mean_weight_faulty": float(w[faulty].mean()) if k else None,

@@ -37,7 +37,7 @@ import manifest
 import runstate
 from augment import ClipAugment
 from config import parse_config
-from diagnostics import bank_structure, faulty_auroc
+from diagnostics import bank_report
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from memory_bank import MemoryBank
 from model import AVModel
@@ -181,7 +181,8 @@ def train_step(parts, batch, cfg, stage, lr):
     failed = torch.full((len(batch["index"]),), -1) if failed is None else failed  # (B,) on the host
     failed_anywhere = gather_on_host(failed)  # (W*B,)
     substituted = failed_anywhere >= 0  # (W*B,)
-    if substituted.any():
+    any_substitute = bool(substituted.any())  # the same on every rank
+    if any_substitute:
         bank.exclude(failed_anywhere[substituted].unique())
     with parts.autocast:
         v, a = parts.model(video, audio)  # (B, 128) each
@@ -191,7 +192,7 @@ def train_step(parts, batch, cfg, stage, lr):
     parts.scaler.step(parts.optimizer)
     parts.scaler.update()
     # after the loss: this step's targets came from the old memory
-    bank.update(idx, v, a, keep=(failed < 0) if substituted.any() else None)
+    bank.update(idx, v, a, keep=(failed < 0) if any_substitute else None)
     stats["loss"] = loss
     stats["skipped"] = torch.tensor(float(substituted.sum()), device=device)  # items, over all ranks
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
@@ -308,10 +309,7 @@ def main(cfg):
                                           stop, resume)
             resume = None
             if record is not None:
-                valid = parts.bank.valid.cpu()  # (N,) slots whose files decoded
-                record["faulty_auroc"] = faulty_auroc(parts.bank.scores().cpu()[valid], dataset.faulty[valid])
-                record.update(bank_structure(parts.bank.video.cpu()[valid], parts.bank.audio.cpu()[valid],
-                                             dataset.labels[valid], dataset.faulty[valid]))  # ground truth, log only
+                record.update(bank_report(parts.bank, dataset.labels, dataset.faulty))  # ground truth, log only
                 history.append(record)
             try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
                 runstate.save_epoch(parts, raw_model, cfg, dataset, epoch if record else epoch - 1, len(loader),

@@ -7,7 +7,7 @@ faulty positives, beside the class structure (diagnostics.bank_structure) and th
 import sys
 
 from checkpoint import load_pretrained
-from diagnostics import bank_structure, faulty_auroc
+from diagnostics import bank_report
 
 
 def main(paths):
@@ -15,10 +15,8 @@ def main(paths):
     print("|---|---:|---:|---:|---:|---:|")
     for path in paths:
         _, _, bank, instances = load_pretrained(path)
-        valid, faulty = bank.valid, instances["faulty"]
-        s = bank_structure(bank.video[valid], bank.audio[valid], instances["labels"][valid], faulty[valid])
-        auroc = faulty_auroc(bank.scores()[valid], faulty[valid])
-        print(f"| {path} | {auroc:.3f} | {s['own_audio']:.3f} | {s['own_audio_faulty']:.3f} | {s['knn_class']:.2f} "
+        s = bank_report(bank, instances["labels"], instances["faulty"])
+        print(f"| {path} | {s['faulty_auroc']:.3f} | {s['own_audio']:.3f} | {s['own_audio_faulty']:.3f} | {s['knn_class']:.2f} "
               f"| {s['xmodal_class']:.2f} |")
 
 

@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from diagnostics import bank_structure, faulty_auroc
+from diagnostics import bank_report, bank_structure, faulty_auroc
 
 
 def clustered(n=60, classes=3, d=16, spread=0.2, seed=0):
@@ -41,3 +41,16 @@ def test_own_audio_counts_clean_instances_only_and_a_large_bank_is_subsampled():
     assert bank_structure(video, audio, labels, faulty, max_items=30)["knn_class"] >= 0.9
     scores = (video * audio).sum(1)
     assert faulty_auroc(scores, faulty) == 1.0 and faulty_auroc(scores, torch.zeros(90, dtype=torch.bool)) is None
+
+
+def test_bank_report_reads_the_valid_slots_only():
+    from memory_bank import MemoryBank
+    video, labels, _ = clustered(n=30)
+    bank = MemoryBank(30, dim=16)
+    bank.video.copy_(video), bank.audio.copy_(video)
+    faulty = torch.arange(30) % 3 == 0
+    bank.audio[faulty] = -bank.audio[faulty]
+    bank.audio[1] = -bank.audio[1]  # a clean slot that looks faulty: excluded, it must not count
+    bank.exclude([1])
+    report = bank_report(bank, labels, faulty)
+    assert report["faulty_auroc"] == 1.0 and report["own_audio"] == 1.0 and report["own_audio_faulty"] == 0.0
