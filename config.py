@@ -44,6 +44,8 @@ class Config:
     audio_rate: int = _opt(11025, "audio sample rate in Hz (paper: 11025; Sec. 6: 24000)", "clip")
     n_mels: int = _opt(80, "mel bands (paper: 80; Sec. 6: 128)", "clip")
     n_time: int = _opt(80, "spectrogram time steps over 2 s (paper: 80; Sec. 6: 128)", "clip")
+    augment: float = _opt(1.0, "strength of the video augmentation, scaling the crop's area loss, the colour jitter "
+                          "and the chances of jitter, greyscale and blur (paper: 1, SimCLR's; 0: flips only)", "clip")
     # model
     video_depth: int = _opt(9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model")
     width: float = _opt(1.0, "channel multiplier (paper: 1.0; the demo uses 0.25)", "model")

@@ -40,6 +40,7 @@ class ClipSpec:
     audio_seconds: float = 2.0
     n_mels: int = 80            # 128 in Sec. 6
     n_time: int = 80            # spectrogram time steps; 128 in Sec. 6
+    augment: float = 1.0        # video augmentation strength; 1 is the paper's (augment.py)
 
     @property
     def seconds(self):
@@ -54,16 +55,17 @@ def clip_spec(cfg, audio=True):
     """The ClipSpec of a config.Config (or anything with the same fields); audio=False for
     evaluation, which reads video only."""
     return ClipSpec(frames=cfg.frames, fps=cfg.fps, size=cfg.size, audio_rate=cfg.audio_rate,
-                    n_mels=cfg.n_mels, n_time=cfg.n_time, audio_seconds=2.0 if audio else 0.0)
+                    n_mels=cfg.n_mels, n_time=cfg.n_time, audio_seconds=2.0 if audio else 0.0,
+                    augment=cfg.augment)
 
 
-def video_transform(size, train):
+def video_transform(size, train, strength=1.0):
     """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
     shrinks the clip before it leaves the worker (augment.py does colour, blur, normalisation on the
-    device). Wrapping the clip as a tv_tensors.Video makes transforms.v2 draw one set of parameters
+    device). strength scales the area a crop may lose (0.6 at the paper's 1). Wrapping the clip as a tv_tensors.Video makes transforms.v2 draw one set of parameters
     for all its frames."""
     if train:  # crops keep >= 0.4 of the area, as AVID's multi-scale crop keeps >= 0.66 of the side
-        ops = [v2.RandomResizedCrop(size, scale=(0.4, 1.0), antialias=True), v2.RandomHorizontalFlip()]
+        ops = [v2.RandomResizedCrop(size, scale=(1 - 0.6 * strength, 1.0), antialias=True), v2.RandomHorizontalFlip()]
     else:
         ops = [v2.Resize(size, antialias=True), v2.CenterCrop(size)]
     pipeline = v2.Compose(ops)
@@ -100,7 +102,7 @@ class AVDataset(torch.utils.data.Dataset):
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
         self.records, self.train, self.num_clips = list(records), train, num_clips
         self.spec = spec if audio else ClipSpec(**{**spec.__dict__, "audio_seconds": 0.0})
-        self.transform = video_transform(spec.size, train)
+        self.transform = video_transform(spec.size, train, spec.augment)
         self.max_bad_fraction, self.bad = max_bad_fraction, {}
         n = len(self.records)
         self.injected = torch.zeros(n, dtype=torch.bool)

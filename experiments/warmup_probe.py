@@ -42,6 +42,11 @@ SETTINGS = {
     "lr 1e-4": (0.5, ["--lr", "1e-4"]),
     "lr 3e-4, fps 4": (0.5, ["--lr", "3e-4", "--fps", "4"]),
     "lr 3e-4, fps 4, 0%": (0.0, ["--lr", "3e-4", "--fps", "4"]),
+    "augment 0 (flips only)": (0.5, ["--augment", "0"]),
+    "augment 0.5": (0.5, ["--augment", "0.5"]),
+    "fps 4, augment 0": (0.5, ["--fps", "4", "--augment", "0"]),
+    "fps 4, augment 0, 0%": (0.0, ["--fps", "4", "--augment", "0"]),
+    "fps 4, augment 0.5": (0.5, ["--fps", "4", "--augment", "0.5"]),
 }
 DATA = {  # the generator's options for the data folders the settings name
     "data/synth_noise01": ["--noise", "0.1"],
