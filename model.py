@@ -21,6 +21,39 @@ def _ch(c, width):
     return max(8, int(round(c * width)))
 
 
+class _MaxPoolChannelsLast(torch.autograd.Function):
+    """max_pool3d whose forward runs in channels_last_3d and whose backward scatters with the same
+    indices in the input's own layout. Hack: on a CPU, PyTorch's forward kernel is several times slower
+    on an NCDHW tensor than on the same tensor in channels_last_3d, while its backward kernel is faster
+    in NCDHW (BENCHMARKS.md, "The CPU step"). Indices count positions within each (n, c) volume, so they
+    mean the same in both layouts: outputs and gradients are bit-identical to F.max_pool3d's
+    (tests/test_model.py)."""
+    K, S, P, D = (1, 3, 3), (1, 2, 2), (0, 1, 1), (1, 1, 1)
+
+    @staticmethod
+    def forward(ctx, x):  # x: (B, C, T, H, W) contiguous
+        f = _MaxPoolChannelsLast
+        y, idx = torch.ops.aten.max_pool3d_with_indices(x.contiguous(memory_format=torch.channels_last_3d),
+                                                        f.K, f.S, f.P, f.D, False)  # (B, C, T, H/2, W/2)
+        ctx.save_for_backward(x, idx)
+        return y.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad):
+        f, (x, idx) = _MaxPoolChannelsLast, ctx.saved_tensors
+        return torch.ops.aten.max_pool3d_with_indices_backward(grad.contiguous(), x, f.K, f.S, f.P, f.D, False,
+                                                               idx.contiguous())
+
+
+class SpatialMaxPool(nn.Module):
+    """The stem's 1x3x3 max pool, stride 1x2x2: (B, C, T, H, W) -> (B, C, T, H/2, W/2) (rounded up)."""
+
+    def forward(self, x):
+        if x.device.type == "cpu" and x.is_contiguous() and not torch.jit.is_scripting():
+            return _MaxPoolChannelsLast.apply(x)
+        return F.max_pool3d(x, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
+
+
 class VideoEncoder(nn.Module):
     """R(2+1)D with torchvision's BasicBlock/Conv2Plus1D. depth 9 = stem + 4 stages x 1 block x 2
     convs; depth 18 = 2 blocks per stage. The stem ends with a 1x3x3 spatial max pool (stride 1x2x2)
@@ -38,7 +71,7 @@ class VideoEncoder(nn.Module):
             nn.BatchNorm3d(stem_mid), nn.ReLU(inplace=True),
             nn.Conv3d(stem_mid, chans[0], (3, 1, 1), padding=(1, 0, 0), bias=False),
             nn.BatchNorm3d(chans[0]), nn.ReLU(inplace=True),
-            nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)),
+            SpatialMaxPool(),
         )
         stages, inplanes = [], chans[0]
         for i, (planes, blocks) in enumerate(zip(chans, VIDEO_BLOCKS[depth])):

@@ -34,11 +34,14 @@ def matmul_gflops(n=2048, reps=10):
     return 2 * n ** 3 * reps / (time.perf_counter() - t0) / 1e9
 
 
-def build(batch, channels_last=False, foreach=None, compile_model=False, audio_channels_last=False):
+def build(batch, channels_last=False, foreach=None, compile_model=False, audio_channels_last=False, bf16=False,
+          plain_pool=False):
     torch.manual_seed(0)
     cfg = parse_config(["--preset", "demo", "--batch-size", str(batch)])
     spec = data.clip_spec(cfg)
     model = AVModel(**checkpoint.model_args(cfg))
+    if plain_pool:  # the stem's pool before model.SpatialMaxPool: F.max_pool3d in NCDHW both ways
+        model.video.stem[-1] = torch.nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     model.video.to(memory_format=fmt)
     if audio_channels_last:  # 2D convolutions in NHWC, the layout oneDNN prefers on a CPU
@@ -47,7 +50,7 @@ def build(batch, channels_last=False, foreach=None, compile_model=False, audio_c
     run_model = torch.compile(model) if compile_model else model
     parts = train.Parts(model=run_model, augment=ClipAugment(spec), bank=MemoryBank(500, momentum=cfg.momentum),
                         optimizer=opt, scaler=torch.amp.GradScaler("cpu", enabled=False),
-                        autocast=torch.autocast("cpu", enabled=False), video_format=fmt,
+                        autocast=torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), video_format=fmt,
                         truth={"labels": torch.zeros(500, dtype=torch.long), "injected": torch.zeros(500, dtype=torch.bool)})
     g = torch.Generator().manual_seed(0)
     b = {"video": torch.randint(0, 256, (batch, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8, generator=g),
@@ -57,8 +60,9 @@ def build(batch, channels_last=False, foreach=None, compile_model=False, audio_c
     video = video.to(memory_format=fmt)
 
     def model_step():
-        v, a = run_model(video, audio)
-        loss = -(v * a).sum()
+        with parts.autocast:
+            v, a = run_model(video, audio)
+            loss = -(v.float() * a.float()).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -82,10 +86,13 @@ def timed(fn, reps):
 
 VARIANTS = {
     "baseline": {},
+    "plain stem pool (old)": {"plain_pool": True},
     "channels_last_3d": {"channels_last": True},
     "adam foreach": {"foreach": True},
     "torch.compile(model)": {"compile_model": True},
     "audio channels_last (2D)": {"audio_channels_last": True},
+    "bf16 autocast": {"bf16": True},
+    "bf16 + channels_last_3d": {"bf16": True, "channels_last": True},
 }
 
 

@@ -2,7 +2,9 @@
 import pytest
 import torch
 
-from model import AudioEncoder, AVModel, VideoEncoder, count_parameters
+import torch.nn.functional as F
+
+from model import AudioEncoder, AVModel, SpatialMaxPool, VideoEncoder, count_parameters
 
 
 @pytest.mark.parametrize("size,fmap", [(80, 3), (112, 4)])
@@ -53,3 +55,18 @@ def test_avmodel_outputs_unit_vectors_and_backprops_into_both_encoders():
     assert model.audio.net[0].weight.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="depth"):
         VideoEncoder(34)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("hw", [(32, 32), (31, 17)])
+def test_stem_pool_hack_is_bit_identical_to_max_pool3d(dtype, hw):
+    """The channels_last forward / NCDHW backward pool must not change a single output or gradient."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 4, *hw, generator=g).to(dtype)
+    x = torch.where(x > 0.5, x, torch.zeros((), dtype=dtype))  # ties at 0, as after a ReLU
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = F.max_pool3d(a, (1, 3, 3), (1, 2, 2), (0, 1, 1)), SpatialMaxPool()(b)
+    grad = torch.randn(ya.shape, generator=g).to(dtype)
+    ya.backward(grad)
+    yb.backward(grad)
+    assert yb.is_contiguous() and torch.equal(ya, yb) and torch.equal(a.grad, b.grad)
