@@ -163,8 +163,8 @@ def warm_up(args, seed, faulty):
     Returns its folder, the train.py options the branches share, and delta set from the known share of
     faulty positives, as in the paper: the weights' midpoint sits at that quantile of the scores."""
     root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
-    common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty),
-              "--workers", str(args.workers)] + args.train_args
+    common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)] + \
+        (["--workers", str(args.workers)] if args.workers is not None else []) + args.train_args
     warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
                                   "--epochs", "0"])
     delta = NormalDist().inv_cdf(min(max(faulty_share(warm), 1e-3), 1 - 1e-3))
@@ -188,7 +188,8 @@ def run_branch(args, root, common, name, options, split=None):
             train.main(cfg)  # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
     tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
     with timed(split, "evaluation"):
-        res = evaluate.evaluate(ckpt, tasks, workers=args.workers, shots=(1, 5), trials=args.trials,
+        workers = 1 if args.workers is None else args.workers
+        res = evaluate.evaluate(ckpt, tasks, workers=workers, shots=(1, 5), trials=args.trials,
                                 finetune_args={"epochs": args.finetune_epochs, "batch_size": 32, "lr": 1e-3,
                                                "lr_min": 1e-4}, figures=args.figures)
     row = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
@@ -262,7 +263,8 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=8, help="epochs of each branch")
     p.add_argument("--finetune-epochs", type=int, default=0, help="add a fine-tune column (0: none)")
     p.add_argument("--trials", type=int, default=50)
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--workers", type=int, default=None, help="DataLoader workers of training and evaluation "
+                   "(default: the demo preset's 0 for training, 1 for evaluation)")
     p.add_argument("--jobs", type=int, default=1, help="settings run side by side as processes (a GPU box's cores, "
                    "several GPUs); each keeps its own loader --workers")
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")

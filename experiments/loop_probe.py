@@ -1,0 +1,74 @@
+"""Measurement (issue 32): does the training loop keep up with its step on a CPU? The loop's clips/s
+(train.py's own epoch log) for a few loader settings, beside train.train_step timed alone in this
+process on the same preset (experiments/cpu_step_probe.py), interleaved over rounds.
+
+    python -m experiments.loop_probe [--epochs 4] [--rounds 2] [--variants NAME ...]
+
+Each variant is a fresh `train.py --preset demo` run of a few xID epochs on data/synth; its figure is
+the median clips/s over the epochs after the first (the first includes the workers' start).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from experiments.cpu_step_probe import build, timed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name: (train.py options, environment changes)
+VARIANTS = {
+    "1 worker (demo before)": (["--workers", "1"], {}),
+    "0 workers (demo)": (["--workers", "0"], {}),
+    "2 workers": (["--workers", "2"], {}),
+    # OpenMP threads that sleep at a barrier instead of spinning leave the core to the worker
+    "1 worker, OMP passive": (["--workers", "1"], {"OMP_WAIT_POLICY": "PASSIVE"}),
+    "0 workers, bf16": (["--workers", "0", "--amp", "bf16"], {}),
+}
+
+
+def loop_clips_per_s(options, env, epochs, batch):
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--warmup-epochs", str(epochs),
+               "--epochs", "0", "--batch-size", str(batch), "--out", out, *options]
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **env})
+        if res.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed:\n{res.stderr[-2000:]}")
+        log = [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines()]
+    return statistics.median(r["clips_per_s"] for r in log[1:])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    args = p.parse_args()
+    _, step, _, _ = build(args.batch)
+    step(), step()
+    steps, loops = [], {name: [] for name in args.variants}
+    for _ in range(args.rounds):
+        steps.append(args.batch / timed(step, 6))
+        for name in args.variants:
+            t0 = time.perf_counter()
+            loops[name].append(loop_clips_per_s(*VARIANTS[name], args.epochs, args.batch))
+            print(f"  {name}: {loops[name][-1]:.1f} clips/s ({time.perf_counter() - t0:.0f} s)", flush=True)
+    steps.append(args.batch / timed(step, 6))
+    s = statistics.median(steps)
+    print(f"train_step alone: {s:.1f} clips/s (median of {len(steps)}; {torch.get_num_threads()} threads)")
+    print(f"  {'variant':20s} {'loop clips/s':>12s} {'loop/step':>9s}")
+    for name, v in loops.items():
+        m = statistics.median(v)
+        print(f"  {name:20s} {m:12.1f} {m / s:9.2f}")
+
+
+if __name__ == "__main__":
+    main()
