@@ -69,3 +69,20 @@ def test_spectrogram_shapes_for_both_paper_settings(spec, shape):
     wav = torch.randn(int(spec.audio_seconds * spec.audio_rate))
     assert augment.LogMel(spec)(wav).shape == shape
     assert augment.LogMel(spec)(wav[None].repeat(3, 1)).shape == (3,) + shape
+
+
+def test_augment_strength_zero_leaves_colour_and_crop_alone_and_one_is_the_paper():
+    spec = data.ClipSpec(size=24, augment=0.0)
+    x = (255 * clips(n=8)).to(torch.uint8)
+    out, _ = augment.ClipAugment(spec)(x)
+    torch.testing.assert_close(out, augment.normalise(x), atol=1e-5, rtol=0)  # no jitter, grey or blur drawn
+    frames = torch.randint(0, 256, (4, 24, 24, 3), dtype=torch.uint8)
+    crop = data.video_transform(24, train=True, strength=0.0)(frames)  # (3, T, 24, 24): the whole frame
+    assert torch.equal(crop, frames.permute(3, 0, 1, 2)) or torch.equal(crop, frames.permute(3, 0, 1, 2).flip(-1))
+    paper = augment.ClipAugment(data.ClipSpec(size=24))
+    assert paper.jitter == (0.4, 0.4, 0.4, 0.1) and (paper.p_jitter, paper.p_grey, paper.p_blur) == (0.8, 0.2, 0.5)
+    torch.manual_seed(0)
+    a, _ = paper(x)
+    torch.manual_seed(0)
+    b, _ = augment.ClipAugment(data.ClipSpec(size=24, augment=0.5))(x)
+    assert not torch.allclose(a, b) and (a - augment.normalise(x)).abs().mean() > (b - augment.normalise(x)).abs().mean()
