@@ -49,7 +49,7 @@ class SpatialMaxPool(nn.Module):
     """The stem's 1x3x3 max pool, stride 1x2x2: (B, C, T, H, W) -> (B, C, T, H/2, W/2) (rounded up)."""
 
     def forward(self, x):
-        if x.device.type == "cpu" and x.is_contiguous() and not torch.jit.is_scripting():
+        if x.device.type == "cpu" and x.is_contiguous():
             return _MaxPoolChannelsLast.apply(x)
         return F.max_pool3d(x, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
 
