@@ -30,7 +30,6 @@ VARIANTS = {
     "2 workers": (["--workers", "2"], {}),
     # OpenMP threads that sleep at a barrier instead of spinning leave the core to the worker
     "1 worker, OMP passive": (["--workers", "1"], {"OMP_WAIT_POLICY": "PASSIVE"}),
-    "0 workers, bf16": (["--workers", "0", "--amp", "bf16"], {}),
 }
 
 
