@@ -43,4 +43,4 @@ gpu-check:
 	$(GPU_PYTHON) -m tools.gpu_check
 
 clean:
-	rm -rf runs data/synth .pytest_cache
+	rm -rf runs data/synth data/synth2000 .pytest_cache

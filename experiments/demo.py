@@ -54,11 +54,16 @@ def method_name(method):
     return VARIANTS[key].name + (f" ({targets} targets)" if targets else "")
 
 
-def ensure_data(root, synth_args=()):
+# the generator's options for the sets the project's commands name (others get its defaults)
+SYNTH_SETS = {"synth2000": ["--train-per-class", "200"]}
+
+
+def ensure_data(root, synth_args=None):
     """Generate the synthetic set only where nothing of the user's can be overwritten: a folder
     that does not exist, or one synthetic.py made (it holds the marker). Any other folder is used
     as it is (scanned when it has no manifest)."""
     root = Path(root)
+    synth_args = SYNTH_SETS.get(root.name, []) if synth_args is None else synth_args
     if root.exists() and not synthetic.is_synthetic(root):
         print(f"[demo] {root} is not a synthetic set: using it as it is")
         return
@@ -251,7 +256,8 @@ def tables(results, faulty, methods, columns):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="data/synth", help="generated here when missing (never into a user's folder)")
+    p.add_argument("--data", default="data/synth2000", help="generated here when missing (never into a user's "
+                   "folder); data/synth2000 is 10 classes x 200 training videos")
     p.add_argument("--runs", default="runs/demo")
     p.add_argument("--results", default="results")
     p.add_argument("--figure", choices=sorted(FIGURES), help="the settings of a paper figure (methods, levels, seeds)")
@@ -259,8 +265,8 @@ def main(argv=None):
                    help=f"first is the baseline; one of {list(VARIANTS)}, or soft:STRATEGY")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--faulty", type=float, nargs="+", default=[0.5], help="shares of injected faulty positives")
-    p.add_argument("--warmup-epochs", type=int, default=75)
-    p.add_argument("--epochs", type=int, default=8, help="epochs of each branch")
+    p.add_argument("--warmup-epochs", type=int, default=25)
+    p.add_argument("--epochs", type=int, default=6, help="epochs of each branch")
     p.add_argument("--finetune-epochs", type=int, default=0, help="add a fine-tune column (0: none)")
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--workers", type=int, default=None, help="DataLoader workers of training and evaluation "
