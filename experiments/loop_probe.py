@@ -4,7 +4,8 @@ process on the same preset (experiments/cpu_step_probe.py), interleaved over rou
 
     python -m experiments.loop_probe [--epochs 4] [--rounds 2] [--variants NAME ...]
 
-Each variant is a fresh `train.py --preset demo` run of a few xID epochs on data/synth; its figure is
+Each variant is a fresh `train.py --preset demo` run of a few xID epochs on --data (default the 500-video
+data/synth, generated when missing, where an epoch takes seconds); its figure is
 the median clips/s over the epochs after the first (the first includes the workers' start).
 """
 import argparse
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from experiments import demo
 from experiments.cpu_step_probe import build, timed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,10 +35,10 @@ VARIANTS = {
 }
 
 
-def loop_clips_per_s(options, env, epochs, batch):
+def loop_clips_per_s(options, env, epochs, batch, data):
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--warmup-epochs", str(epochs),
-               "--epochs", "0", "--batch-size", str(batch), "--out", out, *options]
+               "--epochs", "0", "--batch-size", str(batch), "--data", data, "--out", out, *options]
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, **env})
         if res.returncode:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{res.stderr[-2000:]}")
@@ -50,7 +52,9 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    p.add_argument("--data", default="data/synth")
     args = p.parse_args()
+    demo.ensure_data(args.data)
     _, step, _, _ = build(args.batch)
     step(), step()
     steps, loops = [], {name: [] for name in args.variants}
@@ -58,7 +62,7 @@ def main():
         steps.append(args.batch / timed(step, 6))
         for name in args.variants:
             t0 = time.perf_counter()
-            loops[name].append(loop_clips_per_s(*VARIANTS[name], args.epochs, args.batch))
+            loops[name].append(loop_clips_per_s(*VARIANTS[name], args.epochs, args.batch, args.data))
             print(f"  {name}: {loops[name][-1]:.1f} clips/s ({time.perf_counter() - t0:.0f} s)", flush=True)
     steps.append(args.batch / timed(step, 6))
     s = statistics.median(steps)
