@@ -49,7 +49,7 @@ class ClipAugment(nn.Module):
     def __init__(self, spec, train=True, jitter=(0.4, 0.4, 0.4, 0.1), p_jitter=0.8, p_grey=0.2, p_blur=0.5,
                  sigma=(0.1, 2.0)):
         super().__init__()
-        k = getattr(spec, "augment", 1.0)  # strength: 1 is the paper's, 0 leaves colour and sharpness alone
+        k = spec.augment  # strength: 1 is the paper's, 0 leaves colour and sharpness alone
         self.train_mode, self.jitter, self.sigma = train, tuple(k * j for j in jitter), sigma
         self.p_jitter, self.p_grey, self.p_blur = k * p_jitter, k * p_grey, k * p_blur
         self.logmel = LogMel(spec) if spec.audio_seconds else None

@@ -62,9 +62,9 @@ def clip_spec(cfg, audio=True):
 def video_transform(size, train, strength=1.0):
     """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
     shrinks the clip before it leaves the worker (augment.py does colour, blur, normalisation on the
-    device). strength scales the area a crop may lose (0.6 at the paper's 1). Wrapping the clip as a tv_tensors.Video makes transforms.v2 draw one set of parameters
-    for all its frames."""
-    if train:  # crops keep >= 0.4 of the area, as AVID's multi-scale crop keeps >= 0.66 of the side
+    device). strength scales the area a crop may lose (0.6 at the paper's 1). Wrapping the clip as a
+    tv_tensors.Video makes transforms.v2 draw one set of parameters for all its frames."""
+    if train:  # at strength 1 crops keep >= 0.4 of the area, as AVID's multi-scale crop keeps >= 0.66 of the side
         ops = [v2.RandomResizedCrop(size, scale=(1 - 0.6 * strength, 1.0), antialias=True), v2.RandomHorizontalFlip()]
     else:
         ops = [v2.Resize(size, antialias=True), v2.CenterCrop(size)]

@@ -55,7 +55,7 @@ def method_name(method):
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
-SYNTH_SETS = {"synth2000": ["--train-per-class", "200"]}
+SYNTH_SETS = {"synth2000": ["--train-per-class", "200"], "synth_noise01": ["--noise", "0.1"]}
 
 
 def ensure_data(root, synth_args=None):

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from experiments import demo
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # name: (injected share, train.py options that differ from the demo preset's)
@@ -51,11 +53,6 @@ SETTINGS = {
 # The demo preset as it was when these probes ran (the preset has since moved to what they found):
 # the settings below change one thing against this.
 BASE = ["--data", "data/synth", "--fps", "16", "--augment", "1"]
-DATA = {  # the generator's options for the data folders the settings name
-    "data/synth": [],
-    "data/synth_noise01": ["--noise", "0.1"],
-    "data/synth2000": ["--train-per-class", "200"],
-}
 
 
 def chance_loss(k):
@@ -67,9 +64,7 @@ def run(name, faulty, options, epochs, runs):
     log = out / "log.jsonl"
     options = BASE + options  # later options win
     folder = options[len(options) - 1 - options[::-1].index("--data") + 1]
-    if not (ROOT / folder / "manifest.csv").exists():
-        subprocess.run([sys.executable, "-m", "tools.synthetic", "--out", str(ROOT / folder), *DATA[folder]], cwd=ROOT,
-                       check=True)
+    demo.ensure_data(ROOT / folder)  # made with demo.SYNTH_SETS' options for its name
     if log.exists() and len(log.read_text().splitlines()) >= epochs:
         return out
     cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--warmup-epochs", str(epochs), "--epochs", "0",
