@@ -214,10 +214,13 @@ def video_accuracy(clf, dataset, device, workers=2):
 
 def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=FINETUNE["lr_min"],
              batch_size=FINETUNE["batch_size"], accumulate=1, frames=None,
-             select_on_val=False, val_fraction=0.1, freeze_backbone=False, device=None, workers=2, seed=0):
+             select_on_val=False, val_fraction=0.1, freeze_backbone=False, device=None, workers=2, seed=0,
+             curve_every=0):
     """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
     select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
-    that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32)."""
+    that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
+    curve_every N > 0 also records the test accuracy after every Nth epoch, as out["curve"]: a
+    diagnostic of how long the fine-tune takes to converge, never used to pick an epoch."""
     device = device or device_default()
     if frames:
         cfg = copy.copy(cfg)
@@ -240,7 +243,7 @@ def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=
     opt = finetune_optimizer(clf, lr, FINETUNE["backbone_lr_scale"], FINETUNE["weight_decay"], freeze_backbone)
     aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
     fit = loader(torch.utils.data.Subset(train_set, fit_idx), batch_size, workers, shuffle=True, seed=seed)
-    steps, best = epochs * len(fit), (-1.0, None)
+    steps, best, curve = epochs * len(fit), (-1.0, None), {}
     for epoch in range(epochs):
         loss_sum = correct = seen = 0
         for i, batch in enumerate(progress(fit, f"fine-tune epoch {epoch + 1}/{epochs}")):
@@ -257,12 +260,17 @@ def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=
             val = video_accuracy(clf, val_set, device, workers)
             if val > best[0]:
                 best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
+        if curve_every and (epoch + 1) % curve_every == 0 and epoch + 1 < epochs:
+            curve[epoch + 1] = video_accuracy(clf, test_set, device, workers)
+            say(f"fine-tune epoch {epoch + 1}/{epochs}: test accuracy {curve[epoch + 1]:.3f} (diagnostic)")
     out = {}
     if select_on_val:
         clf.load_state_dict(best[1])
         out["val_acc"] = best[0]
     out["test_acc"] = video_accuracy(clf, test_set, device, workers)
     out["steps"] = steps
+    if curve_every:
+        out["curve"] = {**curve, epochs: out["test_acc"]}
     return out
 
 
@@ -360,7 +368,8 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
         fa = {**FINETUNE, "accumulate": 1, "frames": cfg.frames, "select_on_val": False, **(finetune_args or {})}
         res = finetune(model.video, cfg, epochs=fa["epochs"], lr=fa["lr"], lr_min=fa["lr_min"],
                        batch_size=fa["batch_size"], accumulate=fa["accumulate"], frames=fa["frames"],
-                       select_on_val=fa["select_on_val"], device=device, workers=workers)
+                       select_on_val=fa["select_on_val"], device=device, workers=workers,
+                       curve_every=fa.get("curve_every", 0))
         keep = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
         results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in keep})}
     for task, res in results.items():
@@ -389,6 +398,8 @@ def main(argv=None):
     p.add_argument("--frames", type=int, help="fine-tune on clips of this many frames (paper: 8; Sec. 6 also 32)")
     p.add_argument("--select-on-val", action="store_true",
                    help="keep the best epoch on 10%% of the train split (paper: the final epoch)")
+    p.add_argument("--curve-every", type=int, default=0,
+                   help="also record the fine-tune's test accuracy every N epochs (a diagnostic, never used to select)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--jobs", type=int, help="processes for the few-shot trials (default: torch's thread count, "
                                             "the cores; the numbers do not depend on it)")
@@ -400,7 +411,8 @@ def main(argv=None):
     if "analysis" in tasks and "data" in overrides:
         tasks.remove("analysis")  # the bank belongs to the pre-training data
     finetune_args = {"epochs": args.finetune_epochs, "batch_size": args.finetune_batch, "lr": args.finetune_lr,
-                     "lr_min": args.finetune_lr / 10, "accumulate": args.accumulate, "select_on_val": args.select_on_val}
+                     "lr_min": args.finetune_lr / 10, "accumulate": args.accumulate, "select_on_val": args.select_on_val,
+                     "curve_every": args.curve_every}
     if args.frames:
         finetune_args["frames"] = args.frames
     try:

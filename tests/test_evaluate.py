@@ -138,6 +138,8 @@ def test_finetune_trains_on_the_whole_train_split_and_reports_the_final_epoch(tm
     assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())  # the caller's encoder is untouched
     sel = evaluate.finetune(enc, cfg, epochs=1, batch_size=4, select_on_val=True, val_fraction=0.25, workers=0)
     assert set(sel) == {"val_acc", "test_acc", "steps"} and sel["steps"] == 1 * (6 // 4)  # 2 held out
+    curve = evaluate.finetune(enc, cfg, epochs=3, lr=1e-2, lr_min=1e-3, batch_size=8, workers=0, curve_every=2)
+    assert set(curve["curve"]) == {2, 3} and curve["curve"][3] == curve["test_acc"]  # every 2nd epoch and the last
 
 
 def test_finetune_accumulation_gives_the_gradient_of_the_whole_batch():
