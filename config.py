@@ -54,6 +54,8 @@ class Config:
     lr: float = _opt(1e-4, "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)",
                      "optimisation")
     lr_min: float = _opt(1e-5, "end of the cosine (paper: 1e-5; Sec. 6: 5e-5)", "optimisation")
+    lr_ramp: int = _opt(0, "epochs of linear learning-rate ramp from 0 at the start of the xID warm-up (paper: 0, "
+                        "none; MoCo v3 and DINO use one)", "optimisation")
     warmup_epochs: int = _opt(400, "epochs of xID warm-up, eq. (1) (paper: 400; Sec. 6: 200)", "optimisation")
     epochs: int = _opt(200, "epochs of the second stage with --loss (paper: 200)", "optimisation")
     # method (Sec. 4)
@@ -70,6 +72,9 @@ class Config:
     delta: float = _opt(-1.0, "delta of eq. (6): the weights' midpoint at mu + delta sigma (paper: set from the "
                         "known noise level, Sec. 5.2; demo.py does so)", "method")
     momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", "method")
+    bank_init: str = _opt("random", "the memories before the first step: random unit vectors (AVID's code; the paper "
+                          "does not say) | features (the untrained network's embeddings, one pass over the data)",
+                          "method")
     seed: int = _opt(0, "seed of the model, bank, sampler, augmentations and injected faults", "method")
     # engineering: speed and bookkeeping, not results
     out: str = _opt("runs/demo", "run folder: ckpt.pt and log.jsonl", "engineering")
@@ -127,10 +132,12 @@ def parse_config(argv=None, description=None):
             setattr(cfg, k, v)
     checks = {"loss": tuple(VARIANTS), "soft_targets": SOFT_TARGET_STRATEGIES,
               "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": FAULTY_SOURCES,
-              "pin_workers": ("auto", "on", "off")}
+              "pin_workers": ("auto", "on", "off"), "bank_init": ("random", "features")}
     for name, allowed in checks.items():
         if getattr(cfg, name) not in allowed:
             parser.error(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}: expected one of {allowed}")
+    if cfg.lr_ramp < 0:
+        parser.error(f"--lr-ramp {cfg.lr_ramp}: expected 0 or more epochs")
     if cfg.video_depth not in (9, 18):
         parser.error(f"--video-depth {cfg.video_depth}: expected 9 or 18")
     return cfg
