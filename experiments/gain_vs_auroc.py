@@ -128,6 +128,20 @@ def main(argv=None):
         lines.append(f"- {method} - xID, {m}: gain = {f['a']:+.1f} {f['b']:+.3f} x AUROC; b in "
                      f"[{f['b'] - f['b_ci']:+.3f}, {f['b'] + f['b_ci']:+.3f}], r = {f['r']:.2f} (p = {f['p']:.3f}), "
                      f"{f['n']} runs; at AUROC 60: {f['a'] + 60 * f['b']:+.1f}, at 90: {f['a'] + 90 * f['b']:+.1f}")
+    lines += ["", "Within one recipe (runs of one set and schedule, differing in seed and noise level), the same fit:", ""]
+    for name in recipes:
+        at = [r for r in runs if r["recipe"] == name]
+        for method in ("weighted", "oracle"):
+            have = [r for r in at if method in r["gain"]]
+            if len(have) < 5:
+                continue
+            x = np.array([100 * r["auroc"] for r in have])  # (runs,)
+            cells = []
+            for m in METRICS:
+                f = fit(x, np.array([100 * r["gain"][method][m] for r in have]))
+                cells.append(f"{m} b = {f['b']:+.3f} [{f['b'] - f['b_ci']:+.3f}, {f['b'] + f['b_ci']:+.3f}] "
+                             f"(r = {f['r']:.2f})")
+            lines.append(f"- {name}, {method} - xID ({len(have)} runs): " + "; ".join(cells))
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
