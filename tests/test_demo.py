@@ -205,3 +205,23 @@ def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_r
     with demo.timed(split, "x"):
         pass
     assert set(split) == {"x"} and split["x"] >= 0
+
+
+def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_path, monkeypatch):
+    import evaluate
+    seen = {}
+    monkeypatch.setattr(demo.train, "main", lambda cfg: None)  # no training: only what evaluation is asked
+
+    def fake_evaluate(ckpt, tasks, finetune_args=None, **kwargs):
+        seen.update(tasks=tasks, finetune_args=finetune_args)
+        return {"retrieval": {"R@1": 0.5, "R@5": 0.8, "protocol": {}}, "fewshot": {"1-shot": [0.3], "5-shot": [0.4],
+                "protocol": {}}, "weights": {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8},
+                "soft_targets_same_class": {}, "finetune": {"test_acc": 0.9}}
+    monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
+    args = argparse.Namespace(epochs=2, finetune_epochs=7, trials=5, workers=0, figures=False, data="d",
+                              train_args=[])
+    common = ["--preset", "demo", "--data", "d"]
+    row = demo.run_branch(args, tmp_path, common, "xid", ["--loss", "xid"])
+    assert "finetune" in seen["tasks"] and row["fine-tune"] == 0.9
+    # only the length is the demo's: batch, rates and the rest stay evaluate.FINETUNE's, the paper's
+    assert seen["finetune_args"] == {"epochs": 7} and evaluate.FINETUNE["batch_size"] == 192
