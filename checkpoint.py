@@ -34,7 +34,7 @@ CHECKPOINT_FORMAT = 3  # 3: the bank's `valid` buffer (slots excluded for files 
 
 def model_args(cfg):
     """The AVModel arguments a Config asks for."""
-    return {"video_depth": cfg.video_depth, "width": cfg.width}
+    return {"video_depth": cfg.video_depth, "width": cfg.width, "head": cfg.head}
 
 
 class CheckpointError(RuntimeError):

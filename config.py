@@ -14,6 +14,7 @@ import argparse
 from dataclasses import asdict, dataclass, field, fields
 
 from losses import SOFT_TARGET_STRATEGIES, VARIANTS
+from model import HEADS
 
 
 def _opt(default, help, group):  # noqa: A002 - argparse's word
@@ -49,6 +50,7 @@ class Config:
     # model
     video_depth: int = _opt(9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model")
     width: float = _opt(1.0, "channel multiplier (paper: 1.0; the demo uses 0.25)", "model")
+    head: str = _opt("mlp", "projection heads: mlp (paper: SimCLR's non-linear head) | linear (a probe)", "model")
     # optimisation
     batch_size: int = _opt(224, "global batch, split over processes (paper: 224; Sec. 6: 512)", "optimisation")
     lr: float = _opt(1e-4, "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)",
@@ -132,7 +134,8 @@ def parse_config(argv=None, description=None):
             setattr(cfg, k, v)
     checks = {"loss": tuple(VARIANTS), "soft_targets": SOFT_TARGET_STRATEGIES,
               "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": FAULTY_SOURCES,
-              "pin_workers": ("auto", "on", "off"), "bank_init": ("random", "features")}
+              "pin_workers": ("auto", "on", "off"), "bank_init": ("random", "features"),
+              "head": HEADS}
     for name, allowed in checks.items():
         if getattr(cfg, name) not in allowed:
             parser.error(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}: expected one of {allowed}")

@@ -125,25 +125,31 @@ class AudioEncoder(nn.Module):
         return torch.amax(self.net(x), dim=(2, 3))  # global max pool: (B, 512)
 
 
-def projection_head(in_dim, out_dim=128):
-    """SimCLR's non-linear head (Linear-BN-ReLU-Linear-BN); its output is L2-normalised by AVModel.
+HEADS = ("mlp", "linear")
+
+
+def projection_head(in_dim, out_dim=128, kind="mlp"):
+    """SimCLR's non-linear head (Linear-BN-ReLU-Linear-BN), the paper's; its output is L2-normalised by
+    AVModel. kind="linear" (a probe of issue 31, not the paper's) keeps only the last Linear-BN.
 
     The final BatchNorm matters here: the xID gradient (ā_i - sum_j P_j ā_j)/tau has no component
     along the mean of the targets, so nothing else removes an offset shared by all embeddings, and
     training then starts in two opposite caps of the sphere (bank scores near -0.8, spread 0.03)."""
-    return nn.Sequential(nn.Linear(in_dim, in_dim), nn.BatchNorm1d(in_dim), nn.ReLU(inplace=True),
-                         nn.Linear(in_dim, out_dim, bias=False), nn.BatchNorm1d(out_dim, affine=False))
+    if kind not in HEADS:
+        raise ValueError(f"projection head {kind!r}: expected one of {HEADS}")
+    hidden = [nn.Linear(in_dim, in_dim), nn.BatchNorm1d(in_dim), nn.ReLU(inplace=True)] if kind == "mlp" else []
+    return nn.Sequential(*hidden, nn.Linear(in_dim, out_dim, bias=False), nn.BatchNorm1d(out_dim, affine=False))
 
 
 class AVModel(nn.Module):
     """f_v and f_a followed by projection heads; forward returns unit-norm (v, a), each (B, 128)."""
 
-    def __init__(self, video_depth=18, width=1.0, proj_dim=128):
+    def __init__(self, video_depth=18, width=1.0, proj_dim=128, head="mlp"):
         super().__init__()
         self.video = VideoEncoder(video_depth, width)
         self.audio = AudioEncoder(width)
-        self.video_head = projection_head(self.video.out_dim, proj_dim)
-        self.audio_head = projection_head(self.audio.out_dim, proj_dim)
+        self.video_head = projection_head(self.video.out_dim, proj_dim, head)
+        self.audio_head = projection_head(self.audio.out_dim, proj_dim, head)
 
     def forward(self, video, audio):
         v = F.normalize(self.video_head(self.video(video)), dim=1)  # (B, 128)

@@ -57,6 +57,20 @@ def test_avmodel_outputs_unit_vectors_and_backprops_into_both_encoders():
         VideoEncoder(34)
 
 
+def test_linear_head_probe_drops_only_the_hidden_layer_and_is_rebuilt_from_a_checkpoint():
+    import checkpoint
+    from config import parse_config
+    mlp, lin = AVModel(9, 0.125), AVModel(9, 0.125, head="linear")
+    assert [type(m).__name__ for m in lin.video_head] == ["Linear", "BatchNorm1d"]
+    assert len(mlp.video_head) == 5  # the paper's Linear-BN-ReLU-Linear-BN
+    v, a = lin.eval()(torch.randn(2, 3, 4, 32, 32), torch.randn(2, 1, 40, 40))
+    torch.testing.assert_close(v.norm(dim=1), torch.ones(2))
+    cfg = parse_config(["--preset", "demo", "--head", "linear"])
+    assert checkpoint.model_args(cfg)["head"] == "linear"
+    with pytest.raises(SystemExit):
+        parse_config(["--head", "transformer"])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("hw", [(32, 32), (31, 17)])
 def test_stem_pool_hack_is_bit_identical_to_max_pool3d(dtype, hw):
