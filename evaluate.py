@@ -365,11 +365,12 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
             figs.retrievals(eval_set(cfg, "test", preload=False)[0], eval_set(cfg, "train", preload=False)[0],
                             nearest, classes, out / "retrievals.png")  # decodes only the frames it shows
     if "finetune" in tasks:
-        fa = {**FINETUNE, "accumulate": 1, "frames": cfg.frames, "select_on_val": False, **(finetune_args or {})}
+        fa = {**FINETUNE, "accumulate": 1, "frames": cfg.frames, "select_on_val": False, "curve_every": 0,
+              **(finetune_args or {})}
         res = finetune(model.video, cfg, epochs=fa["epochs"], lr=fa["lr"], lr_min=fa["lr_min"],
                        batch_size=fa["batch_size"], accumulate=fa["accumulate"], frames=fa["frames"],
                        select_on_val=fa["select_on_val"], device=device, workers=workers,
-                       curve_every=fa.get("curve_every", 0))
+                       curve_every=fa["curve_every"])
         keep = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
         results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in keep})}
     for task, res in results.items():

@@ -164,6 +164,14 @@ def objective(v, a, idx, bank, cfg, stage, truth):
     return loss, {"weight": weight, "mu": mu, "sigma": sigma, "soft_mass": soft_mass}
 
 
+def device_inputs(parts, batch, device):
+    """The loader's uint8 crops and waveforms, augmented on the device: colour, blur and spectrograms
+    are done here, batched. -> video (B, 3, T, H, W) in the model's memory format, audio (B, 1, F, T')."""
+    video, audio = parts.augment(batch["video"].to(device, non_blocking=True),
+                                 batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, F, T')
+    return video.to(memory_format=parts.video_format), audio
+
+
 def train_step(parts, batch, cfg, stage, lr):
     """One step of the recipe on a loader batch (uint8 crops, waveforms, bank indices): augment on
     the device -> encode -> eq. (17) -> backward -> EMA update of the bank. bench.py times this
@@ -172,10 +180,7 @@ def train_step(parts, batch, cfg, stage, lr):
     device = bank.video.device
     for group in parts.optimizer.param_groups:
         group["lr"] = lr
-    # workers send uint8 crops and waveforms; colour, blur and spectrograms are done here, batched
-    video, audio = parts.augment(batch["video"].to(device, non_blocking=True),
-                                 batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, F, T')
-    video = video.to(memory_format=parts.video_format)
+    video, audio = device_inputs(parts, batch, device)
     idx = batch["index"].to(device, non_blocking=True)  # (B,)
     # A file that failed to decode came as another item (data.AVDataset._get): its slot leaves the
     # bank before the loss samples negatives, and the substitute, whose slot may also be in the batch
@@ -230,10 +235,10 @@ def memories_from_features(parts, loader, sampler):
     sampler.set_epoch(0)
     momentum, bank.momentum = bank.momentum, 0.0
     for batch in loader:
-        video, audio = parts.augment(batch["video"].to(device), batch["audio"].to(device))  # (B, 3, T, H, W), ...
+        video, audio = device_inputs(parts, batch, device)
         failed = batch.get("failed")
         with parts.autocast:
-            v, a = parts.model(video.to(memory_format=parts.video_format), audio)  # (B, 128) each
+            v, a = parts.model(video, audio)  # (B, 128) each
         bank.update(batch["index"], v, a, keep=None if failed is None else failed < 0)
     bank.momentum = momentum
 

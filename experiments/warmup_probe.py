@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from config import parse_config
 from experiments import demo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,8 +64,7 @@ def run(name, faulty, options, epochs, runs):
     out = runs / name.split(" (")[0].replace(" ", "_").replace(",", "").replace("%", "pct")
     log = out / "log.jsonl"
     options = BASE + options  # later options win
-    folder = options[len(options) - 1 - options[::-1].index("--data") + 1]
-    demo.ensure_data(ROOT / folder)  # made with demo.SYNTH_SETS' options for its name
+    demo.ensure_data(ROOT / parse_config(["--preset", "demo", *options]).data)  # with demo.SYNTH_SETS' options
     if log.exists() and len(log.read_text().splitlines()) >= epochs:
         return out
     cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--warmup-epochs", str(epochs), "--epochs", "0",
