@@ -202,7 +202,10 @@ class AVDataset(torch.utils.data.Dataset):
             return self._get(int(key))
         i, seed = key
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            # Only the CPU generator, which fork_rng(devices=[]) restores and the item's draws use:
+            # torch.manual_seed would also queue a lazy CUDA seeding (a stack trace per call, ~0.1 ms)
+            # and, where CUDA is up, reseed the device's augmentations per item.
+            torch.default_generator.manual_seed(seed)
             return self._get(i)
 
     def _get(self, i):

@@ -314,6 +314,19 @@ def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
     assert not all(torch.equal(x[1], y[1]) for x, y in zip(a, c))
 
 
+
+def test_a_seeded_item_is_what_its_seed_alone_draws_and_leaves_the_global_stream_alone(tmp_path, files):
+    ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), data.ClipSpec(size=32), train=True)
+    torch.manual_seed(123)
+    expected = torch.rand(3)  # the global stream, as it goes on without any item made
+    torch.manual_seed(123)
+    item = ds[(4, 99)]
+    assert torch.equal(torch.rand(3), expected)  # making the item neither drew from nor reseeded it
+    torch.manual_seed(99)  # the seed as the whole global state, the way a fresh process would hold it
+    ref = ds._get(4)
+    assert torch.equal(item["video"], ref["video"]) and torch.equal(item["audio"], ref["audio"])
+    assert not torch.equal(ds[(4, 100)]["video"], item["video"])  # another seed, another crop
+
 def _write_mpeg_ps(path, seconds=3.0, fps=25):
     """A real MPEG-PS file (.mpg): MPEG-1 video and MP2 audio, as old archives hold."""
     import av
