@@ -10,7 +10,6 @@ import torch
 import data
 import decode
 import preload
-import loader_workers
 import manifest
 from tools import synthetic
 from conftest import RATE, clicks, counter_frames
@@ -314,7 +313,6 @@ def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
     assert not all(torch.equal(x[1], y[1]) for x, y in zip(a, c))
 
 
-
 def test_a_seeded_item_is_what_its_seed_alone_draws_and_leaves_the_global_stream_alone(tmp_path, files):
     ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), data.ClipSpec(size=32), train=True)
     torch.manual_seed(123)
@@ -326,6 +324,7 @@ def test_a_seeded_item_is_what_its_seed_alone_draws_and_leaves_the_global_stream
     ref = ds._get(4)
     assert torch.equal(item["video"], ref["video"]) and torch.equal(item["audio"], ref["audio"])
     assert not torch.equal(ds[(4, 100)]["video"], item["video"])  # another seed, another crop
+
 
 def _write_mpeg_ps(path, seconds=3.0, fps=25):
     """A real MPEG-PS file (.mpg): MPEG-1 video and MP2 audio, as old archives hold."""
@@ -383,40 +382,6 @@ def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, file
             order = torch.tensor([i for i, _ in sampler])  # (200,) the epoch's visiting order
             first_half = ds.injected[order[:100]].float().mean()
             assert 0.3 < first_half < 0.7, (seed, epoch, float(first_half))  # hypergeometric: 0.5 +- 0.035
-
-
-def test_worker_cores_leave_the_main_processes_theirs_and_never_share_a_core():
-    sixteen = list(range(16))
-    assert loader_workers.worker_cores(4, "auto", sixteen, slot=(0, 1)) == [15, 14, 13, 12]
-    assert loader_workers.worker_cores(14, "auto", sixteen, slot=(0, 1)) == list(range(15, 1, -1))  # cores 0-1 for main
-    assert loader_workers.worker_cores(15, "auto", sixteen, slot=(0, 1)) is None  # main would have only one core
-    assert loader_workers.worker_cores(1, "auto", [0, 1], slot=(0, 1)) is None  # this 2-core machine: left free
-    assert loader_workers.worker_cores(1, "on", [0, 1], slot=(0, 1)) == [1]
-    assert loader_workers.worker_cores(4, "off", sixteen, slot=(0, 1)) is None
-    two = [loader_workers.worker_cores(4, "auto", sixteen, slot=(r, 2)) for r in (0, 1)]  # torchrun, 2 local ranks
-    assert two == [[15, 14, 13, 12], [11, 10, 9, 8]] and not set(two[0]) & set(two[1])
-    with pytest.raises(ValueError, match="--pin-workers 'yes'"):
-        loader_workers.worker_cores(1, "yes", sixteen)
-
-
-class _WhereAmI(torch.utils.data.Dataset):
-    def __len__(self):
-        return 2
-
-    def __getitem__(self, i):
-        return torch.tensor(sorted(os.sched_getaffinity(0))), torch.get_num_threads()
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity on this OS")
-def test_a_loader_worker_is_held_to_its_core_with_one_thread():
-    cores = sorted(os.sched_getaffinity(0))
-    loader = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
-                                         worker_init_fn=loader_workers.worker_init_fn(1, "on"))
-    for where, threads in loader:
-        assert where.tolist() == [cores[-1]] and threads == 1
-    free = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
-                                       worker_init_fn=loader_workers.worker_init_fn(1, "off"))
-    assert next(iter(free))[0].tolist() == cores
 
 
 def test_training_evaluation_and_preload_decode_and_convert_with_one_thread(tmp_path, files, monkeypatch):
