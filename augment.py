@@ -118,14 +118,23 @@ def saturation(x, f):
 
 
 def hue(x, shift):
-    """Shift the HSV hue of each clip by `shift` (in turns), as torchvision's adjust_hue."""
-    v, imax = x.max(1)  # value and which channel holds it: (N, T, H, W) each
-    cr = v - x.min(1).values  # chroma, = v * saturation
+    """Shift the HSV hue of each clip by `shift` (in turns), as torchvision's adjust_hue. Which channel
+    holds the maximum is a mask, as in torchvision's _rgb2hsv (the first of r, g, b on ties): an
+    argmax (`max(1)` with indices) or nested torch.where give the same bits, but those CPU kernels
+    are not vectorised and cost several times the whole shift (BENCHMARKS.md)."""
+    v = x.amax(1)  # value: (N, T, H, W)
+    cr = v - x.amin(1)  # chroma, = v * saturation
     r, g, b = x.unbind(1)
-    num = torch.where(imax == 0, g - b, torch.where(imax == 1, b - r, r - g))
-    h = (num / torch.where(cr > 0, cr, 1.0) + 2 * imax) / 6 + shift.view(-1, 1, 1, 1)  # hue in turns
+    at_r = (r == v).float()  # 1 where red holds the maximum
+    at_g = (g == v).float().mul_(1 - at_r)  # 1 where green holds it and red does not
+    at_b = 1 - at_r - at_g
+    # two of the three terms are multiplied by 0, so the sum is the chosen one exactly
+    num = (g - b).mul_(at_r).add_((b - r).mul_(at_g)).add_((r - g).mul_(at_b))  # (N, T, H, W)
+    sector = at_g.mul_(2).add_(at_b.mul_(4))  # 0, 2 or 4: 2 x the channel index
+    h = num.div_(torch.where(cr > 0, cr, 1.0)).add_(sector).div_(6).add_(shift.view(-1, 1, 1, 1))  # hue in turns
     h6 = torch.remainder(h, 1.0).mul_(6)
-    k = torch.stack([h6 + 5, h6 + 3, h6 + 1], 1).remainder_(6)  # (N, 3, T, H, W), the HSV -> RGB sectors
+    k = torch.stack([h6 + 5, h6 + 3, h6 + 1], 1)  # (N, 3, T, H, W), in [1, 11]
+    k.sub_((k >= 6).float().mul_(6))  # = k mod 6, exact here, and faster than remainder
     return v[:, None] - cr[:, None] * torch.minimum(k, 4 - k).clamp_(0, 1)  # (N, 3, T, H, W)
 
 

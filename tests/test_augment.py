@@ -46,6 +46,26 @@ def test_hue_shift_equals_torchvision():
     torch.testing.assert_close(out[2], torch.stack([TF.adjust_hue(x[2, :, j], -0.45) for j in range(4)], 1), atol=1e-5, rtol=0)
 
 
+def argmax_hue(x, shift):
+    """The hue shift written with max(1)'s channel index: the form augment.hue replaced."""
+    v, imax = x.max(1)
+    cr = v - x.min(1).values
+    r, g, b = x.unbind(1)
+    num = torch.where(imax == 0, g - b, torch.where(imax == 1, b - r, r - g))
+    h = (num / torch.where(cr > 0, cr, 1.0) + 2 * imax) / 6 + shift.view(-1, 1, 1, 1)
+    k = torch.stack([h.remainder(1.0) * 6 + o for o in (5, 3, 1)], 1).remainder(6)
+    return v[:, None] - cr[:, None] * torch.minimum(k, 4 - k).clamp(0, 1)
+
+
+def test_hue_mask_form_gives_the_argmax_form_bit_for_bit_on_ties():
+    torch.manual_seed(0)
+    x = torch.randint(0, 4, (8, 3, 2, 16, 16)).float() / 3  # 4 levels: most pixels tie on their maximum
+    shift = torch.tensor([0.0, 0.05, -0.05, 0.1, -0.1, 0.45, -0.45, 0.5])
+    assert torch.equal(augment.hue(x, shift), argmax_hue(x, shift))
+    x = torch.rand(8, 3, 2, 16, 16)
+    assert torch.equal(augment.hue(x, shift), argmax_hue(x, shift))
+
+
 def test_one_draw_per_clip_shared_by_its_frames():
     torch.manual_seed(0)
     still = torch.randint(0, 256, (1, 3, 1, 16, 16), dtype=torch.uint8).expand(16, 3, 8, 16, 16)  # 16 copies
