@@ -14,11 +14,11 @@ checkout, and says whether the two logged the same losses (a speed-up that must 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import shutil
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
