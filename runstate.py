@@ -4,6 +4,7 @@
     save_epoch     the checkpoint after an epoch (rank 0 writes; every rank's RNG; the log so far)
     rewrite_log    OUT/log.jsonl rebuilt from the checkpoint, so each epoch is logged once
     log_epoch      the epoch's line on the terminal and in log.jsonl
+    read_log       the records of a log.jsonl, in order (for the tools that read runs)
     SigtermStop    SIGTERM stops the run at a step boundary; stop_requested makes the ranks agree
 
 Checkpoints themselves (what they hold, atomic writes) are checkpoint.py's. Tests: tests/test_faults.py,
@@ -15,6 +16,7 @@ import signal
 import sys
 import threading
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -153,6 +155,11 @@ def rewrite_log(history, out, start_epoch):
     tmp.write_text("".join(json.dumps(r) + "\n" for r in history))
     os.replace(tmp, out / "log.jsonl")
     return history
+
+
+def read_log(path):
+    """The records of a train.py log.jsonl (a dict per epoch, in order)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
 def log_epoch(record, out):

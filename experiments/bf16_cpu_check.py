@@ -41,5 +41,6 @@ def main(argv=None):
             bad = nonfinite_grads(inp, w, go, args.repeats, dtype, onednn)
             print(f"{kind:13s} {name:17s}: non-finite weight gradient in {bad} of {args.repeats}")
 
+
 if __name__ == "__main__":
     main()

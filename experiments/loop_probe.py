@@ -12,7 +12,6 @@ the median clips/s over the epochs after the first (the first includes the worke
 checkout, and says whether the two logged the same losses (a speed-up that must not change the numbers).
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -27,6 +26,7 @@ import torch
 
 from experiments import demo
 from experiments.cpu_step_probe import build, timed
+from runstate import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +48,7 @@ def loop_clips_per_s(options, env, epochs, batch, data, root=ROOT):
         res = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env={**os.environ, **env})
         if res.returncode:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{res.stderr[-2000:]}")
-        log = [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines()]
+        log = read_log(Path(out) / "log.jsonl")
     return statistics.median(r["clips_per_s"] for r in log[1:]), [r["loss"] for r in log]
 
 

@@ -6,13 +6,13 @@ two run folders, also the warm-up's last-epoch bank AUROC and where its loss lea
         --runs runs/demo2000 runs/demo2000_bf16
 """
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
 from experiments.demo import COLUMNS, finished_settings, fmt_diff
 from experiments.warmup_probe import chance_loss, leaves_chance
+from runstate import read_log
 
 
 def paired(a_folder, b_folder):
@@ -24,7 +24,7 @@ def paired(a_folder, b_folder):
 
 def warmup_log(runs, seed, faulty):
     path = Path(runs) / f"seed{seed}_faulty{round(100 * faulty)}" / "warmup" / "log.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else None
+    return read_log(path) if path.exists() else None
 
 
 def main(argv=None):

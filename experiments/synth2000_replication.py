@@ -5,7 +5,6 @@ bank AUROC (xID branch) on all seeds.
 
     python -m experiments.synth2000_replication [ORIGINAL_SETTINGS NEW_SETTINGS RUNS]   # defaults: the larger set's
 """
-import json
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 from scipy import stats
 
 from experiments.demo import COLUMNS, finished_settings, fmt_diff
+from runstate import read_log
 
 METRICS = [c for c in COLUMNS if c != "AUROC"]
 
@@ -47,7 +47,7 @@ def main(original="results/synth2000/demo_settings", new="results/synth2000_rep/
     logs = [Path(runs) / f"seed{r['seed']}_faulty50" / "warmup" / "log.jsonl" for r in rows]
     sources = {"xID branch": np.array([100 * r["rows"]["xid"]["AUROC"] for r in rows])}  # (seeds,)
     if all(p.exists() for p in logs):
-        sources["warm-up"] = np.array([100 * json.loads(p.read_text().splitlines()[-1])["faulty_auroc"] for p in logs])
+        sources["warm-up"] = np.array([100 * read_log(p)[-1]["faulty_auroc"] for p in logs])
     for name, auroc in sources.items():
         print(f"  {name} bank AUROC per seed: {' '.join(f'{a:.1f}' for a in auroc)}")
         for metric in ("R@1", "5-shot"):

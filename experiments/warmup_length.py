@@ -17,13 +17,13 @@ Training seconds are the log's (epoch size / clips per second; start-up and prel
         results/warmup64/logs/seed0_faulty0.jsonl --at 25 40 64
 """
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
 from statistics import mean
 
 from experiments.warmup_probe import chance_loss, leaves_chance
+from runstate import read_log
 
 
 def judge(logs, length, chance, goal):
@@ -49,8 +49,7 @@ def main(argv=None):
     p.add_argument("--num-negatives", type=int, default=256, help="K, for the chance value 2 ln(K + 1)")
     p.add_argument("--videos", type=int, default=2000, help="training videos, for the seconds an epoch takes")
     args = p.parse_args(argv)
-    logs = [[r for r in map(json.loads, Path(f).read_text().splitlines()) if r.get("stage") == "xid"]
-            for f in args.logs]
+    logs = [[r for r in read_log(f) if r.get("stage") == "xid"] for f in args.logs]
     for f, recs in zip(args.logs, logs):
         if [r["epoch"] for r in recs] != list(range(len(recs))):
             raise SystemExit(f"{f}: the xID epochs are not 0, 1, 2, ... in order (a resumed run logged twice?)")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from config import parse_config
 from experiments import demo
+from runstate import read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +97,7 @@ def main():
     for name in args.only:
         faulty, options = SETTINGS[name]
         out = run(name, faulty, options, args.epochs, runs)
-        curves[name] = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+        curves[name] = read_log(out / "log.jsonl")
     chance = chance_loss(256)
 
     def chance_of(name):

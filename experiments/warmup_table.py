@@ -9,7 +9,6 @@ epoch size / clips per second; start-up and preloading are not counted).
 RUN is a train.py run folder (log.jsonl, ckpt.pt): its settings come from the checkpoint.
 """
 import argparse
-import json
 import sys
 import shlex
 import time
@@ -20,6 +19,7 @@ import torch
 
 from config import Config
 from experiments.warmup_probe import chance_loss, leaves_chance
+from runstate import read_log
 
 
 def first_reaching(recs, key, threshold, hold):
@@ -56,7 +56,7 @@ def main(argv=None):
              "|---|---:|---:|---:|---:|---:|" + "---|" * len(args.at) + "---:|---:|---:|---:|"]
     for spec in args.runs:
         run, _, label = spec.partition("=")
-        recs = [json.loads(line) for line in (Path(run) / "log.jsonl").read_text().splitlines()]
+        recs = read_log(Path(run) / "log.jsonl")
         cfg, n_train = describe(run)
         by = {r["epoch"]: r for r in recs}
         cells = ["-" if by.get(e) is None else

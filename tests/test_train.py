@@ -44,7 +44,7 @@ def run(tiny_data, out, *args, env=None, wait=True):
 
 
 def log(out):
-    return [json.loads(line) for line in open(Path(out) / "log.jsonl")]
+    return runstate.read_log(Path(out) / "log.jsonl")
 
 
 def weights(out):

@@ -20,7 +20,6 @@ unaffected; `--cpu-smoke` runs every part on the CPU at toy sizes (tests/test_gp
     python -m tools.gpu_check [--out results/gpu.md] [--work runs/gpu_check]
 """
 import argparse
-import json
 import math
 import os
 import subprocess
@@ -35,6 +34,7 @@ from tools import bench
 import data
 import decode
 import evaluate
+import runstate
 from tools import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,7 +104,7 @@ def train_section(work, smoke):
     text = _torchrun(1, ROOT / "train.py", common + ["--amp", second, "--warmup-epochs", 3 if smoke else 5,
                                                       "--epochs", 0, "--allow-config-change"])
     wall = time.time() - t0
-    log = [json.loads(line) for line in open(out / "log.jsonl")]
+    log = runstate.read_log(out / "log.jsonl")
     losses = [r["loss"] for r in log]
     res = evaluate.evaluate(out / "ckpt.pt", ["retrieval", "fewshot"], workers=2, shots=(1, 5),
                             trials=5 if smoke else 50, figures=False)
