@@ -15,8 +15,9 @@ with several noise levels, Fig. 7 as RESULTS/noisy.png.
 Faulty positives are injected as the paper does (Sec. 5.2), with sounds from outside both splits:
 the synthetic set's `_heldout/` pool (train.py's --faulty-source heldout); any train.py option given
 here passes through, e.g. `--faulty-source train` for the donor deviation. As in the paper, delta is
-set from the known noise level: the weight function's
-midpoint sits at the quantile of the known share of faulty positives (natural + injected). Every
+set from the known noise level (`paper_delta`): the weight function's midpoint sits at the quantile of
+the injected share, the one a user knows. `weighted@shares` is the named deviation that adds the
+natural share, which only the generator knows. Every
 run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
 as RESULTS/NAME_settings/seedS_faultyF.json, so that a later session only adds what is missing.
 """
@@ -49,9 +50,32 @@ COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
 FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
 
 
-def method_name(method):
+# Sec. 5.2 sets delta "so that the midpoint of the weighting function coincides with the known fraction
+# of altered samples": under a normal fit of the bank scores, delta = Phi^-1(injected share) puts that
+# share below the midpoint mu + delta sigma. With nothing injected the rule has no midpoint
+# (Phi^-1(0) = -inf), so 0% uses a fixed delta: config's default, -1, one sigma below the mean (about
+# 16% of the scores below it). It was fixed before any run at 0% and is not tuned on them.
+DELTA_AT_ZERO = -1.0
+DELTA_RULES = {"": "the injected share (paper)", "shares": "natural + injected share (deviation)"}
+
+
+def paper_delta(faulty):
+    """delta of eq. (6) from the known share of injected faulty positives (Sec. 5.2)."""
+    return NormalDist().inv_cdf(min(faulty, 1 - 1e-3)) if faulty > 0 else DELTA_AT_ZERO
+
+
+def parse_method(method):
+    """'weighted', 'soft:oracle' (soft targets of Table 1), 'weighted@shares' (delta rule) ->
+    (loss, targets, rule)."""
+    method, _, rule = method.partition("@")
     key, _, targets = method.partition(":")
-    return VARIANTS[key].name + (f" ({targets} targets)" if targets else "")
+    return key, targets, rule
+
+
+def method_name(method):
+    key, targets, rule = parse_method(method)
+    return (VARIANTS[key].name + (f" ({targets} targets)" if targets else "")
+            + (f" (delta from the {DELTA_RULES[rule]})" if rule else ""))
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
@@ -72,14 +96,21 @@ def ensure_data(root, synth_args=None):
 
 
 def faulty_share(cfg):
-    """The known share of faulty positives in the training set: ground truth plus injected."""
+    """The share of faulty positives in the training set, natural plus injected: the generator knows
+    the natural ones, a user does not (the `shares` deviation only)."""
     return float(train.build_train_set(cfg).faulty.float().mean())
+
+
+def shares_delta(common):
+    """The deviation's delta: the midpoint at the quantile of the natural plus the injected share."""
+    share = faulty_share(parse_config(common + ["--out", "unused"]))
+    return NormalDist().inv_cdf(min(max(share, 1e-3), 1 - 1e-3))
 
 
 def settings_dir(args):
     """Finished (seed, noise level)s as small files beside the results: commit these, and a rerun in
     a new session (whose runs/ folder is gone) skips what is done and adds only what is missing."""
-    return Path(args.results) / f"{args.figure or 'demo'}_settings"
+    return Path(args.results) / (getattr(args, "settings", None) or f"{args.figure or 'demo'}_settings")
 
 
 def setting_file(args, seed, faulty):
@@ -95,7 +126,8 @@ def setting_key(args, faulty):
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
     key = {"data": args.data, "manifest_sha1": digest, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
-           "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args}
+           "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args,
+           "delta": paper_delta(faulty)}  # settings made under the earlier natural + injected rule run again
     if faulty == 0:
         return key
     cfg = parse_config(["--preset", "demo", "--data", args.data] + args.train_args)
@@ -126,10 +158,12 @@ def run_setting(args, seed, faulty):
         root, common, delta = warm_up(args, seed, faulty)
     rows = {}
     for method in args.methods:
-        key, _, targets = method.partition(":")
-        rows[method] = run_branch(args, root, common, method.replace(":", "_"),
-                                  ["--loss", key, "--delta", f"{delta:.4f}"]
+        key, targets, rule = parse_method(method)
+        used = shares_delta(common) if rule == "shares" else delta
+        rows[method] = run_branch(args, root, common, method.replace(":", "_").replace("@", "_"),
+                                  ["--loss", key, "--delta", f"{used:.4f}"]
                                   + (["--soft-targets", targets] if targets else []), split)
+        rows[method]["delta"] = used
         print(f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
               + json.dumps({k: rows[method][k] for k in args.columns}))
     done.parent.mkdir(parents=True, exist_ok=True)
@@ -165,16 +199,14 @@ def time_split(data_seconds, roots, total_seconds):
 
 def warm_up(args, seed, faulty):
     """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
-    Returns its folder, the train.py options the branches share, and delta set from the known share of
-    faulty positives, as in the paper: the weights' midpoint sits at that quantile of the scores."""
+    Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
     root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
     common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)] + \
         (["--workers", str(args.workers)] if args.workers is not None else []) + args.train_args
     warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
                                   "--epochs", "0"])
-    delta = NormalDist().inv_cdf(min(max(faulty_share(warm), 1e-3), 1 - 1e-3))
     train.main(warm)
-    return root, common, delta
+    return root, common, paper_delta(faulty)
 
 
 def run_branch(args, root, common, name, options, split=None):
@@ -229,11 +261,11 @@ def fmt_diff(diffs):
 
 def tables(results, faulty, methods, columns):
     """Mean +- std over seeds per method, then each method minus xID on the same seed."""
-    show_soft = any(VARIANTS[m.partition(":")[0]].soft for m in methods)  # an all-✗ column says nothing
+    show_soft = any(VARIANTS[parse_method(m)[0]].soft for m in methods)  # an all-✗ column says nothing
     lines = ["| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
              "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns)]
     for m in methods:
-        key, _, targets = m.partition(":")
+        key, targets, _ = parse_method(m)
         v = VARIANTS[key]
         soft = f"{(targets or 'ccp') if v.soft else '✗'} | " if show_soft else ""
         cells = [fmt([r[faulty][m][c] for r in results]) for c in columns]
@@ -261,7 +293,8 @@ def main(argv=None):
     p.add_argument("--results", default="results")
     p.add_argument("--figure", choices=sorted(FIGURES), help="the settings of a paper figure (methods, levels, seeds)")
     p.add_argument("--methods", nargs="+", default=["xid", "weighted", "oracle"],
-                   help=f"first is the baseline; one of {list(VARIANTS)}, or soft:STRATEGY")
+                   help=f"first is the baseline; one of {list(VARIANTS)}, soft:STRATEGY (Table 1's targets) or "
+                   "weighted@shares (delta from the natural + injected share, a deviation)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--faulty", type=float, nargs="+", default=[0.5], help="shares of injected faulty positives")
     p.add_argument("--warmup-epochs", type=int, default=25)
@@ -285,9 +318,9 @@ def main(argv=None):
         if f"--{k}" not in given:
             setattr(args, k, v)
     for m in args.methods:
-        key, _, _ = m.partition(":")
-        if key not in VARIANTS:
-            p.error(f"--methods {m}: expected one of {list(VARIANTS)} or soft:STRATEGY")
+        key, _, rule = parse_method(m)
+        if key not in VARIANTS or rule not in DELTA_RULES:
+            p.error(f"--methods {m}: expected one of {list(VARIANTS)}, soft:STRATEGY or weighted@shares")
     args.columns = COLUMNS + (("fine-tune",) if args.finetune_epochs else ())
     t0 = time.time()
     if args.fresh:
@@ -362,7 +395,7 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
     out.mkdir(parents=True, exist_ok=True)
     name = args.figure or "demo"
     shown = "weighted" if "weighted" in args.methods else args.methods[-1]  # Fig. 5 is about the weights
-    last = root / shown.replace(":", "_") if root else None
+    last = root / shown.replace(":", "_").replace("@", "_") if root else None
     for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
         if last and (last / png).exists():
             shutil.copy(last / png, out / f"{name}_{png}")

@@ -4,8 +4,8 @@ paired difference over seeds with a 95% t-interval.
 
     delta   Weighted-xID's shape parameter of eq. (6) (Appendix, "Effect of shape parameter delta";
             paper: not very sensitive): the weights' midpoint sits at mu + delta sigma of the bank
-            scores. -2, -1 (the paper's default), 0, 1 and the demo's known share (delta = Phi^-1 of
-            the share of faulty positives), at 25% and 50% injected faulty positives.
+            scores. -2, -1, 0, 1 and "known", the paper's rule and demo.py's branch (delta = Phi^-1
+            of the known injected share), at 25% and 50% injected faulty positives.
     lambda  Soft-xID's mixing coefficient of eqs. (8)-(9), cycle-consistent targets (Appendix, "Effect
             of mixing coefficient lambda"; paper: best between 0.25 and 0.5, pre-training fails
             completely above 0.65). 0, 0.25, 0.5 (default), 0.65, 0.8, 0.9, 1 at 50%.
@@ -53,7 +53,7 @@ COLUMNS = ("R@1", "R@5", "1-shot", "5-shot")
 def branch(knob, name, value, delta):
     """(folder, train.py options) of one value's branch. The default's options are exactly demo.py's
     for that method, so its branch (and a finished Fig. 7 or Table 2 run) is shared, not retrained."""
-    options = ["--loss", knob.method, "--delta", f"{delta:.4f}"]  # demo.py's, the known-share delta
+    options = ["--loss", knob.method, "--delta", f"{delta:.4f}"]  # demo.py's, the paper's delta
     if value == knob.default:
         return knob.method, options
     if value == "known":

@@ -129,7 +129,7 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
 
     def ran(*a, **k):
         raise Ran
-    monkeypatch.setattr(demo, "faulty_share", ran)
+    monkeypatch.setattr(demo, "warm_up", ran)
     args.epochs = 9  # other settings: the file is not used
     with pytest.raises(Ran):
         demo.run_setting(args, 1, 0.25)
@@ -225,3 +225,17 @@ def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_pa
     assert "finetune" in seen["tasks"] and row["fine-tune"] == 0.9
     # only the length is the demo's: batch, rates and the rest stay evaluate.FINETUNE's, the paper's
     assert seen["finetune_args"] == {"epochs": 7} and evaluate.FINETUNE["batch_size"] == 192
+
+
+def test_delta_follows_the_injected_share_and_is_fixed_at_zero():
+    """Sec. 5.2: the weights' midpoint at the quantile of the known injected share, Phi^-1(share), so
+    that share of normal scores lies below mu + delta sigma; at 0% the rule has no midpoint, so the
+    fixed DELTA_AT_ZERO is used instead of -inf."""
+    from statistics import NormalDist
+    assert demo.paper_delta(0.5) == 0.0
+    assert abs(NormalDist().cdf(demo.paper_delta(0.25)) - 0.25) < 1e-9
+    assert demo.paper_delta(0.75) > 0 > demo.paper_delta(0.25)
+    assert demo.paper_delta(0.0) == demo.DELTA_AT_ZERO == -1.0
+    assert demo.parse_method("weighted@shares") == ("weighted", "", "shares")
+    assert demo.parse_method("soft:oracle") == ("soft", "oracle", "")
+    assert "natural + injected" in demo.method_name("weighted@shares")
