@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import augment
+import runstate
 from diagnostics import faulty_auroc
 import data
 import loader_workers
@@ -329,7 +330,16 @@ def protocol_of(task, **settings):
 def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 20), trials=50, standardise=False,
              finetune_args=None, figures=True, jobs=None):
     """Run `tasks` on a checkpoint; returns {task: results} with each task's protocol, and merges
-    them into CKPT_DIR/eval.json."""
+    them into CKPT_DIR/eval.json. It writes into the run folder (feature caches, eval.json, plots), so
+    it holds the folder as train.py does: a checkpoint whose run is still training is refused."""
+    if not Path(ckpt).is_file():
+        raise FileNotFoundError(f"checkpoint not found: {ckpt}")
+    with runstate.hold_folder(Path(ckpt).parent, "evaluate.py"):
+        return _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args,
+                         figures, jobs)
+
+
+def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs):
     import figures as figs
     device = device or device_default()
     cfg, model, bank, instances = load_pretrained(ckpt)
@@ -419,7 +429,7 @@ def main(argv=None):
     try:
         res = evaluate(args.ckpt, tasks, overrides, args.workers, trials=args.trials, standardise=args.standardise,
                        finetune_args=finetune_args, jobs=args.jobs)
-    except (CheckpointError, FileNotFoundError) as err:
+    except (CheckpointError, FileNotFoundError, runstate.FolderHeld) as err:
         raise SystemExit(f"evaluate.py: {err}") from err
     print(json.dumps(res, indent=1))
 

@@ -6,15 +6,21 @@
     log_epoch      the epoch's line on the terminal and in log.jsonl
     read_log       the records of a log.jsonl, in order (for the tools that read runs)
     SigtermStop    SIGTERM stops the run at a step boundary; stop_requested makes the ranks agree
+    hold_folder    one run per folder: an exclusive lock on OUT/run.lock, named holder, gone with the process
+    hold_for_job   the same under torchrun: rank 0 holds it for the job, every rank stops if it cannot
 
 Checkpoints themselves (what they hold, atomic writes) are checkpoint.py's. Tests: tests/test_faults.py,
 tests/test_train.py.
 """
+import fcntl
 import json
 import os
 import signal
+import socket
 import sys
 import threading
+import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -170,3 +176,63 @@ def log_epoch(record, out):
               bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else ""))
     with open(out / "log.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
+
+
+# ----------------------------------------------------------------------------- one run per folder
+
+LOCK_NAME = "run.lock"
+
+
+class FolderHeld(RuntimeError):
+    """Another live process holds the run folder; the message names it and its holder."""
+
+
+@contextmanager
+def hold_folder(out, who="train.py"):
+    """Hold OUT for as long as the block runs: two runs on one folder would interleave its log and race
+    on its checkpoint's temporary file. The lock is the kernel's (flock on OUT/run.lock), so it goes
+    with the process however that ends (kill -9, a crash, a power cut): a dead run never blocks the
+    next, which resumes. The file keeps who holds, or last held, the folder (host, pid, start time);
+    it is left in place, since removing a lock file races with the next holder opening it."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            h = json.loads(os.read(fd, 4096) or b"{}")
+            holder = f"{h['who']} on host {h['host']}, pid {h['pid']}, started {h['started']}"
+        except (ValueError, KeyError):  # it holds the lock but has not written its name yet
+            holder = "a run that is just starting"
+        os.close(fd)
+        raise FolderHeld(f"the run folder {out} is in use by {holder}. Wait for it to end (the same command "
+                         f"then resumes), stop it, or choose another --out") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps({"who": who, "host": socket.gethostname(), "pid": os.getpid(),
+                             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode())
+    try:
+        yield path
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@contextmanager
+def hold_for_job(out, master_process, who="train.py"):
+    """hold_folder for a job of one or many processes: rank 0 holds OUT (only it writes there), and
+    tells every rank whether it could, so that all stop together instead of waiting in a collective."""
+    with ExitStack() as stack:
+        err = None
+        if master_process:
+            try:
+                stack.enter_context(hold_folder(out, who))
+            except FolderHeld as e:
+                err = str(e)
+        if dist.is_initialized():
+            box = [err]
+            dist.broadcast_object_list(box, src=0)
+            err = box[0]
+        if err:
+            raise SystemExit(f"{who}: {err}")
+        yield

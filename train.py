@@ -314,12 +314,15 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
 def main(cfg):
     ddp, rank, world, device = setup_distributed()
     master_process = rank == 0
+    out = Path(cfg.out)
+    with runstate.hold_for_job(out, master_process):  # one run per folder; a dead holder does not count
+        return run(cfg, ddp, rank, world, device, out)
+
+
+def run(cfg, ddp, rank, world, device, out):
+    master_process = rank == 0
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
-    out = Path(cfg.out)
-    if master_process:
-        out.mkdir(parents=True, exist_ok=True)
-
     dataset = build_train_set(cfg)
     sampler, loader = make_loader(cfg, dataset, rank, world, device)
     parts = build_parts(cfg, dataset, device)

@@ -1,0 +1,99 @@
+"""One run per folder, made real with processes: a second train.py (or a torchrun job, or an evaluation)
+on a folder that a live run holds stops within seconds and names the holder; a run killed by SIGKILL
+leaves nothing that blocks the next, which resumes."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import runstate
+from test_train import ROOT, TINY, log, run, tiny_data  # noqa: F401 - tiny_data is a fixture
+
+LONG = ("--warmup-epochs", "40", "--epochs", "0")  # outlives the checks below
+
+
+def wait_until(condition, proc, seconds=120):
+    deadline = time.time() + seconds
+    while not condition():
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def holder_pid(out):
+    try:
+        return json.loads((out / runstate.LOCK_NAME).read_text())["pid"]
+    except (FileNotFoundError, ValueError, KeyError):
+        return None
+
+
+def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(tmp_path):
+    with runstate.hold_folder(tmp_path, "first"):
+        with pytest.raises(runstate.FolderHeld, match=f"first on host {socket.gethostname()}, pid {os.getpid()}"):
+            with runstate.hold_folder(tmp_path, "second"):
+                pass
+    with runstate.hold_folder(tmp_path, "third"):
+        assert json.loads((tmp_path / runstate.LOCK_NAME).read_text())["who"] == "third"
+
+
+def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_logs_each_epoch_once(tiny_data,  # noqa: F811
+                                                                                                 tmp_path):
+    first = run(tiny_data, tmp_path, "--warmup-epochs", "15", "--epochs", "0", wait=False)
+    try:
+        wait_until(lambda: holder_pid(tmp_path) == first.pid, first)
+        t0 = time.time()
+        second = run(tiny_data, tmp_path, "--warmup-epochs", "15", "--epochs", "0", wait=False)
+        text, _ = second.communicate(timeout=120)
+        assert second.returncode != 0 and time.time() - t0 < 30, text
+        assert f"run folder {tmp_path} is in use by train.py on host {socket.gethostname()}, pid {first.pid}" in text
+        assert "Traceback" not in text, text
+        out, _ = first.communicate(timeout=300)
+        assert first.returncode == 0, out
+    finally:
+        first.kill()
+    assert [r["epoch"] for r in log(tmp_path)] == list(range(15))
+
+
+def test_a_run_killed_by_sigkill_does_not_block_the_next_which_resumes(tiny_data, tmp_path):  # noqa: F811
+    first = run(tiny_data, tmp_path, *LONG, wait=False)
+    wait_until(lambda: (tmp_path / "log.jsonl").exists() and (tmp_path / "log.jsonl").read_text().strip(), first)
+    os.kill(first.pid, signal.SIGKILL)  # no handler runs: only the kernel releases the lock
+    first.communicate(timeout=60)
+    assert holder_pid(tmp_path) == first.pid  # its name stays in the file, the lock does not
+    text = run(tiny_data, tmp_path, "--warmup-epochs", "3", "--epochs", "0", "--allow-config-change")
+    assert "resuming from" in text
+    epochs = [r["epoch"] for r in log(tmp_path)]
+    assert epochs == sorted(set(epochs)) and epochs[-1] == 2 and epochs[0] == 0
+
+
+def test_evaluation_refuses_a_folder_that_is_still_training(tiny_data, tmp_path):  # noqa: F811
+    first = run(tiny_data, tmp_path, *LONG, wait=False)
+    try:
+        wait_until(lambda: (tmp_path / "ckpt.pt").exists() and holder_pid(tmp_path) == first.pid, first)
+        ev = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "retrieval", str(tmp_path / "ckpt.pt")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert ev.returncode != 0 and f"pid {first.pid}" in ev.stderr and "Traceback" not in ev.stderr, ev.stderr
+        assert not (tmp_path / "eval.json").exists()
+    finally:
+        first.kill()
+        first.communicate()
+
+
+def test_every_torchrun_rank_stops_when_the_folder_is_held(tiny_data, tmp_path):  # noqa: F811
+    """Rank 0 holds the folder for the job; when it cannot, it tells the others, and none waits in a
+    collective for a rank that left."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py"),
+           "--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--warmup-epochs", "1",
+           "--epochs", "0"] + TINY
+    with runstate.hold_folder(tmp_path, "a test"):
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    text = res.stdout + res.stderr
+    assert res.returncode != 0, text
+    assert f"in use by a test on host {socket.gethostname()}, pid {os.getpid()}" in text, text
+    assert not (tmp_path / "log.jsonl").exists()
