@@ -1,11 +1,13 @@
 """Which files make a dataset: layouts, split lists, the scan of usable files, the manifest (Sec. 5.1).
 
-    python manifest.py scan ROOT --out ROOT/manifest.csv [--video-only]
+    python manifest.py scan ROOT --out ROOT/manifest.csv [--video-only] [--jobs N]
     python manifest.py split ROOT [--test-fraction 0.2 --seed 0]     # a folder without split lists
 
 `scan` opens every video once and keeps the usable ones (path, label, duration, fps, size, audio);
 each unusable file gets one line with its path and the reason: empty, cannot be opened, no video
-stream, no audio stream, shorter than one clip, truncated. `load_records` joins a layout's split
+stream, no audio stream, shorter than one clip, truncated. The scan probes with every core, shows
+files/s and the time left, and writes each result to OUT.partial as it comes: a stopped scan resumes
+without probing a file twice, and the manifest is written atomically at the end. `load_records` joins a layout's split
 (UCF101, HMDB51, Kinetics-400, or a plain folder of class folders) with the manifest, so the number
 of memory-bank slots always comes from the files that work.
 
@@ -16,7 +18,9 @@ with the reason. Tests: tests/test_data.py, tests/test_protocols.py
 """
 import argparse
 import csv
+import json
 import mimetypes
+import multiprocessing
 import os
 import sys
 from dataclasses import dataclass
@@ -24,6 +28,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+from tqdm import tqdm
 
 # containers PyAV (FFmpeg) reads that real collections ship: Kinetics .mp4/.webm/.mkv, UCF101 and
 # HMDB51 .avi, phones .mov/.m4v/.3gp, older archives .mpg/.mpeg/.flv, Wikimedia .ogv
@@ -165,9 +170,11 @@ def load_records(layout, root, split, fold=1, annotations=None, manifest=None, n
     items, classes = list_split(layout, root, split, fold, annotations)
     manifest = Path(manifest or root / "manifest.csv")
     if not manifest.exists():  # scan every file under root, so that one manifest serves every split
-        rows = scan(root, need_audio=need_audio)
-        if os.access(root, os.W_OK):
+        writable = os.access(manifest.parent, os.W_OK)
+        rows = scan(root, need_audio=need_audio, journal=partial(manifest) if writable else None)
+        if writable:
             write_manifest(rows, manifest)
+            partial(manifest).unlink(missing_ok=True)
     else:
         rows = list(csv.DictReader(open(manifest)))
     by_path = {r["path"]: r for r in rows}
@@ -224,6 +231,7 @@ def probe(path, need_audio=True, min_video=MIN_VIDEO_SECONDS, min_audio=MIN_AUDI
         if not container.streams.video:
             raise ValueError("no video stream")
         vs = container.streams.video[0]
+        vs.codec_context.thread_count = 1  # the scan runs a process per core: decoder threads would only compete
         has_audio = bool(container.streams.audio)
         if need_audio and not has_audio:
             raise ValueError("no audio stream")
@@ -244,8 +252,51 @@ def probe(path, need_audio=True, min_video=MIN_VIDEO_SECONDS, min_audio=MIN_AUDI
                 "audio_duration": f"{audio_duration:.3f}"}
 
 
-def scan(root, files=None, need_audio=True, out=sys.stdout):
-    """Probe every video under root (or the given files); print one line per unusable file."""
+def partial(manifest_path):
+    """Where a scan for MANIFEST_PATH keeps what it has probed so far: MANIFEST_PATH.partial."""
+    return Path(f"{manifest_path}.partial")
+
+
+def _probe_one(job):
+    """(relative path, file stamp, manifest row or None, why unusable or None), in a pool process."""
+    path, rel, stamp, need_audio = job
+    try:
+        return rel, stamp, probe(path, need_audio) | {"path": rel}, None
+    except (ValueError, OSError) as err:
+        return rel, stamp, None, str(err)
+
+
+def _stamp(path):
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _read_journal(journal, need_audio):
+    """{relative path: (stamp, row, why)} from an earlier scan's journal made with the same need_audio;
+    a line cut by a kill mid-write is the last one and is dropped."""
+    if journal is None or not journal.exists():
+        return {}
+    done, lines = {}, journal.read_text().splitlines()
+    try:
+        head = json.loads(lines[0]) if lines else None
+    except ValueError:
+        head = None
+    if not head or head.get("need_audio") != need_audio:
+        return {}
+    for line in lines[1:]:
+        try:
+            rel, stamp, row, why = json.loads(line)
+        except ValueError:
+            continue
+        done[rel] = (stamp, row, why)
+    return done
+
+
+def scan(root, files=None, need_audio=True, out=sys.stdout, jobs=None, journal=None, progress=True):
+    """Probe every video under root (or the given files) with `jobs` processes (default: every core);
+    print one line per unusable file. With `journal` (a path), each result is appended there as it
+    comes, and the results already there for an unchanged file (same size and mtime) are not probed
+    again: a stopped scan resumes. Rows come back sorted by path, whatever the order of the probes."""
     root = Path(root)
     if files is None:
         found = [p for p in root.rglob("*") if p.is_file() and not _hidden(p.relative_to(root))]
@@ -254,16 +305,62 @@ def scan(root, files=None, need_audio=True, out=sys.stdout):
                 _report_unsupported(p, out)
         files = [p for p in found if p.suffix.lower() in VIDEO_EXTENSIONS]
     files = sorted(files)
-    rows = []
+    journal = Path(journal) if journal else None
+    done = _read_journal(journal, need_audio)
+    todo, results = [], {}
     for f in files:
-        try:
-            row = probe(f, need_audio)
-        except (ValueError, OSError) as err:
-            print(f"unusable: {f}: {err}", file=out)
-            continue
-        row["path"] = str(Path(f).relative_to(root))
-        rows.append(row)
+        rel, stamp = str(Path(f).relative_to(root)), _stamp(f)
+        if rel in done and done[rel][0] == stamp:
+            results[rel] = done[rel][1:]
+        else:
+            todo.append((str(f), rel, stamp, need_audio))
+    log = None
+    if journal is not None:
+        fresh = not done
+        log = open(journal, "w" if fresh else "a")
+        if fresh:
+            log.write(json.dumps({"need_audio": need_audio}) + "\n")
+        elif not journal.read_bytes().endswith(b"\n"):  # a line cut by a kill: end it, it is dropped when read
+            log.write("\n")
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    bar = tqdm(total=len(files), initial=len(files) - len(todo), unit="file", desc=f"scan {root}",
+               disable=not progress or not todo, file=sys.stderr, smoothing=0.05)
+    # fork where there is one: the probe needs only PyAV, and a forked worker starts in milliseconds
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    try:
+        with context.Pool(jobs) if jobs > 1 else _InProcess() as pool:
+            chunk = max(1, min(8, len(todo) // (4 * jobs)))  # small chunks for a small folder: every process busy
+            for rel, stamp, row, why in pool.imap_unordered(_probe_one, todo, chunksize=chunk):
+                results[rel] = (row, why)
+                if log is not None:
+                    log.write(json.dumps([rel, stamp, row, why]) + "\n")
+                    log.flush()  # a kill loses at most the line being written
+                bar.update()
+    finally:
+        bar.close()
+        if log is not None:
+            log.close()
+    rows = []
+    for rel in sorted(results):
+        row, why = results[rel]
+        if row is None:
+            print(f"unusable: {root / rel}: {why}", file=out)
+        else:
+            rows.append(row)
     return rows
+
+
+class _InProcess:
+    """Pool's imap_unordered in this process, for --jobs 1 (and one file): no workers to start."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def imap_unordered(self, fn, items, chunksize=1):
+        return map(fn, items)
 
 
 def _hidden(rel):
@@ -286,15 +383,19 @@ def main(argv=None):
     p.add_argument("root")
     p.add_argument("--out", help="manifest CSV to write (default ROOT/manifest.csv)")
     p.add_argument("--video-only", action="store_true", help="files without audio are usable (evaluation sets)")
+    p.add_argument("--jobs", type=int, default=None, help="processes that probe files (default: every core)")
     p = sub.add_parser("split", help="write a seeded, stratified train.txt/test.txt for a folder of class folders")
     p.add_argument("root")
     p.add_argument("--test-fraction", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.cmd == "scan":
-        rows = scan(args.root, need_audio=not args.video_only)
-        out = args.out or Path(args.root) / "manifest.csv"
-        write_manifest(rows, out)
+        if not Path(args.root).is_dir():
+            raise SystemExit(f"manifest.py scan: dataset folder not found: {args.root}")
+        out = Path(args.out or Path(args.root) / "manifest.csv")
+        rows = scan(args.root, need_audio=not args.video_only, jobs=args.jobs, journal=partial(out))
+        write_manifest(rows, out)  # atomic; the journal goes only once the manifest is in place
+        partial(out).unlink(missing_ok=True)
         print(f"{len(rows)} usable videos -> {out}")
     else:
         root = Path(args.root)

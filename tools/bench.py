@@ -6,6 +6,7 @@
     python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
     python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
+    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # manifest.py scan: files/s per process count
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -210,9 +211,24 @@ def bench_eval(args):
         print(f"  {name:70s} {sec:8.2f} s  {extra}")
 
 
+def bench_scan(args):
+    """files/s of manifest.scan over every video under --root, once per process count, alternated
+    twice (the page cache is warm after the first pass); the manifests must agree."""
+    import io
+    import manifest
+    rows, lines = {}, []
+    for rep, jobs in itertools.product(range(2), args.workers):
+        t0 = time.perf_counter()
+        got = manifest.scan(args.root, jobs=jobs, out=io.StringIO(), progress=False)
+        seconds = time.perf_counter() - t0
+        assert rows.setdefault("first", got) == got, "the manifest depends on the process count"
+        lines.append(f"| {jobs} | {rep} | {len(got)} | {seconds:.2f} | {len(got) / seconds:.0f} |")
+    print("| processes | pass | files | s | files/s |\n|---:|---:|---:|---:|---:|\n" + "\n".join(lines))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("cmd", choices=["data", "model", "step", "eval"])
+    p.add_argument("cmd", choices=["data", "model", "step", "eval", "scan"])
     p.add_argument("--preset", default=None, help="train.py preset (default: demo for data, ablation otherwise)")
     p.add_argument("--root", default="data/synth", help="dataset as it comes (data)")
     p.add_argument("--prepared", default="", help="its prepared copy, made with `prepare` if missing (data)")
@@ -229,7 +245,7 @@ def main(argv=None):
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
     args = p.parse_args(argv)
     args.preset = args.preset or "ablation"
-    {"data": bench_data, "eval": bench_eval}.get(args.cmd, bench_model_and_step)(args)
+    {"data": bench_data, "eval": bench_eval, "scan": bench_scan}.get(args.cmd, bench_model_and_step)(args)
 
 
 if __name__ == "__main__":

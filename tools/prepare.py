@@ -35,6 +35,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+from tqdm import tqdm
 
 import manifest
 
@@ -77,14 +78,29 @@ def prepare(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_
         elif not out.exists():
             shutil.copy2(path, out)
             copied += 1
-    with Pool(max(1, workers or os.cpu_count())) as pool:
-        failed = [r for r in pool.imap_unordered(_prepare_one, jobs, chunksize=4) if r]
+    before = done_before(dst)
+    with Pool(max(1, workers or os.cpu_count())) as pool, tqdm(
+            total=len(jobs) + before, initial=before, unit="video",
+            desc=f"prepare {dst}", file=sys.stderr, disable=not jobs, smoothing=0.05) as bar:  # videos/s, time left
+        failed = []
+        for r in pool.imap_unordered(_prepare_one, jobs, chunksize=4):
+            bar.update()
+            if r:
+                failed.append(r)
     for path, err in failed:
         print(f"prepare: left out {path}: {err}", file=sys.stderr)
-    rows = manifest.scan(dst)
+    # the scan of the copy uses every core too, and resumes from dst/manifest.csv.partial if stopped
+    rows = manifest.scan(dst, jobs=workers, journal=manifest.partial(dst / "manifest.csv"))
     manifest.write_manifest(rows, dst / "manifest.csv")
+    manifest.partial(dst / "manifest.csv").unlink(missing_ok=True)
     print(f"prepared {len(jobs) - len(failed)} videos ({len(failed)} failed, {copied} other files copied) "
           f"-> {dst}, {len(rows)} usable in its manifest ({time.time() - t0:.1f}s)")
+
+
+def done_before(dst):
+    """Videos an earlier, stopped run already wrote (for the progress bar's start)."""
+    return sum(1 for p in dst.rglob("*") if p.suffix.lower() in manifest.VIDEO_EXTENSIONS
+               and not p.name.startswith(".")) if dst.exists() else 0
 
 
 def _prepare_one(job):
