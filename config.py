@@ -96,8 +96,18 @@ class Config:
 
 FAULTY_SOURCES = ("heldout", "train", "noise")
 
-# Fields that change speed or bookkeeping but not what a run computes: a resume may change these.
-ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "engineering"} | {"manifest"}
+# Fields a resume may change, because they change speed or bookkeeping but not what the run computes:
+#   out, allow_config_change, max_bad_fraction  where and whether the run goes on, not its steps
+#   init           read only when OUT has no checkpoint yet; a resume starts from the checkpoint
+#   workers, pin_workers  each item's draws are seeded by (seed, epoch, index): tests/test_data.py
+#   channels_last  the GPU's memory layout only (ignored on a CPU); kernels round as another card's would
+#   manifest       which file lists the videos; the resumed bank's size and injected set are checked
+# Two engineering options are not in it, and a resume that changes them is refused: preload (a
+# preloaded clip's audio is cut from a whole-file decode, a decoded one's after a seek, and AAC's
+# restart after a seek changes the samples slightly: tests/test_data.py) and amp (bf16 and fp16 round
+# every step; "auto" still resolves by device, so moving a run between a GPU and a CPU changes it).
+NOT_RESUMABLE = {"preload", "amp"}
+ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "engineering"} - NOT_RESUMABLE | {"manifest"}
 
 PRESETS = {
     "ablation": {},  # the dataclass defaults are the paper's Sec. 5.1 values

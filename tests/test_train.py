@@ -68,6 +68,18 @@ def test_config_presets_and_unknown_options():
         parse_config(["--loss", "magic"])
 
 
+def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
+    """preload and amp change the numbers (AAC's restart after a seek; rounding), so they are result
+    settings a resume must keep; the rest of the engineering group is bookkeeping and speed."""
+    from config import result_changes
+    base = parse_config(["--preset", "demo"])
+    changed = lambda *opts: set(result_changes(base, parse_config(["--preset", "demo", *opts])))  # noqa: E731
+    assert changed("--no-preload") == {"preload"} and changed("--amp", "bf16") == {"amp"}
+    for opts in (["--workers", "3"], ["--pin-workers", "off"], ["--out", "elsewhere"], ["--init", "a.pt"],
+                 ["--no-channels-last"], ["--max-bad-fraction", "0.2"], ["--allow-config-change"]):
+        assert changed(*opts) == set(), opts
+
+
 def test_lr_schedule_is_constant_then_cosine():
     cfg = Config(lr=1.0, lr_min=0.1, warmup_epochs=2, epochs=2)
     lrs = [train.lr_at(s, cfg, 10) for s in range(40)]
