@@ -80,12 +80,14 @@ class Config:
     seed: int = _opt(0, "seed of the model, bank, sampler, augmentations and injected faults", "method")
     # engineering: speed and bookkeeping, not results
     out: str = _opt("runs/demo", "run folder: ckpt.pt and log.jsonl", "engineering")
-    init: str = _opt("", "start from this checkpoint's model and bank (branch a second stage off a warm-up)",
+    init: str = _opt("", "start from this checkpoint's model and bank (branch a second stage off a warm-up), with "
+                     "a fresh Adam state, where one uninterrupted two-stage run keeps Adam's (the paper does not say)",
                      "engineering")
     workers: int = _opt(4, "DataLoader workers per process", "engineering")
     pin_workers: str = _opt("auto", "hold each DataLoader worker to a core of its own: auto (where workers + 2 cores "
                             "are free, 2 left to the main process: a GPU workstation) | on | off", "engineering")
-    preload: bool = _opt(False, "decode every video once into memory (small datasets only)", "engineering")
+    preload: bool = _opt(False, "decode every video once into memory (small datasets only; its audio differs "
+                         "slightly from a seek's decode, AAC's restart, so a resume keeps it)", "engineering")
     amp: str = _opt("auto", "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision; on some "
                     "CPUs bf16 gradients go non-finite: python -m experiments.bf16_cpu_check)", "engineering")
     channels_last: bool = _opt(True, "channels_last_3d video encoder on a GPU", "engineering")

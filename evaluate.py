@@ -315,7 +315,8 @@ def soft_target_analysis(bank, labels, cfg, num_negatives=None, seed=0):
 
 def protocol_of(task, **settings):
     """What a task ran, as printed and stored beside its numbers."""
-    text = {"retrieval": "last conv map averaged over 10 clips, Euclidean distance, test queries the train split",
+    text = {"retrieval": "last conv map ({feature_dim} values; the paper's is 4x4x512 at 112x112) averaged over 10 "
+                         "clips, Euclidean distance, test queries the train split",
             "fewshot": "max-pooled features averaged over 10 clips, one-vs-all linear SVM C=1, {trials} trials"
                        "{scaled}",
             "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
@@ -394,7 +395,9 @@ def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardis
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("task", choices=["retrieval", "fewshot", "finetune", "analysis", "all"])
+    p.add_argument("task", choices=["retrieval", "fewshot", "finetune", "analysis", "all"],
+                   help="retrieval uses the last conv map: the paper's is 4x4x512 at 112x112; at other input sizes "
+                   "the network's own map (3x3 at 80, 2x2 at 64), not resampled (a deviation)")
     p.add_argument("ckpt", help="train.py checkpoint")
     p.add_argument("--data", help="evaluation dataset root (default: the pre-training data)")
     p.add_argument("--layout", help="ucf101 | hmdb51 | kinetics | folder")
