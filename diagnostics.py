@@ -8,7 +8,10 @@
                      class?), and instance retrieval across modalities (is a clean instance's own audio
                      memory the nearest to its video memory?)
 
-    bank_report      both, over the bank's valid slots (files that decoded): what train.py logs
+    score_histogram  the bank scores of clean and of faulty positives on one grid: the picture of the
+                     weights finding the faults as training goes (figures.scores_over_training)
+
+    bank_report      all three, over the bank's valid slots (files that decoded): what train.py logs
 
 train.py logs these every epoch; they read labels and faults, so they never feed back into training.
 Tests: python -m pytest tests/test_diagnostics.py
@@ -52,10 +55,22 @@ def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
             "own_audio_faulty": float(own[faulty].float().mean()) if faulty.any() else None}
 
 
+def score_histogram(scores, faulty, bins=40):
+    """Counts of clean and faulty scores on `bins` equal bins over [mu - 4 sigma, mu + 4 sigma] (cut to
+    the scores' range): {lo, hi, clean, faulty}, small enough for one log line per epoch."""
+    s = scores.float().cpu()
+    mu, sigma = float(s.mean()), float(s.std()) if len(s) > 1 else 0.0
+    lo, hi = max(float(s.min()), mu - 4 * sigma), min(float(s.max()), mu + 4 * sigma)
+    if hi <= lo:
+        lo, hi = lo - 1e-3, hi + 1e-3
+    count = lambda x: torch.histc(x, bins=bins, min=lo, max=hi).int().tolist()  # noqa: E731 - out of range: not counted
+    return {"lo": lo, "hi": hi, "clean": count(s[~faulty]), "faulty": count(s[faulty])}
+
+
 def bank_report(bank, labels, faulty):
     """faulty_auroc and bank_structure of a memory_bank.MemoryBank, over its valid slots only (an
     excluded slot was never trained). labels, faulty: (N,) on the CPU -> dict."""
     valid = bank.valid.cpu()  # (N,)
     video, audio, scores = bank.video.cpu()[valid], bank.audio.cpu()[valid], bank.scores().cpu()[valid]  # (M, ...)
-    return {"faulty_auroc": faulty_auroc(scores, faulty[valid]),
+    return {"faulty_auroc": faulty_auroc(scores, faulty[valid]), "score_hist": score_histogram(scores, faulty[valid]),
             **bank_structure(video, audio, labels[valid], faulty[valid])}

@@ -9,9 +9,17 @@
                         differences against the baseline, with their 95% intervals
     sweep               the appendix's "Effect of delta / lambda": a metric per value of one knob, one
                         line per noise level, xID dashed; beside it each value minus xID
+    training_curves     a run's log: loss, the bank AUROC of the known faults, class agreement, per
+                        epoch, the warm-up and each branch after it
+    scores_over_training  the bank scores of clean and faulty positives at several warm-up epochs,
+                        with the eq. (6) weight curve each epoch's mu and sigma give
 
-    used by evaluate.py (analysis), demo.py (Fig. 7) and sweep.py (the appendix's sweeps)
+    used by evaluate.py (analysis), demo.py (Fig. 7, the run pictures) and sweep.py; the run pictures
+    of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
+
+    python figures.py RUN_DIR      # RUN_DIR/curves.png, RUN_DIR/scores_over_training.png
 """
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -151,3 +159,91 @@ def _save(fig, path):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def training_curves(runs, path):
+    """`runs` {name: log records}, the warm-up first; a branch continues the warm-up's epoch axis."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+    offset = 0
+    for i, (name, records) in enumerate(runs.items()):
+        x = [offset + r["epoch"] for r in records]
+        style = dict(color="k" if name == "warmup" else f"C{i}", label=name, lw=1.5 if name == "warmup" else 1)
+        axes[0].plot(x, [r["loss"] for r in records], **style)
+        axes[1].plot(x, [np.nan if r["faulty_auroc"] is None else 100 * r["faulty_auroc"] for r in records], **style)
+        axes[2].plot(x, [100 * r["knn_class"] for r in records], **style)
+        axes[2].plot(x, [100 * r["xmodal_class"] for r in records], ls="--", **{**style, "label": None})
+        if name == "warmup":
+            offset = len(records)
+            for ax in axes:
+                ax.axvline(offset - 0.5, color="grey", lw=0.8, ls=":")
+    axes[0].set_ylabel("loss, eq. (17)")
+    axes[1].set_ylabel("bank AUROC of the known faults (%)")
+    axes[1].axhline(50, color="grey", lw=0.8)
+    axes[2].set_ylabel("class agreement (%)")
+    axes[2].set_title("1-NN of video memories (solid), cross-modal (dashed)", fontsize=9)
+    for ax in axes:
+        ax.set_xlabel("epoch (warm-up, then the branches)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    _save(fig, path)
+
+
+def scores_over_training(records, delta, kappa, w_min, path, panels=5):
+    """Histograms of the logged bank scores (clean and faulty stacked) at `panels` epochs spread over
+    the run, each with the eq. (6) weight curve of that epoch's mu and sigma and the given delta."""
+    import torch
+    from losses import sample_weights
+    logged = [r for r in records if r.get("score_hist")]
+    if not logged:
+        return False
+    picks = sorted({logged[round(k * (len(logged) - 1) / (panels - 1))]["epoch"] for k in range(panels)})
+    fig, axes = plt.subplots(1, len(picks), figsize=(3.2 * len(picks), 3), squeeze=False)
+    for ax, r in zip(axes[0], [r for r in logged if r["epoch"] in picks]):
+        h = r["score_hist"]
+        edges = np.linspace(h["lo"], h["hi"], len(h["clean"]) + 1)
+        mids = (edges[:-1] + edges[1:]) / 2
+        ax.bar(mids, h["clean"], width=edges[1] - edges[0], color="tab:red", label="clean")
+        ax.bar(mids, h["faulty"], width=edges[1] - edges[0], bottom=h["clean"], color="tab:gray", label="faulty")
+        w = sample_weights(torch.tensor(mids), r["mu"], max(r["sigma"], 1e-8), delta, kappa, w_min)  # (bins,)
+        ax2 = ax.twinx()
+        ax2.plot(mids, w.numpy(), "k-")
+        ax2.set_ylim(0, 1.05)
+        auroc = "-" if r["faulty_auroc"] is None else f"{100 * r['faulty_auroc']:.0f}"
+        ax.set_title(f"epoch {r['epoch']}: AUROC {auroc}", fontsize=9)
+        ax.set_xlabel("bank score")
+    axes[0, 0].set_ylabel("instances")
+    axes[0, 0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(rf"bank scores and the weights of eq. (6) ($\delta$={delta:.2f}, $\kappa$={kappa}, "
+                 rf"$w_{{min}}$={w_min}) as the warm-up goes", fontsize=10)
+    _save(fig, path)
+    return True
+
+
+def run_pictures(folder):
+    """training_curves and scores_over_training of a run folder, or of a demo setting's folder
+    (warmup/ and one folder per branch); delta from its Weighted- or Robust-xID branch if it has one."""
+    import runstate
+    from checkpoint import load_checkpoint
+    folder = Path(folder)
+    if (folder / "log.jsonl").exists():
+        runs = {folder.name: runstate.read_log(folder / "log.jsonl")}
+        ckpts = [folder / "ckpt.pt"]
+    else:
+        found = sorted(p.parent for p in folder.glob("*/log.jsonl"))
+        if not found:
+            raise SystemExit(f"figures.py: no log.jsonl in {folder} or its subfolders: not a run folder")
+        found.sort(key=lambda p: p.name != "warmup")  # the warm-up first, then the branches
+        runs = {p.name: runstate.read_log(p / "log.jsonl") for p in found}
+        ckpts = [p / "ckpt.pt" for p in found if p.name.startswith(("weighted", "robust"))] + [found[0] / "ckpt.pt"]
+    cfg = next((load_checkpoint(c)["config"] for c in ckpts if c.exists()), {"delta": -1.0, "kappa": 0.5, "w_min": 0.25})
+    training_curves(runs, folder / "curves.png")
+    first = next(iter(runs.values()))
+    drawn = scores_over_training(first, cfg["delta"], cfg["kappa"], cfg["w_min"], folder / "scores_over_training.png")
+    return [folder / "curves.png"] + ([folder / "scores_over_training.png"] if drawn else [])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python figures.py RUN_DIR")
+    for made in run_pictures(sys.argv[1]):
+        print(made)

@@ -399,6 +399,9 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
     for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
         if last and (last / png).exists():
             shutil.copy(last / png, out / f"{name}_{png}")
+    if root and args.figures:  # the mechanism as it trained: curves, and the scores under the weights
+        for made in figures.run_pictures(root):
+            shutil.copy(made, out / f"{name}_{made.name}")
     command = "python -m experiments.demo " + " ".join(argv if argv is not None else sys.argv[1:])
     total = len(args.seeds) * len(args.faulty)
     timing = (" in all" if not reused else
