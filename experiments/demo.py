@@ -185,6 +185,22 @@ def timed(split, phase):
         split[phase] = split.get(phase, 0.0) + time.time() - t0
 
 
+def cpu_kind():
+    """The CPU a run's minutes belong to: its model, the widest vector kernels torch uses on it (AVX2,
+    AVX512; the demo's time differs about 2x between them), AMX if it has it, and the threads."""
+    model, flags = "", ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            model = model or (value.strip() if key.strip() == "model name" else "")
+            flags = flags or (value if key.strip() == "flags" else "")
+    except OSError:  # not Linux
+        import platform
+        model = platform.processor()
+    amx = ", AMX" if "amx_tile" in flags.split() else ""
+    return f"{model or 'unknown CPU'}, {torch.backends.cpu.get_cpu_capability()}{amx}, {torch.get_num_threads()} threads"
+
+
 def time_split(data_seconds, roots, total_seconds):
     """Where the demo's minutes went: data generation, then each phase summed over the settings run."""
     phases = {"data generation": data_seconds}
@@ -194,7 +210,7 @@ def time_split(data_seconds, roots, total_seconds):
             phases[phase] = phases.get(phase, 0.0) + seconds
     phases["other (start-up, tables, figures)"] = max(0.0, total_seconds - sum(phases.values()))
     return "Time split: " + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in phases.items()) + \
-        f"; {total_seconds / 60:.1f} min in all."
+        f"; {total_seconds / 60:.1f} min in all, on {cpu_kind()}."
 
 
 def warm_up(args, seed, faulty):
