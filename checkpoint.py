@@ -34,7 +34,7 @@ CHECKPOINT_FORMAT = 3  # 3: the bank's `valid` buffer (slots excluded for files 
 
 def model_args(cfg):
     """The AVModel arguments a Config asks for."""
-    return {"video_depth": cfg.video_depth, "width": cfg.width, "head": cfg.head}
+    return {"video_depth": cfg.video_depth, "width": cfg.width}
 
 
 class CheckpointError(RuntimeError):
@@ -102,7 +102,8 @@ def load_pretrained(path):
     """(config, model with the checkpoint's weights, memory bank, instances or None) for evaluation."""
     state = load_checkpoint(path)
     cfg = config_from_dict(state["config"], source=str(path))
-    model = AVModel(**state["model_args"])
+    args = {k: v for k, v in state["model_args"].items() if not (k == "head" and v == "mlp")}  # a retired option
+    model = AVModel(**args)
     model.load_state_dict(state["model"])
     bank = MemoryBank(state["bank"]["video"].shape[0], dim=state["bank"]["video"].shape[1], momentum=cfg.momentum)
     bank.load_state_dict(state["bank"])

@@ -14,7 +14,6 @@ import argparse
 from dataclasses import asdict, dataclass, field, fields
 
 from losses import SOFT_TARGET_STRATEGIES, VARIANTS
-from model import HEADS
 
 
 def _opt(default, help, group):  # noqa: A002 - argparse's word
@@ -50,14 +49,11 @@ class Config:
     # model
     video_depth: int = _opt(9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model")
     width: float = _opt(1.0, "channel multiplier (paper: 1.0; the demo uses 0.25)", "model")
-    head: str = _opt("mlp", "projection heads: mlp (paper: SimCLR's non-linear head) | linear (a probe)", "model")
     # optimisation
     batch_size: int = _opt(224, "global batch, split over processes (paper: 224; Sec. 6: 512)", "optimisation")
     lr: float = _opt(1e-4, "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)",
                      "optimisation")
     lr_min: float = _opt(1e-5, "end of the cosine (paper: 1e-5; Sec. 6: 5e-5)", "optimisation")
-    lr_ramp: int = _opt(0, "epochs of linear learning-rate ramp from 0 at the start of the xID warm-up (paper: 0, "
-                        "none; MoCo v3 and DINO use one)", "optimisation")
     warmup_epochs: int = _opt(400, "epochs of xID warm-up, eq. (1) (paper: 400; Sec. 6: 200)", "optimisation")
     epochs: int = _opt(200, "epochs of the second stage with --loss (paper: 200)", "optimisation")
     # method (Sec. 4)
@@ -74,9 +70,6 @@ class Config:
     delta: float = _opt(-1.0, "delta of eq. (6): the weights' midpoint at mu + delta sigma (paper: set from the "
                         "known noise level, Sec. 5.2; demo.py does so)", "method")
     momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", "method")
-    bank_init: str = _opt("random", "the memories before the first step: random unit vectors (AVID's code; the paper "
-                          "does not say) | features (the untrained network's embeddings, one pass over the data)",
-                          "method")
     seed: int = _opt(0, "seed of the model, bank, sampler, augmentations and injected faults", "method")
     # engineering: speed and bookkeeping, not results
     out: str = _opt("runs/demo", "run folder: ckpt.pt and log.jsonl", "engineering")
@@ -146,22 +139,25 @@ def parse_config(argv=None, description=None):
             setattr(cfg, k, v)
     checks = {"loss": tuple(VARIANTS), "soft_targets": SOFT_TARGET_STRATEGIES,
               "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": FAULTY_SOURCES,
-              "pin_workers": ("auto", "on", "off"), "bank_init": ("random", "features"),
-              "head": HEADS}
+              "pin_workers": ("auto", "on", "off")}
     for name, allowed in checks.items():
         if getattr(cfg, name) not in allowed:
             parser.error(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}: expected one of {allowed}")
-    if cfg.lr_ramp < 0:
-        parser.error(f"--lr-ramp {cfg.lr_ramp}: expected 0 or more epochs")
     if cfg.video_depth not in (9, 18):
         parser.error(f"--video-depth {cfg.video_depth}: expected 9 or 18")
     return cfg
 
 
+# Options of probes that did not go on (results/HISTORY.md), at the value every run now has.
+RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random"}
+
+
 def config_from_dict(saved, source="checkpoint"):
     """A Config from a saved dict (a checkpoint's). Fields added since it was written take their
-    defaults; a field this version no longer knows is an error that names it."""
+    defaults; a retired option at the only value it now has is dropped; any other field this version
+    does not know is an error that names it."""
     known = {f.name for f in fields(Config)}
+    saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k])}
     unknown = sorted(set(saved) - known)
     if unknown:
         raise ValueError(f"{source}: unknown settings {unknown}; it was written by another version of train.py")

@@ -21,39 +21,6 @@ def _ch(c, width):
     return max(8, int(round(c * width)))
 
 
-class _MaxPoolChannelsLast(torch.autograd.Function):
-    """max_pool3d whose forward runs in channels_last_3d and whose backward scatters with the same
-    indices in the input's own layout. Hack: on a CPU, PyTorch's forward kernel is several times slower
-    on an NCDHW tensor than on the same tensor in channels_last_3d, while its backward kernel is faster
-    in NCDHW (BENCHMARKS.md, "The CPU step"). Indices count positions within each (n, c) volume, so they
-    mean the same in both layouts: outputs and gradients are bit-identical to F.max_pool3d's
-    (tests/test_model.py)."""
-    K, S, P, D = (1, 3, 3), (1, 2, 2), (0, 1, 1), (1, 1, 1)
-
-    @staticmethod
-    def forward(ctx, x):  # x: (B, C, T, H, W) contiguous
-        f = _MaxPoolChannelsLast
-        y, idx = torch.ops.aten.max_pool3d_with_indices(x.contiguous(memory_format=torch.channels_last_3d),
-                                                        f.K, f.S, f.P, f.D, False)  # (B, C, T, H/2, W/2)
-        ctx.save_for_backward(x, idx)
-        return y.contiguous()
-
-    @staticmethod
-    def backward(ctx, grad):
-        f, (x, idx) = _MaxPoolChannelsLast, ctx.saved_tensors
-        return torch.ops.aten.max_pool3d_with_indices_backward(grad.contiguous(), x, f.K, f.S, f.P, f.D, False,
-                                                               idx.contiguous())
-
-
-class SpatialMaxPool(nn.Module):
-    """The stem's 1x3x3 max pool, stride 1x2x2: (B, C, T, H, W) -> (B, C, T, H/2, W/2) (rounded up)."""
-
-    def forward(self, x):
-        if x.device.type == "cpu" and x.is_contiguous():
-            return _MaxPoolChannelsLast.apply(x)
-        return F.max_pool3d(x, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))
-
-
 class VideoEncoder(nn.Module):
     """R(2+1)D with torchvision's BasicBlock/Conv2Plus1D. depth 9 = stem + 4 stages x 1 block x 2
     convs; depth 18 = 2 blocks per stage. The stem ends with a 1x3x3 spatial max pool (stride 1x2x2)
@@ -71,7 +38,7 @@ class VideoEncoder(nn.Module):
             nn.BatchNorm3d(stem_mid), nn.ReLU(inplace=True),
             nn.Conv3d(stem_mid, chans[0], (3, 1, 1), padding=(1, 0, 0), bias=False),
             nn.BatchNorm3d(chans[0]), nn.ReLU(inplace=True),
-            SpatialMaxPool(),
+            nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)),
         )
         stages, inplanes = [], chans[0]
         for i, (planes, blocks) in enumerate(zip(chans, VIDEO_BLOCKS[depth])):
@@ -125,31 +92,26 @@ class AudioEncoder(nn.Module):
         return torch.amax(self.net(x), dim=(2, 3))  # global max pool: (B, 512)
 
 
-HEADS = ("mlp", "linear")
-
-
-def projection_head(in_dim, out_dim=128, kind="mlp"):
+def projection_head(in_dim, out_dim=128):
     """SimCLR's non-linear head (Linear-BN-ReLU-Linear-BN), the paper's; its output is L2-normalised by
-    AVModel. kind="linear" (a probe of issue 31, not the paper's) keeps only the last Linear-BN.
+    AVModel.
 
     The final BatchNorm matters here: the xID gradient (ā_i - sum_j P_j ā_j)/tau has no component
     along the mean of the targets, so nothing else removes an offset shared by all embeddings, and
     training then starts in two opposite caps of the sphere (bank scores near -0.8, spread 0.03)."""
-    if kind not in HEADS:
-        raise ValueError(f"projection head {kind!r}: expected one of {HEADS}")
-    hidden = [nn.Linear(in_dim, in_dim), nn.BatchNorm1d(in_dim), nn.ReLU(inplace=True)] if kind == "mlp" else []
-    return nn.Sequential(*hidden, nn.Linear(in_dim, out_dim, bias=False), nn.BatchNorm1d(out_dim, affine=False))
+    return nn.Sequential(nn.Linear(in_dim, in_dim), nn.BatchNorm1d(in_dim), nn.ReLU(inplace=True),
+                         nn.Linear(in_dim, out_dim, bias=False), nn.BatchNorm1d(out_dim, affine=False))
 
 
 class AVModel(nn.Module):
     """f_v and f_a followed by projection heads; forward returns unit-norm (v, a), each (B, 128)."""
 
-    def __init__(self, video_depth=18, width=1.0, proj_dim=128, head="mlp"):
+    def __init__(self, video_depth=18, width=1.0, proj_dim=128):
         super().__init__()
         self.video = VideoEncoder(video_depth, width)
         self.audio = AudioEncoder(width)
-        self.video_head = projection_head(self.video.out_dim, proj_dim, head)
-        self.audio_head = projection_head(self.audio.out_dim, proj_dim, head)
+        self.video_head = projection_head(self.video.out_dim, proj_dim)
+        self.audio_head = projection_head(self.audio.out_dim, proj_dim)
 
     def forward(self, video, audio):
         v = F.normalize(self.video_head(self.video(video)), dim=1)  # (B, 128)

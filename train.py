@@ -129,11 +129,8 @@ def build_parts(cfg, dataset, device):
 # ----------------------------------------------------------------------------- schedule and step
 
 def lr_at(step, cfg, steps_per_epoch):
-    """Constant during the xID warm-up (after a linear ramp of --lr-ramp epochs, 0 by default), then
-    cosine from lr to lr_min over the second stage."""
-    warm, ramp = cfg.warmup_epochs * steps_per_epoch, cfg.lr_ramp * steps_per_epoch
-    if step < min(ramp, warm):
-        return cfg.lr * (step + 1) / ramp
+    """Constant during the xID warm-up, then cosine from lr to lr_min over the second stage."""
+    warm = cfg.warmup_epochs * steps_per_epoch
     if step < warm:
         return cfg.lr
     progress = (step - warm) / max(1, cfg.epochs * steps_per_epoch)
@@ -226,27 +223,6 @@ def gather_on_host(t):
 _HOST_GROUP = None
 
 
-@torch.no_grad()
-def memories_from_features(parts, loader, sampler):
-    """--bank-init features: each slot starts as the untrained network's embedding of its epoch-0 clip
-    instead of a random unit vector, so the first epoch's targets depend on the inputs. One pass without
-    gradients; the bank's EMA rule with constant 0 writes the embeddings (all-gathered under DDP). The
-    model is in train mode, as in the epoch that follows: BatchNorm normalises by the batch (its running
-    statistics move too, as they would in a training epoch). Slots of the batch drop_last leaves out keep
-    their random memories."""
-    bank, device = parts.bank, parts.bank.video.device
-    parts.model.train()
-    sampler.set_epoch(0)
-    momentum, bank.momentum = bank.momentum, 0.0
-    for batch in loader:
-        video, audio = device_inputs(parts, batch, device)
-        failed = batch.get("failed")
-        with parts.autocast:
-            v, a = parts.model(video, audio)  # (B, 128) each
-        bank.update(batch["index"], v, a, keep=None if failed is None else failed < 0)
-    bank.momentum = momentum
-
-
 # ----------------------------------------------------------------------------- the recipe's steps
 
 def setup_distributed():
@@ -332,8 +308,6 @@ def run(cfg, ddp, rank, world, device, out):
     parts = build_parts(cfg, dataset, device)
     start_epoch, history, resume = runstate.restore(cfg, parts, out / "ckpt.pt", rank, dataset)
     history = runstate.rewrite_log(history, out, start_epoch) if master_process else []  # rank 0 keeps the log
-    if cfg.bank_init == "features" and start_epoch == 0 and resume is None and not cfg.init:
-        memories_from_features(parts, loader, sampler)
     raw_model = parts.model  # what is saved; the DDP wrapper only synchronises gradients
     if ddp:
         parts.model = DDP(raw_model, device_ids=[device.index] if device.type == "cuda" else None)

@@ -87,43 +87,6 @@ def test_lr_schedule_is_constant_then_cosine():
     assert all(b <= a for a, b in zip(lrs[20:], lrs[21:])) and lrs[-1] > 0.1
 
 
-def test_lr_ramp_rises_linearly_in_the_warm_up_only():
-    cfg = Config(lr=1.0, lr_min=0.1, warmup_epochs=2, epochs=2, lr_ramp=1)
-    lrs = [train.lr_at(s, cfg, 10) for s in range(40)]
-    assert lrs[:10] == pytest.approx([(s + 1) / 10 for s in range(10)]) and lrs[10:20] == [1.0] * 10
-    branch = Config(lr=1.0, lr_min=0.1, warmup_epochs=0, epochs=2, lr_ramp=1)  # a second stage off --init
-    assert train.lr_at(0, branch, 10) == pytest.approx(1.0)
-
-
-def test_bank_init_features_writes_each_slot_the_untrained_networks_embedding(tiny_data):
-    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), *TINY, "--workers", "0", "--bank-init", "features"])
-    dataset = train.build_train_set(cfg)
-    sampler, loader = train.make_loader(cfg, dataset, 0, 1, torch.device("cpu"))
-    parts = train.build_parts(cfg, dataset, torch.device("cpu"))
-    random_init = parts.bank.video.clone()
-    seen, forward = {}, parts.model.forward
-
-    class Spy(list):  # records which slots each batch held, in order
-        def __iter__(self):
-            for batch in loader:
-                self.append(batch["index"])
-                yield batch
-    batches = Spy()
-
-    def spy(video, audio):
-        v, a = forward(video, audio)
-        seen[len(seen)] = (v.detach().clone(), a.detach().clone())
-        return v, a
-    parts.model.forward = spy
-    train.memories_from_features(parts, batches, sampler)
-    assert len(batches) == len(loader) == 2 and parts.bank.momentum == cfg.momentum  # the EMA constant is restored
-    for k in range(len(batches)):
-        idx = batches[k]
-        torch.testing.assert_close(parts.bank.video[idx], seen[k][0])  # the embedding itself, not a mix
-        torch.testing.assert_close(parts.bank.audio[idx], seen[k][1])
-    assert not torch.allclose(parts.bank.video, random_init)
-
-
 def test_a_short_run_lowers_the_loss(tiny_data, tmp_path):
     text = run(tiny_data, tmp_path, "--warmup-epochs", "12", "--epochs", "0")
     losses = [r["loss"] for r in log(tmp_path)]
