@@ -8,7 +8,7 @@
     bank        the memory bank's buffers (memory_bank.py)
     instances   one entry per bank slot: path, label, faulty (ground truth or injected), injected,
                 the file its audio was replaced by ('' if none), and the class names: what the
-                analysis of the weights (Fig. 5) and of the injection (experiments/donor_scores.py) need
+                analysis of the weights (Fig. 5) and of the injection need
     optimizer, scaler, epoch, step, rng   what a resumed run needs
 
 Writes are atomic (a kill during the write leaves the previous file whole), the checkpoint before

@@ -82,7 +82,7 @@ class Config:
     preload: bool = _opt(False, "decode every video once into memory (small datasets only; its audio differs "
                          "slightly from a seek's decode, AAC's restart, so a resume keeps it)", "engineering")
     amp: str = _opt("auto", "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision; on some "
-                    "CPUs bf16 gradients go non-finite: python -m experiments.bf16_cpu_check)", "engineering")
+                    "CPUs bf16 gradients go non-finite: BENCHMARKS.md)", "engineering")
     channels_last: bool = _opt(True, "channels_last_3d video encoder on a GPU", "engineering")
     max_bad_fraction: float = _opt(0.05, "stop when more of the files fail to decode", "engineering")
     allow_config_change: bool = _opt(False, "resume a run whose checkpoint has other result-changing settings",
