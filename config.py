@@ -24,7 +24,7 @@ def _opt(default, help, group):  # noqa: A002 - argparse's word
 class Config:
     # data
     data: str = _opt("data/synth", "dataset root", "data")
-    layout: str = _opt("folder", "ucf101 | hmdb51 | kinetics | folder (manifest.py)", "data")
+    layout: str = _opt("folder", "ucf101 | hmdb51 | kinetics | folder (media/manifest.py)", "data")
     split: str = _opt("train", "split to pre-train on", "data")
     fold: int = _opt(1, "split 1-3 of UCF101 / HMDB51", "data")
     annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", "data")

@@ -13,9 +13,9 @@ faulty_source="train" lends the audio of another training video instead; that vi
 sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (README,
 "Injection").
 
-Which files a dataset holds (layouts, split lists, manifest) is manifest.py's business; this file
-turns them into items. Decoding is decode.py's, preloading preload.py's, loader workers
-loader_workers.py's. Tests: tests/test_data.py
+Which files a dataset holds (layouts, split lists, manifest) is media/manifest.py's business; this file
+turns them into items. Decoding is media/decode.py's, preloading media/preload.py's, loader workers
+media/loader_workers.py's. Tests: tests/test_data.py
 """
 import itertools
 import sys
@@ -26,8 +26,8 @@ import torch
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
-from decode import read_clip
-from preload import decode_many
+from media.decode import read_clip
+from media.preload import decode_many
 
 
 @dataclass(frozen=True)

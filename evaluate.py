@@ -5,7 +5,7 @@
                of the k nearest shares the query's class (Sec. 5.1, Table 4)
     fewshot    global max-pooled features averaged over 10 clips; a one-vs-all linear SVM (C=1) on the
                raw features of n train videos per class; top-1 on the test split, mean +- std over 50
-               seeded trials (Sec. 6, Table 5; fewshot.py)
+               seeded trials (Sec. 6, Table 5; analysis/fewshot.py)
     finetune   encoder + dropout after the max pooling + linear layer; Adam, batch 192, 200 epochs,
                cosine 1e-4 -> 1e-5, backbone lr x0.1, weight decay 1e-3; trained on the whole train
                split, the final epoch's top-1 of video-level predictions (softmax averaged over 10
@@ -38,13 +38,13 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import augment
-import runstate
-from diagnostics import faulty_auroc
+from persistence import runstate
+from analysis.diagnostics import faulty_auroc
 import data
-import loader_workers
-import fewshot
-import manifest
-from checkpoint import CheckpointError, load_pretrained
+from media import loader_workers
+from analysis import fewshot
+from media import manifest
+from persistence.checkpoint import CheckpointError, load_pretrained
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
 
 FINETUNE = dict(epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3,
@@ -79,7 +79,7 @@ def check_disjoint(query, gallery, what="query and gallery"):
     shared = sorted(paths[0] & paths[1])
     if shared:
         raise ValueError(f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
-                         f"dataset disjoint train.txt/test.txt lists (python manifest.py split ROOT makes them)")
+                         f"dataset disjoint train.txt/test.txt lists (python -m media.manifest split ROOT makes them)")
 
 
 def loader(dataset, batch_size, workers, shuffle=False, seed=0):
@@ -341,7 +341,7 @@ def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 2
 
 
 def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs):
-    import figures as figs
+    from analysis import figures as figs
     device = device or device_default()
     cfg, model, bank, instances = load_pretrained(ckpt)
     for k, v in (overrides or {}).items():

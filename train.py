@@ -12,7 +12,7 @@ soft, robust) under a cosine learning rate. `--init` branches a second stage off
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
 Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the result differs
-from the checkpoint's (--allow-config-change overrides); how a run survives faults is runstate.py's.
+from the checkpoint's (--allow-config-change overrides); how a run survives faults is persistence/runstate.py's.
 Logs: a tqdm bar and OUT/log.jsonl, one line per epoch. Options and their paper values: python
 train.py --help (config.py).
 """
@@ -30,14 +30,14 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-import checkpoint
+from persistence import checkpoint
 import data
-import loader_workers
-import manifest
-import runstate
+from media import loader_workers
+from media import manifest
+from persistence import runstate
 from augment import ClipAugment
 from config import parse_config
-from diagnostics import bank_report
+from analysis.diagnostics import bank_report
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from memory_bank import MemoryBank
 from model import AVModel

@@ -12,7 +12,7 @@ from statistics import mean
 
 import numpy as np
 
-import figures
+from analysis import figures
 from experiments import demo
 
 PRIMARY = ("1-shot", "5-shot")

@@ -36,11 +36,11 @@ from statistics import NormalDist, mean, pstdev
 
 import torch
 
-import checkpoint
+from persistence import checkpoint
 import data
-import loader_workers
+from media import loader_workers
 import evaluate
-import figures
+from analysis import figures
 from tools import synthetic
 import train
 from config import config_from_dict, parse_config, result_changes

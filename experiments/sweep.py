@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments import demo
-import figures
+from analysis import figures
 from losses import VARIANTS
 
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import data
-import decode
-import preload
-import manifest
+from media import decode
+from media import preload
+from media import manifest
 from tools import synthetic
 from conftest import RATE, clicks, counter_frames
 

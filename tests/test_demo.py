@@ -157,7 +157,7 @@ def test_setting_key_holds_the_injection_only_when_something_is_injected(tmp_pat
 def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
     """Seeds 20 points apart, a method always 2 points above the baseline: the paired differences are
     exactly 2 with a zero-width interval, while the per-method means' intervals are wide."""
-    import figures
+    from analysis import figures
     base = {0.0: [0.9, 0.7, 0.8], 0.5: [0.5, 0.3, 0.4]}
     curves = {"xID": base, "Weighted-xID": {lv: [v + 0.02 for v in vs] for lv, vs in base.items()}}
     diffs = figures.paired_differences(curves, "xID")

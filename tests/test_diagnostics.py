@@ -1,8 +1,8 @@
-"""diagnostics.py on banks with planted structure: each measure finds what was planted, and only that."""
+"""analysis/diagnostics.py on banks with planted structure: each measure finds what was planted, and only that."""
 import torch
 import torch.nn.functional as F
 
-from diagnostics import bank_report, bank_structure, faulty_auroc
+from analysis.diagnostics import bank_report, bank_structure, faulty_auroc
 
 
 def clustered(n=60, classes=3, d=16, spread=0.2, seed=0):

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 import evaluate
-import fewshot
-import manifest
+from analysis import fewshot
+from media import manifest
 from tools import synthetic
 from config import Config, parse_config
 from memory_bank import MemoryBank
@@ -182,7 +182,7 @@ def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_nami
     """No compatibility code for old formats: an older train.py's checkpoint is refused with a message
     that names the file and says what to do; so is one with a setting this version does not know."""
     from dataclasses import asdict
-    import checkpoint
+    from persistence import checkpoint
     from model import AVModel
     cfg = Config(video_depth=9, width=0.125)
     state = {"model": AVModel(video_depth=9, width=0.125).state_dict(), "bank": MemoryBank(20, seed=0).state_dict(),

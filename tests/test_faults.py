@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import checkpoint
+from persistence import checkpoint
 from test_train import ROOT, log, run, tiny_data  # noqa: F401 - tiny_data is a fixture
 
 STATE = {"config": {}, "model": {}}
@@ -139,7 +139,7 @@ def test_a_file_corrupted_after_the_scan_leaves_the_bank_whole(tiny_data, tmp_pa
     out of the bank (never trained, never a negative), and no other slot is harmed."""
     import shutil
 
-    import manifest
+    from media import manifest
     import train
     from config import parse_config
     from memory_bank import MemoryBank

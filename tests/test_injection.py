@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import checkpoint
+from persistence import checkpoint
 from tools import synthetic
 import train
 from config import parse_config

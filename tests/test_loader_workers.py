@@ -1,10 +1,10 @@
-"""loader_workers.py: which cores DataLoader workers are held to, and that a held worker runs one thread."""
+"""media/loader_workers.py: which cores DataLoader workers are held to, and that a held worker runs one thread."""
 import os
 
 import pytest
 import torch
 
-import loader_workers
+from media import loader_workers
 
 
 def test_worker_cores_leave_the_main_processes_theirs_and_never_share_a_core():

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import data
-import decode
-import manifest
+from media import decode
+from media import manifest
 from tools import prepare
 from tools import synthetic
 from conftest import RATE, clicks, counter_frames

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import runstate
+from persistence import runstate
 from test_train import ROOT, TINY, log, run, tiny_data  # noqa: F401 - tiny_data is a fixture
 
 LONG = ("--warmup-epochs", "40", "--epochs", "0")  # outlives the checks below
@@ -33,10 +33,15 @@ def holder_pid(out):
 
 
 def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(tmp_path):
+    probe = [sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from persistence import runstate\n"
+             f"with runstate.hold_folder({str(tmp_path)!r}, 'other'): pass"]
     with runstate.hold_folder(tmp_path, "first"):
         with pytest.raises(runstate.FolderHeld, match=f"first on host {socket.gethostname()}, pid {os.getpid()}"):
             with runstate.hold_folder(tmp_path, "second"):
                 pass
+        # the refused second try did not release the first: another process is still kept out
+        other = subprocess.run(probe, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr, other.stderr
     with runstate.hold_folder(tmp_path, "third"):
         assert json.loads((tmp_path / runstate.LOCK_NAME).read_text())["who"] == "third"
 

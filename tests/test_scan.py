@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-import manifest
+from media import manifest
 from test_data import files, make_bad_folder  # noqa: F401 - files is a fixture
 from tools import synthetic
 
@@ -50,11 +50,11 @@ def test_a_stopped_scan_resumes_without_probing_a_file_twice(tmp_path, files, mo
 
 def test_the_cli_writes_the_manifest_and_removes_its_journal(tmp_path, files):  # noqa: F811
     root = many(tmp_path, files, n=3)
-    res = subprocess.run([sys.executable, "manifest.py", "scan", str(root), "--jobs", "2"], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-m", "media.manifest", "scan", str(root), "--jobs", "2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "4 usable videos" in res.stdout and "file/s" in res.stderr or "s/file" in res.stderr  # tqdm's rate
     assert (root / "manifest.csv").exists() and not (root / "manifest.csv.partial").exists()
-    res = subprocess.run([sys.executable, "manifest.py", "scan", str(tmp_path / "nowhere")], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-m", "media.manifest", "scan", str(tmp_path / "nowhere")], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode != 0 and "dataset folder not found" in res.stderr and "Traceback" not in res.stderr

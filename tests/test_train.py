@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import checkpoint
+from persistence import checkpoint
 from tools import synthetic
-import runstate
+from persistence import runstate
 import train
 from config import Config, parse_config
 from memory_bank import MemoryBank

@@ -6,7 +6,7 @@
     python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
     python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
-    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # manifest.py scan: files/s per process count
+    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/manifest.py scan: files/s per process count
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -24,13 +24,13 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-import checkpoint
+from persistence import checkpoint
 import data
-import decode
-import loader_workers
-import fewshot
-import manifest
-from decode import DECODER_THREADS, SWSCALE_THREADS
+from media import decode
+from media import loader_workers
+from analysis import fewshot
+from media import manifest
+from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from tools import prepare
 import train
 from augment import ClipAugment
@@ -215,7 +215,7 @@ def bench_scan(args):
     """files/s of manifest.scan over every video under --root, once per process count, alternated
     twice (the page cache is warm after the first pass); the manifests must agree."""
     import io
-    import manifest
+    from media import manifest
     rows, lines = {}, []
     for rep, jobs in itertools.product(range(2), args.workers):
         t0 = time.perf_counter()

@@ -32,9 +32,9 @@ import torch
 
 from tools import bench
 import data
-import decode
+from media import decode
 import evaluate
-import runstate
+from persistence import runstate
 from tools import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]

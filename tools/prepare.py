@@ -37,7 +37,7 @@ import av
 import numpy as np
 from tqdm import tqdm
 
-import manifest
+from media import manifest
 
 NATIVE_CONTAINERS = (".mp4", ".mov", ".mkv", ".avi")  # hold H.264 + PCM; the rest get Matroska
 

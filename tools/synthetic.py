@@ -26,7 +26,7 @@ No public video dataset can be downloaded here, so the project makes one whose t
   _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
            for `--faulty-source noise`.
 
-Output (the `folder` layout of manifest.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames,
+Output (the `folder` layout of media/manifest.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames,
 AAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_heldout/*.mp4 and DIR/_pool/*.mp4 (audio
 only; folders starting with '_' are not classes), DIR/manifest.csv, and the
 marker DIR/.robust_xid_synthetic. The generator writes only into a folder that does not exist yet,
@@ -211,7 +211,7 @@ def is_synthetic(folder):
 def generate(out, classes=10, train_per_class=50, test_per_class=30, heldout=None, pool=100, faulty=0.1, size=64, fps=24, gop=12,
              audio_rate=22050, seconds=(3.0, 4.0), noise=0.3, seed=0, workers=2):
     """Write the dataset described in the module docstring under `out`."""
-    import manifest  # the scan that writes the manifest
+    from media import manifest  # the scan that writes the manifest
     if not 1 <= classes <= 25:
         raise ValueError(f"classes={classes}: expected 1..25 (5 shapes x 5 paths)")
     out = Path(out)

@@ -17,7 +17,7 @@
     used by evaluate.py (analysis), demo.py (Fig. 7, the run pictures) and sweep.py; the run pictures
     of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
 
-    python figures.py RUN_DIR      # RUN_DIR/curves.png, RUN_DIR/scores_over_training.png
+    python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, RUN_DIR/scores_over_training.png
 """
 import sys
 from pathlib import Path
@@ -222,8 +222,8 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5):
 def run_pictures(folder):
     """training_curves and scores_over_training of a run folder, or of a demo setting's folder
     (warmup/ and one folder per branch); delta from its Weighted- or Robust-xID branch if it has one."""
-    import runstate
-    from checkpoint import load_checkpoint
+    from persistence import runstate
+    from persistence.checkpoint import load_checkpoint
     folder = Path(folder)
     if (folder / "log.jsonl").exists():
         runs = {folder.name: runstate.read_log(folder / "log.jsonl")}
@@ -231,7 +231,7 @@ def run_pictures(folder):
     else:
         found = sorted(p.parent for p in folder.glob("*/log.jsonl"))
         if not found:
-            raise SystemExit(f"figures.py: no log.jsonl in {folder} or its subfolders: not a run folder")
+            raise SystemExit(f"analysis/figures.py: no log.jsonl in {folder} or its subfolders: not a run folder")
         found.sort(key=lambda p: p.name != "warmup")  # the warm-up first, then the branches
         runs = {p.name: runstate.read_log(p / "log.jsonl") for p in found}
         ckpts = [p / "ckpt.pt" for p in found if p.name.startswith(("weighted", "robust"))] + [found[0] / "ckpt.pt"]
@@ -244,6 +244,6 @@ def run_pictures(folder):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python figures.py RUN_DIR")
+        raise SystemExit("usage: python -m analysis.figures RUN_DIR")
     for made in run_pictures(sys.argv[1]):
         print(made)

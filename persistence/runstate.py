@@ -6,10 +6,10 @@
     log_epoch      the epoch's line on the terminal and in log.jsonl
     read_log       the records of a log.jsonl, in order (for the tools that read runs)
     SigtermStop    SIGTERM stops the run at a step boundary; stop_requested makes the ranks agree
-    hold_folder    one run per folder: an exclusive lock on OUT/run.lock, named holder, gone with the process
+    hold_folder    one run per folder: a POSIX lock on OUT/run.lock, its holder named, gone with the process
     hold_for_job   the same under torchrun: rank 0 holds it for the job, every rank stops if it cannot
 
-Checkpoints themselves (what they hold, atomic writes) are checkpoint.py's. Tests: tests/test_faults.py,
+Checkpoints themselves (what they hold, atomic writes) are persistence/checkpoint.py's. Tests: tests/test_faults.py,
 tests/test_train.py.
 """
 import fcntl
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-import checkpoint
+from persistence import checkpoint
 from config import config_from_dict, result_changes
 
 
@@ -187,34 +187,47 @@ class FolderHeld(RuntimeError):
     """Another live process holds the run folder; the message names it and its holder."""
 
 
+_HELD = {}  # lock file -> holder text, for this process: a POSIX lock does not tell a process from itself
+
+
+def _holder(text):
+    try:
+        h = json.loads(text or "{}")
+        return f"{h['who']} on host {h['host']}, pid {h['pid']}, started {h['started']}"
+    except (ValueError, KeyError):  # it holds the lock but has not written its name yet
+        return "a run that is just starting"
+
+
 @contextmanager
 def hold_folder(out, who="train.py"):
     """Hold OUT for as long as the block runs: two runs on one folder would interleave its log and race
-    on its checkpoint's temporary file. The lock is the kernel's (flock on OUT/run.lock), so it goes
-    with the process however that ends (kill -9, a crash, a power cut): a dead run never blocks the
-    next, which resumes. The file keeps who holds, or last held, the folder (host, pid, start time);
-    it is left in place, since removing a lock file races with the next holder opening it."""
+    on its checkpoint's temporary file. The lock is the kernel's POSIX record lock on OUT/run.lock
+    (fcntl.lockf, also honoured over NFS): it belongs to this process alone, not to the loader workers
+    it forks, and goes with it however it ends (kill -9, a crash, a power cut), so a dead run never
+    blocks the next, which resumes. The file keeps who holds, or last held, the folder (host, pid,
+    start time); it is left in place, since removing a lock file races with the next holder opening it."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / LOCK_NAME
+    path = (out / LOCK_NAME).resolve()
+    if path in _HELD:  # this process already holds it; opening and closing the file again would release it
+        raise FolderHeld(f"the run folder {out} is in use by {_HELD[path]} (this process). Choose another --out")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            h = json.loads(os.read(fd, 4096) or b"{}")
-            holder = f"{h['who']} on host {h['host']}, pid {h['pid']}, started {h['started']}"
-        except (ValueError, KeyError):  # it holds the lock but has not written its name yet
-            holder = "a run that is just starting"
-        os.close(fd)
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # EACCES or EAGAIN: another process holds it
+        holder = _holder(os.read(fd, 4096).decode(errors="replace"))
+        os.close(fd)  # this process holds no lock on it, so closing releases nothing
         raise FolderHeld(f"the run folder {out} is in use by {holder}. Wait for it to end (the same command "
                          f"then resumes), stop it, or choose another --out") from None
+    text = json.dumps({"who": who, "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
     os.ftruncate(fd, 0)
-    os.write(fd, json.dumps({"who": who, "host": socket.gethostname(), "pid": os.getpid(),
-                             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}).encode())
+    os.pwrite(fd, text.encode(), 0)
+    _HELD[path] = _holder(text)
     try:
         yield path
     finally:
+        del _HELD[path]
         os.close(fd)  # releases the lock
 
 

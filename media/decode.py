@@ -5,7 +5,7 @@
     decode_frames   frames shown at start + k/fps: seek to the keyframe before, decode forward
     decode_audio    mono audio resampled to the training rate, zero-padded only past the stream's end
 
-Used by data.py (items) and preload.py (whole files). Tests: tests/test_data.py
+Used by data.py (items) and media/preload.py (whole files). Tests: tests/test_data.py
 """
 import av
 import numpy as np

@@ -1,7 +1,7 @@
 """Which files make a dataset: layouts, split lists, the scan of usable files, the manifest (Sec. 5.1).
 
-    python manifest.py scan ROOT --out ROOT/manifest.csv [--video-only] [--jobs N]
-    python manifest.py split ROOT [--test-fraction 0.2 --seed 0]     # a folder without split lists
+    python -m media.manifest scan ROOT --out ROOT/manifest.csv [--video-only] [--jobs N]
+    python -m media.manifest split ROOT [--test-fraction 0.2 --seed 0]     # a folder without split lists
 
 `scan` opens every video once and keeps the usable ones (path, label, duration, fps, size, audio);
 each unusable file gets one line with its path and the reason: empty, cannot be opened, no video
@@ -391,7 +391,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.cmd == "scan":
         if not Path(args.root).is_dir():
-            raise SystemExit(f"manifest.py scan: dataset folder not found: {args.root}")
+            raise SystemExit(f"media/manifest.py scan: dataset folder not found: {args.root}")
         out = Path(args.out or Path(args.root) / "manifest.csv")
         rows = scan(args.root, need_audio=not args.video_only, jobs=args.jobs, journal=partial(out))
         write_manifest(rows, out)  # atomic; the journal goes only once the manifest is in place

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import av
 import torch
 
-import manifest
-import decode
+from media import manifest
+from media import decode
 
 _PRELOADED = {}  # (path, fps, frames, audio rate, video) -> (frames or the decoding error, audio)
 

@@ -1,0 +1,3 @@
+"""Measurements beside the method: what the memory bank knows against the ground truth (diagnostics,
+logged every epoch), the few-shot SVMs of the evaluation protocol (fewshot), and the figures,
+including the pictures of a run folder (`python -m analysis.figures RUN_DIR`)."""
