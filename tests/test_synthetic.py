@@ -1,32 +1,11 @@
 """The synthetic set is honest: nothing in a faulty positive's sound alone gives it away."""
 import csv
 
-import av
 import numpy as np
 import pytest
-from sklearn.metrics import roc_auc_score
 
 from tools import synthetic
-
-
-def audio_statistics(path, rate=22050):
-    """Spectral flatness, loudness (RMS), spectral centroid and the envelope's coefficient of
-    variation of a file's whole audio track: what a shortcut detector would look at."""
-    with av.open(str(path)) as c:
-        wav = np.concatenate([f.to_ndarray()[0] for f in c.decode(c.streams.audio[0])])
-    n = 2 ** int(np.log2(len(wav)))
-    spec = np.abs(np.fft.rfft(wav[:n] * np.hanning(n))) + 1e-9
-    freqs = np.fft.rfftfreq(n, 1 / rate)
-    env = np.abs(wav[:len(wav) // 441 * 441]).reshape(-1, 441).mean(1)  # 20 ms blocks
-    return (np.exp(np.mean(np.log(spec))) / np.mean(spec), np.sqrt(np.mean(wav ** 2)),
-            (freqs * spec).sum() / spec.sum(), env.std() / (env.mean() + 1e-9))
-
-
-def best_auroc(x_pos, x_neg):
-    """Per statistic, the AUROC of the better direction (0.5: no information, 1.0: a perfect detector)."""
-    y = np.r_[np.ones(len(x_pos)), np.zeros(len(x_neg))]
-    x = np.r_[np.asarray(x_pos), np.asarray(x_neg)]
-    return [max(a, 1 - a) for a in (roc_auc_score(y, x[:, k]) for k in range(x.shape[1]))]
+from tools.honesty import audio_statistics, best_auroc
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +77,17 @@ def test_the_shape_stays_in_the_central_region_that_training_crops_keep():
         ys, xs = np.nonzero(on.any(0))
         assert on.any(axis=(1, 2)).all(), f"class {c}: a frame without the shape"
         assert abs(ys.mean() / 32 - 1) < 0.5 and abs(xs.mean() / 32 - 1) < 0.5, c
+
+
+def test_the_honesty_command_passes_a_generated_set_and_fails_a_leaking_split(synth, tmp_path):
+    from tools import honesty
+    with pytest.raises(SystemExit) as ok:
+        honesty.main([str(synth), "--n", "30"])
+    assert ok.value.code == 0
+    for entry in synth.iterdir():  # the same set, but its test list names a held-out sound
+        if entry.name != "test.txt":
+            (tmp_path / entry.name).symlink_to(entry)
+    (tmp_path / "test.txt").write_text(f"_heldout/{sorted((synth / '_heldout').iterdir())[0].name}\n")
+    with pytest.raises(SystemExit) as leak:
+        honesty.main([str(tmp_path), "--n", "30"])
+    assert leak.value.code == 1
