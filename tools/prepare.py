@@ -1,4 +1,4 @@
-"""Re-encode a dataset once for training, so that cutting a clip is cheap (issue: data throughput).
+"""Re-encode a dataset once for training, so that cutting a clip is cheap.
 
 A clip starts anywhere in a video, so every training item seeks: the decoder jumps to the keyframe
 before the start and decodes forward from there. Videos as they come (Kinetics from YouTube, x264's
