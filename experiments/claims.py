@@ -3,6 +3,7 @@ and the appendix's delta and lambda sweeps, each (seed, level) trained once and 
 that reads it. What is judged, and how, was written before the runs: results/claims/PLAN.md.
 
     python -m experiments.claims run        # every missing setting, in the plan's order; resumes
+    python -m experiments.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
     python -m experiments.claims report     # results/claims/: fig7.md, fig7.png, table1.md, table2.md, VERDICT.md
 
 The regime is `make demo`'s: data/synth2000, 25 warm-up epochs of xID, 6 epochs per method, delta
@@ -10,7 +11,9 @@ from the known injected share (demo.paper_delta). Each finished (seed, level) is
 results/claims/settings/ as it finishes (commit it: runs/ is not kept), and `run` skips it next time.
 """
 import argparse
+import multiprocessing
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from experiments import demo, sweep
@@ -44,10 +47,22 @@ def demo_args(results, seed_methods, data="data/synth2000", runs="runs/claims"):
         columns=demo.COLUMNS)
 
 
+def run_one(args, setting):
+    seed, faulty, methods = setting
+    demo.run_setting(demo_args(args.results, methods, args.data, args.runs), seed, faulty)
+
+
 def run(args):
     demo.ensure_data(args.data)
-    for seed, faulty, methods in plan():
-        demo.run_setting(demo_args(args.results, methods, args.data, args.runs), seed, faulty)
+    if args.jobs > 1:  # settings side by side, the cores shared out (demo.py's --jobs); same order
+        context = multiprocessing.get_context("spawn")
+        slots = context.Value("i", 0)
+        with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=demo._job_init,
+                                 initargs=(slots, args.jobs)) as pool:
+            list(pool.map(run_one, [args] * len(plan()), plan()))
+    else:
+        for setting in plan():
+            run_one(args, setting)
     for knob, faulty in SWEEPS:
         a = demo_args(args.results, [], args.data, args.runs)
         a.knob, a.values = knob, list(sweep.KNOBS[knob].values)
@@ -61,6 +76,8 @@ def main(argv=None):
     p.add_argument("--data", default="data/synth2000")
     p.add_argument("--runs", default="runs/claims")
     p.add_argument("--results", default=str(RESULTS))
+    p.add_argument("--jobs", type=int, default=1, help="settings trained side by side, the cores shared out: on 2 "
+                   "cores, 2 jobs of 1 thread train 1.7x more than 1 job of 2 threads (BENCHMARKS.md)")
     args = p.parse_args(argv)
     if args.action == "run":
         run(args)
