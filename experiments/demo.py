@@ -19,7 +19,7 @@ set from the known noise level (`paper_delta`): the weight function's midpoint s
 the injected share, the one a user knows. `weighted@shares` is the named deviation that adds the
 natural share, which only the generator knows. Every
 run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
-as RESULTS/NAME_settings/seedS_faultyF.json, so that a later session only adds what is missing.
+as RESULTS/NAME_settings/seedS_faultyF.json, so that a later run (on another machine, its runs/ folder gone) only adds what is missing.
 """
 import argparse
 import hashlib
@@ -109,7 +109,7 @@ def shares_delta(common):
 
 def settings_dir(args):
     """Finished (seed, noise level)s as small files beside the results: commit these, and a rerun in
-    a new session (whose runs/ folder is gone) skips what is done and adds only what is missing."""
+    a new checkout (whose runs/ folder is gone) skips what is done and adds only what is missing."""
     return Path(args.results) / (getattr(args, "settings", None) or f"{args.figure or 'demo'}_settings")
 
 

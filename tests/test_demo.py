@@ -110,7 +110,7 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, c
 
 
 def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
-    """A later session (runs/ gone) skips the settings whose small result file was committed."""
+    """A later checkout (runs/ gone) skips the settings whose small result file was committed."""
     import json
     args = argparse.Namespace(
         data="d", results=str(tmp_path), figure="noisy", warmup_epochs=70, epochs=8, finetune_epochs=0,

@@ -104,5 +104,5 @@ def test_every_result_file_the_tour_points_to_exists():
     root = Path(__file__).resolve().parents[1]
     text = (root / "TOUR.md").read_text()
     named = set(re.findall(r"(results/[\w./-]+\.(?:md|png|log|py))", text))
-    assert {"results/delta.md", "results/lambda.md", "results/noisy.md"} <= named
+    assert {"results/claims/fig7.md"} <= named
     assert [p for p in sorted(named) if not (root / p).is_file()] == []

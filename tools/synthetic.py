@@ -8,7 +8,7 @@ No public video dataset can be downloaded here, so the project makes one whose t
            subject of a real clip does, so that the crops of Sec. 5.1 (>= 40% of the area) keep it
            in view: with shapes anywhere in the frame and slightly smaller (radius 0.3-0.45), the
            demo's video encoder reached 21% / 59% test accuracy with labels after 150 / 300
-           steps, and 35% / 81% with this placement (results/sup_upper_bound.log).
+           steps, and 35% / 81% with this placement (results/sup_upper_bound.log at commit 2ae1052).
   sound    a tone whose timbre and register come from the class, pitch varies per video, beating
            once per cycle of the motion (so picture and sound of one video share their tempo and
            phase: the instance-level correspondence that xID can learn), plus noise.
