@@ -48,9 +48,11 @@ from model import AVModel
 def build_train_set(cfg):
     """The pre-training instances (one bank slot each), with the injected faulty positives."""
     if not Path(cfg.data).is_dir():
-        make = (f"python -m tools.synthetic --out {cfg.data} --train-per-class 200 makes the demo's synthetic set"
-                if Path(cfg.data).name.startswith("synth") else "README, \"Real datasets\", says how to lay one out")
-        raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}; make demo makes it too")
+        name = Path(cfg.data).name
+        make = ("make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
+                if name == "synth2000" else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
+                if name.startswith("synth") else "README, \"Real datasets\", says how to lay one out")
+        raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}")
     records, classes = manifest.load_records(cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None,
                                              cfg.manifest or None, need_audio=True)
     dataset = data.AVDataset(records, data.clip_spec(cfg), train=True, faulty_fraction=cfg.faulty_fraction,

@@ -298,3 +298,10 @@ def test_a_run_resumes_under_another_world_size_with_each_epoch_logged_once_and_
     untouched = MemoryBank(n, seed=0)
     assert (bank["video"] != untouched.video).any(1).all()  # every slot was trained
     assert_same_state(*(torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)))
+
+
+def test_a_missing_dataset_is_one_line_naming_the_folder_and_how_to_make_it(tmp_path):
+    res = subprocess.run([sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--data", str(tmp_path / "synth2000"),
+                          "--out", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert f"dataset folder not found: {tmp_path / 'synth2000'} (--data). make demo makes it" in res.stderr
