@@ -37,7 +37,7 @@ demo: venv
 	$(PY) -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
 
 # The GPU path end to end (tools/gpu_check.py), results/gpu.md. Uses .venv when there is one, else the
-# machine's own python3 (a GPU box with torch but no internet: README, "On a GPU").
+# machine's own python3 (a GPU box with torch but no internet: OPERATIONS.md, "On a GPU").
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
 	$(GPU_PYTHON) -m tools.gpu_check

@@ -38,14 +38,13 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import augment
-from persistence import runstate
-from analysis.diagnostics import faulty_auroc
 import data
-from media import loader_workers
 from analysis import fewshot
-from media import manifest
-from persistence.checkpoint import CheckpointError, load_pretrained
+from analysis.diagnostics import faulty_auroc
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
+from media import loader_workers, manifest
+from persistence import runstate
+from persistence.checkpoint import CheckpointError, load_pretrained
 
 FINETUNE = dict(epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3,
                 dropout=0.5)  # Sec. 5.1

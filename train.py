@@ -30,14 +30,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
-from persistence import checkpoint
 import data
-from media import loader_workers
-from media import manifest
-from persistence import runstate
+from analysis.diagnostics import bank_report
 from augment import ClipAugment
 from config import parse_config
-from analysis.diagnostics import bank_report
+from media import loader_workers, manifest
+from persistence import checkpoint, runstate
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from memory_bank import MemoryBank
 from model import AVModel

@@ -222,6 +222,8 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5):
 def run_pictures(folder):
     """training_curves and scores_over_training of a run folder, or of a demo setting's folder
     (warmup/ and one folder per branch); delta from its Weighted- or Robust-xID branch if it has one."""
+    from dataclasses import asdict
+    from config import Config
     from persistence import runstate
     from persistence.checkpoint import load_checkpoint
     folder = Path(folder)
@@ -235,7 +237,7 @@ def run_pictures(folder):
         found.sort(key=lambda p: p.name != "warmup")  # the warm-up first, then the branches
         runs = {p.name: runstate.read_log(p / "log.jsonl") for p in found}
         ckpts = [p / "ckpt.pt" for p in found if p.name.startswith(("weighted", "robust"))] + [found[0] / "ckpt.pt"]
-    cfg = next((load_checkpoint(c)["config"] for c in ckpts if c.exists()), {"delta": -1.0, "kappa": 0.5, "w_min": 0.25})
+    cfg = next((load_checkpoint(c)["config"] for c in ckpts if c.exists()), asdict(Config()))  # no checkpoint: defaults
     training_curves(runs, folder / "curves.png")
     first = next(iter(runs.values()))
     drawn = scores_over_training(first, cfg["delta"], cfg["kappa"], cfg["w_min"], folder / "scores_over_training.png")

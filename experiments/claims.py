@@ -11,9 +11,7 @@ from the known injected share (demo.paper_delta). Each finished (seed, level) is
 results/claims/settings/ as it finishes (commit it: runs/ is not kept), and `run` skips it next time.
 """
 import argparse
-import multiprocessing
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from experiments import demo, sweep
@@ -54,15 +52,7 @@ def run_one(args, setting):
 
 def run(args):
     demo.ensure_data(args.data)
-    if args.jobs > 1:  # settings side by side, the cores shared out (demo.py's --jobs); same order
-        context = multiprocessing.get_context("spawn")
-        slots = context.Value("i", 0)
-        with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=demo._job_init,
-                                 initargs=(slots, args.jobs)) as pool:
-            list(pool.map(run_one, [args] * len(plan()), plan()))
-    else:
-        for setting in plan():
-            run_one(args, setting)
+    demo.side_by_side(run_one, [(args, setting) for setting in plan()], args.jobs)  # --jobs: demo.py's way
     for knob, faulty in SWEEPS:
         a = demo_args(args.results, [], args.data, args.runs)
         a.knob, a.values = knob, list(sweep.KNOBS[knob].values)

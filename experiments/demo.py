@@ -345,14 +345,7 @@ def main(argv=None):
     with timed(split := {}, "data"):
         ensure_data(args.data)
     settings = [(seed, faulty) for seed in args.seeds for faulty in args.faulty]
-    if args.jobs > 1:  # independent settings side by side: cores (and GPUs) shared out among them
-        context = multiprocessing.get_context("spawn")  # no forked torch state in the children
-        slots = context.Value("i", 0)
-        with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_job_init,
-                                 initargs=(slots, args.jobs)) as pool:
-            done = list(pool.map(run_setting, [args] * len(settings), *zip(*settings)))
-    else:
-        done = [run_setting(args, seed, faulty) for seed, faulty in settings]
+    done = side_by_side(run_setting, [(args, seed, faulty) for seed, faulty in settings], args.jobs)
     results, deltas, root, reused = [], {}, None, 0
     for (seed, faulty), (rows, delta, ran) in zip(settings, done):
         if faulty == args.faulty[0]:
@@ -392,6 +385,17 @@ def compare(results, reference, args):
                  "training: a difference of a few points on one seed is within what seeds alone move "
                  "(README, claims); the reference's demo.md has its command and timing.")
     return "\n".join(lines)
+
+
+def side_by_side(fn, calls, jobs):
+    """[fn(*call) for call in calls], `jobs` at a time in processes when jobs > 1 (independent settings:
+    the cores, and GPUs, shared out among them), in order."""
+    if jobs <= 1:
+        return [fn(*call) for call in calls]
+    context = multiprocessing.get_context("spawn")  # no forked torch state in the children
+    slots = context.Value("i", 0)
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_job_init, initargs=(slots, jobs)) as pool:
+        return list(pool.map(fn, *zip(*calls)))
 
 
 def _job_init(slots, jobs):

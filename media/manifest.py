@@ -23,6 +23,7 @@ import mimetypes
 import multiprocessing
 import os
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -328,9 +329,10 @@ def scan(root, files=None, need_audio=True, out=sys.stdout, jobs=None, journal=N
     # fork where there is one: the probe needs only PyAV, and a forked worker starts in milliseconds
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     try:
-        with context.Pool(jobs) if jobs > 1 else _InProcess() as pool:
+        with context.Pool(jobs) if jobs > 1 else nullcontext() as pool:
             chunk = max(1, min(8, len(todo) // (4 * jobs)))  # small chunks for a small folder: every process busy
-            for rel, stamp, row, why in pool.imap_unordered(_probe_one, todo, chunksize=chunk):
+            probed = pool.imap_unordered(_probe_one, todo, chunksize=chunk) if pool else map(_probe_one, todo)
+            for rel, stamp, row, why in probed:
                 results[rel] = (row, why)
                 if log is not None:
                     log.write(json.dumps([rel, stamp, row, why]) + "\n")
@@ -348,19 +350,6 @@ def scan(root, files=None, need_audio=True, out=sys.stdout, jobs=None, journal=N
         else:
             rows.append(row)
     return rows
-
-
-class _InProcess:
-    """Pool's imap_unordered in this process, for --jobs 1 (and one file): no workers to start."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def imap_unordered(self, fn, items, chunksize=1):
-        return map(fn, items)
 
 
 def _hidden(rel):

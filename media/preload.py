@@ -9,8 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import av
 import torch
 
-from media import manifest
-from media import decode
+from media import decode, manifest
 
 _PRELOADED = {}  # (path, fps, frames, audio rate, video) -> (frames or the decoding error, audio)
 

@@ -8,9 +8,7 @@ import pytest
 import torch
 
 import data
-from media import decode
-from media import preload
-from media import manifest
+from media import decode, manifest, preload
 from tools import synthetic
 from conftest import RATE, clicks, counter_frames
 

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import data
-from media import decode
-from media import manifest
+from media import decode, manifest
 from tools import prepare
 from tools import synthetic
 from conftest import RATE, clicks, counter_frames

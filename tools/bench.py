@@ -26,8 +26,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from persistence import checkpoint
 import data
-from media import decode
-from media import loader_workers
+from media import decode, loader_workers
 from analysis import fewshot
 from media import manifest
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
