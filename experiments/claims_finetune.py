@@ -15,7 +15,6 @@ the model's arguments) and xz-compresses them; `run` rebuilds the encoder from t
 import argparse
 import io
 import json
-import lzma
 import os
 import subprocess
 import sys
@@ -57,9 +56,8 @@ def pack(runs, out, seeds=SEEDS, methods=TABLE2, faulty=LEVEL):
     print(f"[claims_finetune] {out}: {Path(out).stat().st_size / 2**20:.1f} MiB")
 
 
-def finetune_one(slim_path, results, epochs=None, device=None):
-    """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
-    import evaluate
+def encoder_of(slim_path):
+    """(config, video encoder, the slim dict) of a packed checkpoint: the encoder load_pretrained gives."""
     from config import config_from_dict
     from model import AVModel
     slim = torch.load(slim_path, map_location="cpu", weights_only=True)
@@ -67,6 +65,13 @@ def finetune_one(slim_path, results, epochs=None, device=None):
     args = {k: v for k, v in slim["model_args"].items() if not (k == "head" and v == "mlp")}  # as load_pretrained
     encoder = AVModel(**args).video
     encoder.load_state_dict(slim["video"])
+    return cfg, encoder, slim
+
+
+def finetune_one(slim_path, results, epochs=None, device=None):
+    """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
+    import evaluate
+    cfg, encoder, slim = encoder_of(slim_path)
     t0 = time.time()
     fa = {**evaluate.FINETUNE, "epochs": epochs or evaluate.FINETUNE["epochs"], "frames": cfg.frames}
     res = evaluate.finetune(encoder, cfg, epochs=fa["epochs"], frames=fa["frames"], device=device, workers=0)
@@ -81,18 +86,22 @@ def finetune_one(slim_path, results, epochs=None, device=None):
           f"({line['wall_s']:.0f} s)", flush=True)
 
 
+def unpack(packed, work):
+    """The slim checkpoints of a pack, extracted into `work`."""
+    Path(work).mkdir(parents=True, exist_ok=True)
+    with tarfile.open(packed) as tar:
+        tar.extractall(work, filter="data")
+    return sorted(Path(work).glob("*.pt"))
+
+
 def run(packed, results, work="runs/claims_finetune", first=("xid", "weighted"), epochs=None):
     """Every packed checkpoint at once, one process and one thread each; the `first` methods keep the
     CPU's priority, so a run cut short by a time limit leaves whole pairs of them."""
-    work = Path(work)
-    work.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(packed) as tar:
-        tar.extractall(work, filter="data")
     done = set()
     if Path(results).exists():
         done = {setting_name(r["seed"], r["method"], r["faulty"]) for r in map(json.loads, open(results))}
     procs = []
-    for path in sorted(work.glob("*.pt")):
+    for path in unpack(packed, work):
         if path.stem in done:
             continue
         nice = 0 if path.stem.rsplit("_", 1)[1] in first else 10

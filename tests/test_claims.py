@@ -1,5 +1,7 @@
 """The claims' judge (experiments/claims_report.py) follows its plan: Holm's step-down over the two
 primary endpoints, a verdict only with every planned seed, and the direction of a rejected test."""
+import pytest
+
 from experiments import claims_report as cr
 
 
@@ -43,3 +45,42 @@ def test_oracle_at_zero_is_xid_and_gain_growth_is_paired_by_seed(tmp_path):
     assert res[0.0][1]["oracle"] == res[0.0][1]["xid"] and "oracle" not in res[0.5][1]
     grow = cr.gain_growth("weighted", "xid", 0.0, 0.5)
     assert abs(grow(res, 1, "1-shot") - 0.03) < 1e-9 and grow(res, 2, "1-shot") is None
+
+
+def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
+    """The fine-tune column carries slim checkpoints to a GPU (experiments/claims_finetune.py): the
+    encoder rebuilt from one must equal, weight for weight and buffer for buffer, the full one's."""
+    from dataclasses import asdict
+    import torch
+    from config import Config
+    from experiments import claims_finetune
+    from memory_bank import MemoryBank
+    from model import AVModel
+    from persistence import checkpoint
+    model = AVModel(video_depth=9, width=0.125)
+    for buf in model.buffers():  # BN statistics unlike a fresh model's, so a lost buffer shows
+        buf.add_(torch.rand_like(buf.float()).to(buf.dtype))
+    ckpt = tmp_path / "runs" / "seed1_faulty50" / "weighted" / "ckpt.pt"
+    ckpt.parent.mkdir(parents=True)
+    torch.save({"model": model.state_dict(), "bank": MemoryBank(20, seed=0).state_dict(), "instances": None,
+                "config": asdict(Config(video_depth=9, width=0.125)), "epoch": 3,
+                "model_args": {"video_depth": 9, "width": 0.125}, "format": checkpoint.CHECKPOINT_FORMAT}, ckpt)
+    claims_finetune.pack(tmp_path / "runs", tmp_path / "ft.tar.xz", seeds=(1,), methods=("weighted",))
+    (slim,) = claims_finetune.unpack(tmp_path / "ft.tar.xz", tmp_path / "work")
+    assert slim.stem == claims_finetune.setting_name(1, "weighted")
+    cfg, encoder, meta = claims_finetune.encoder_of(slim)
+    full = checkpoint.load_pretrained(ckpt)[1].video.state_dict()
+    assert encoder.state_dict().keys() == full.keys()
+    assert all(torch.equal(encoder.state_dict()[k], full[k]) for k in full)
+    assert (cfg.width, meta["seed"], meta["method"]) == (0.125, 1, "weighted")
+
+
+def test_the_documents_change_only_after_their_marker(tmp_path):
+    from experiments import claims_docs
+    doc = tmp_path / "CLAIMS.md"
+    doc.write_text("# hand\nkept\n<!-- VERDICT -->\nold table\n## Next\nalso kept\n")
+    claims_docs.replace_after(doc, "<!-- VERDICT -->", "new table\n\n", until="## ")
+    assert doc.read_text() == "# hand\nkept\n<!-- VERDICT -->\nnew table\n\n## Next\nalso kept\n"
+    doc.write_text("no marker here\n")
+    with pytest.raises(ValueError, match="no <!-- VERDICT --> marker"):
+        claims_docs.replace_after(doc, "<!-- VERDICT -->", "x")

@@ -1,0 +1,85 @@
+"""The README's verdict table and CLAIMS.md's claims section, remade from the claims' report, so the
+two documents say what results/claims/ says and nothing else.
+
+    python -m experiments.claims report     # writes results/claims/*.md, then calls update() here
+
+Each document holds a marker; what follows it (README: to the end; CLAIMS.md: to the next "## "
+heading) is replaced. Text outside the markers is written by hand.
+"""
+import re
+from pathlib import Path
+from statistics import mean
+
+from experiments import claims_report as cr, demo
+
+README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
+
+
+def readme_rows(res):
+    """One line per claim with any seed: its verdict (or how many seeds it still lacks) and the
+    primary endpoints' paired differences."""
+    lines = ["| claim (paired difference) | verdict | Δ 1-shot | Δ 5-shot |", "|---|---|---:|---:|"]
+    complete = 0
+    for claim, judged in [(c, True) for c in cr.CLAIMS] + [(c, False) for c in cr.REPORTED]:
+        j = cr.judge(claim, res)
+        if j["n"] == 0:
+            continue
+        done = j["n"] == len(claim.seeds)
+        complete += judged and done
+        verdict = (j["verdict"] if judged and done else f"reported ({j['n']} of {len(claim.seeds)} seeds)"
+                   if not judged else f"pending: {j['n']} of {len(claim.seeds)} seeds")
+        lines.append(f"| {claim.name}: {claim.text} | {verdict} | {j['cells']['1-shot']} | {j['cells']['5-shot']} |")
+    return lines, complete
+
+
+def readme_block(folder, res):
+    lines, complete = readme_rows(res)
+    total = len(cr.CLAIMS)
+    text = "\n".join(lines) + "\n\n"
+    text += ("No claim has all its planned seeds yet, so nothing above is a verdict: the rows describe the "
+             "seeds so far." if complete == 0 else
+             f"{complete} of {total} claims have all their planned seeds and a verdict; the rows marked pending "
+             "describe the seeds so far.")
+    xid0 = [res[0.0][s]["xid"]["1-shot"] for s in res.get(0.0, {}) if "xid" in res[0.0][s]]
+    if xid0:
+        text += (f" One thing the 0% rows show about the set, not the method: xID's 1-shot accuracy there is "
+                 f"{100 * mean(xid0):.0f}%, so the claims at 0% (F4, Table 2 at 0%, Table 1) have little room "
+                 "to show a gain.")
+    acc, _ = cr.finetune_results(folder)
+    if (0.5, "xid") in acc:
+        gains = [f"{demo.method_name(m)} - xID {demo.fmt_diff(cr.finetune_diffs(acc, 0.5, m))}"
+                 for m in ("weighted", "soft", "robust") if (0.5, m) in acc]
+        text += (f"\n\nTable 2's fine-tune column (50%, {len(acc[(0.5, 'xid')])} seeds, on a GPU; reported, not "
+                 f"judged): {'; '.join(gains)} points ([table2.md](results/claims/table2.md)).")
+    return text + "\n"
+
+
+def claims_block(folder):
+    """The report's verdict, Fig. 7, Table 2 and Table 1, their links made relative to the repository."""
+    folder = Path(folder)
+
+    def body(name):
+        text = (folder / name).read_text().split("\n", 1)[1].strip()  # less its title
+        return re.sub(r"\]\((?!http|results/)([^)]+)\)", lambda m: f"]({folder.as_posix()}/{m.group(1)})", text)
+    verdict = body("VERDICT.md")
+    return (f"From results/claims/VERDICT.md, made by `python -m experiments.claims report`:\n\n{verdict}\n\n### Fig. 7: faulty positives against transfer\n\n{body('fig7.md')}\n\n"
+            f"### Table 2: xID, Weighted, Soft (CCP), Robust\n\n{body('table2.md')}\n\n"
+            f"### Table 1: the soft-target strategies at 0%\n\n{body('table1.md')}\n\n")
+
+
+def replace_after(path, mark, new, until=None):
+    """Replace what follows `mark` in `path` (to the end, or to the first line starting with `until`)."""
+    text = Path(path).read_text()
+    if mark not in text:
+        raise ValueError(f"{path} has no {mark} marker: put it where the generated part starts")
+    head, tail = text.split(mark, 1)
+    rest = ""
+    if until is not None:
+        at = tail.find("\n" + until)
+        rest = tail[at + 1:] if at >= 0 else ""
+    Path(path).write_text(head + mark + "\n" + new + rest)
+
+
+def update(folder, res, readme="README.md", claims_md="CLAIMS.md"):
+    replace_after(readme, README_MARK, readme_block(folder, res))
+    replace_after(claims_md, CLAIMS_MARK, claims_block(folder), until="## ")
