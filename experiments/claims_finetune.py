@@ -36,8 +36,8 @@ def setting_name(seed, method, faulty=LEVEL):
 
 
 def pack(runs, out, seeds=SEEDS, methods=TABLE2, faulty=LEVEL):
-    # HACK (see the docstring): the transfer's size limit, not a format the project keeps
-    """Write the slim checkpoints of (seed, method) into one .tar.xz."""
+    """Write the slim checkpoints of (seed, method) into one .tar.xz. HACK (the module docstring): for a
+    transfer's size limit, not a format the project keeps."""
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:xz", preset=9) as tar:
         for seed in seeds:
@@ -105,9 +105,9 @@ def run(packed, results, work="runs/claims_finetune", first=("xid", "weighted"),
         if path.stem in done:
             continue
         nice = 0 if path.stem.rsplit("_", 1)[1] in first else 10
-        procs.append(subprocess.Popen([sys.executable, "-m", "experiments.claims_finetune", "one", str(path),
-                                       "--results", str(results)] + (["--epochs", str(epochs)] if epochs else []), env={**os.environ, "OMP_NUM_THREADS": "1"},
-                                      preexec_fn=lambda n=nice: os.nice(n)))
+        cmd = [sys.executable, "-m", "experiments.claims_finetune", "one", str(path), "--results", str(results)]
+        procs.append(subprocess.Popen(cmd + (["--epochs", str(epochs)] if epochs else []),
+                                      env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=lambda n=nice: os.nice(n)))
     return max([p.wait() for p in procs], default=0)
 
 

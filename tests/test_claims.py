@@ -1,5 +1,7 @@
 """The claims' judge (experiments/claims_report.py) follows its plan: Holm's step-down over the two
-primary endpoints, a verdict only with every planned seed, and the direction of a rejected test."""
+primary endpoints, a verdict only with every planned seed, and the direction of a rejected test; the
+fine-tune column's packed checkpoints (experiments/claims_finetune.py) and the generated sections of
+the README and CLAIMS.md (experiments/claims_docs.py)."""
 import pytest
 
 from experiments import claims_report as cr
@@ -47,32 +49,58 @@ def test_oracle_at_zero_is_xid_and_gain_growth_is_paired_by_seed(tmp_path):
     assert abs(grow(res, 1, "1-shot") - 0.03) < 1e-9 and grow(res, 2, "1-shot") is None
 
 
-def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
-    """The fine-tune column carries slim checkpoints to a GPU (experiments/claims_finetune.py): the
-    encoder rebuilt from one must equal, weight for weight and buffer for buffer, the full one's."""
+def _run_folder(tmp_path, methods, seed=0, data="data/synth2000", model=None):
+    """A runs/ folder of checkpoints at (seed, 50%), one per method, whose config points at `data`."""
     from dataclasses import asdict
     import torch
     from config import Config
-    from experiments import claims_finetune
     from memory_bank import MemoryBank
+    from model import AVModel
+    from persistence import checkpoint
+    cfg = Config(video_depth=9, width=0.125, data=str(data), size=32, frames=4, preload=False)
+    for method in methods:
+        ckpt = tmp_path / "runs" / f"seed{seed}_faulty50" / method / "ckpt.pt"
+        ckpt.parent.mkdir(parents=True)
+        torch.save({"model": (model or AVModel(video_depth=9, width=0.125)).state_dict(), "instances": None,
+                    "bank": MemoryBank(20).state_dict(), "config": asdict(cfg), "epoch": 3,
+                    "format": checkpoint.CHECKPOINT_FORMAT, "model_args": {"video_depth": 9, "width": 0.125}}, ckpt)
+    return tmp_path / "runs"
+
+
+def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
+    """The fine-tune column carries slim checkpoints to a GPU (experiments/claims_finetune.py): the
+    encoder rebuilt from one must equal, weight for weight and buffer for buffer, the full one's."""
+    import torch
+    from experiments import claims_finetune
     from model import AVModel
     from persistence import checkpoint
     model = AVModel(video_depth=9, width=0.125)
     for buf in model.buffers():  # BN statistics unlike a fresh model's, so a lost buffer shows
         buf.add_(torch.rand_like(buf.float()).to(buf.dtype))
-    ckpt = tmp_path / "runs" / "seed1_faulty50" / "weighted" / "ckpt.pt"
-    ckpt.parent.mkdir(parents=True)
-    torch.save({"model": model.state_dict(), "bank": MemoryBank(20, seed=0).state_dict(), "instances": None,
-                "config": asdict(Config(video_depth=9, width=0.125)), "epoch": 3,
-                "model_args": {"video_depth": 9, "width": 0.125}, "format": checkpoint.CHECKPOINT_FORMAT}, ckpt)
-    claims_finetune.pack(tmp_path / "runs", tmp_path / "ft.tar.xz", seeds=(1,), methods=("weighted",))
+    runs = _run_folder(tmp_path, ["weighted"], seed=1, model=model)
+    claims_finetune.pack(runs, tmp_path / "ft.tar.xz", seeds=(1,), methods=("weighted",))
     (slim,) = claims_finetune.unpack(tmp_path / "ft.tar.xz", tmp_path / "work")
     assert slim.stem == claims_finetune.setting_name(1, "weighted")
     cfg, encoder, meta = claims_finetune.encoder_of(slim)
-    full = checkpoint.load_pretrained(ckpt)[1].video.state_dict()
+    full = checkpoint.load_pretrained(runs / "seed1_faulty50" / "weighted" / "ckpt.pt")[1].video.state_dict()
     assert encoder.state_dict().keys() == full.keys()
     assert all(torch.equal(encoder.state_dict()[k], full[k]) for k in full)
     assert (cfg.width, meta["seed"], meta["method"]) == (0.125, 1, "weighted")
+
+
+def test_the_column_fine_tunes_each_packed_checkpoint_once_and_a_rerun_adds_nothing(tmp_path):
+    import json
+    from experiments import claims_finetune
+    from test_evaluate import _two_colour_folder
+    runs = _run_folder(tmp_path, ["xid", "weighted"], data=_two_colour_folder(tmp_path / "ds"))
+    claims_finetune.pack(runs, tmp_path / "ft.tar.xz", seeds=(0,), methods=("xid", "weighted"))
+    results = tmp_path / "finetune.jsonl"
+    assert claims_finetune.run(tmp_path / "ft.tar.xz", results, work=tmp_path / "work", epochs=1) == 0
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(r["method"] for r in lines) == ["weighted", "xid"]
+    assert all(0 <= r["test_acc"] <= 1 and r["steps"] == 1 and r["protocol"]["epochs"] == 1 for r in lines)
+    claims_finetune.run(tmp_path / "ft.tar.xz", results, work=tmp_path / "work", epochs=1)
+    assert len(results.read_text().splitlines()) == 2  # both were there: nothing ran again
 
 
 def test_the_documents_change_only_after_their_marker(tmp_path):
