@@ -26,8 +26,10 @@ def readme_rows(res):
             continue
         done = j["n"] == len(claim.seeds)
         complete += judged and done
-        verdict = (j["verdict"] if judged and done else f"reported ({j['n']} of {len(claim.seeds)} seeds)"
-                   if not judged else f"pending: {j['n']} of {len(claim.seeds)} seeds")
+        if not judged:
+            verdict = f"reported ({j['n']} of {len(claim.seeds)} seeds)"
+        else:
+            verdict = j["verdict"] if done else f"pending: {j['n']} of {len(claim.seeds)} seeds"
         lines.append(f"| {claim.name}: {claim.text} | {verdict} | {j['cells']['1-shot']} | {j['cells']['5-shot']} |")
     return lines, complete
 
