@@ -30,23 +30,38 @@ def readme_rows(res):
             verdict = f"reported ({j['n']} of {len(claim.seeds)} seeds)"
         else:
             verdict = j["verdict"] if done else f"pending: {j['n']} of {len(claim.seeds)} seeds"
-        lines.append(f"| {claim.name}: {claim.text} | {verdict} | {j['cells']['1-shot']} | {j['cells']['5-shot']} |")
+        lines.append(f"| [{claim.name}](results/claims/{source_of(claim)}): {claim.text} | {verdict} "
+                     f"| {j['cells']['1-shot']} | {j['cells']['5-shot']} |")
     return lines, complete
+
+
+def source_of(claim):
+    """The report file whose table holds a claim's numbers."""
+    if claim.name.startswith("T1"):
+        return "table1.md"
+    return "fig7.md" if claim.name.startswith("F") else "table2.md"
 
 
 def readme_block(folder, res):
     lines, complete = readme_rows(res)
     total = len(cr.CLAIMS)
     text = "\n".join(lines) + "\n\n"
-    text += ("No claim has all its planned seeds yet, so nothing above is a verdict: the rows describe the "
-             "seeds so far." if complete == 0 else
-             f"{complete} of {total} claims have all their planned seeds and a verdict; the rows marked pending "
-             "describe the seeds so far.")
+    if complete == 0:
+        text += "No claim has all its planned seeds yet, so nothing above is a verdict: the rows describe the seeds so far."
+    else:
+        verdicts = {c.name: cr.judge(c, res)["verdict"] for c in cr.CLAIMS}
+        held = [n for n, v in verdicts.items() if v.startswith("holds")]
+        against = [n for n, v in verdicts.items() if v.startswith("contradicted")]
+        idle = [n for n, v in verdicts.items() if v == "not shown"]
+        text += (f"{complete} of {total} claims have all their planned seeds. **Held**: {', '.join(held) or 'none'}. "
+                 f"**Contradicted**: {', '.join(against) or 'none'}. **Not shown**: {', '.join(idle) or 'none'}.")
+        if complete < total:
+            text += " Rows marked pending describe the seeds so far."
     xid0 = [res[0.0][s]["xid"]["1-shot"] for s in res.get(0.0, {}) if "xid" in res[0.0][s]]
     if xid0:
         text += (f" One thing the 0% rows show about the set, not the method: xID's 1-shot accuracy there is "
                  f"{100 * mean(xid0):.0f}%, so the claims at 0% (F4, Table 2 at 0%, Table 1) have little room "
-                 "to show a gain.")
+                 "to show a gain, and \"not shown\" there says little about the method.")
     acc, _ = cr.finetune_results(folder)
     if (0.5, "xid") in acc:
         gains = [f"{demo.method_name(m)} - xID {demo.fmt_diff(cr.finetune_diffs(acc, 0.5, m))}"

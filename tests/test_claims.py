@@ -112,3 +112,14 @@ def test_the_documents_change_only_after_their_marker(tmp_path):
     doc.write_text("no marker here\n")
     with pytest.raises(ValueError, match="no <!-- VERDICT --> marker"):
         claims_docs.replace_after(doc, "<!-- VERDICT -->", "x")
+
+
+def test_the_readme_lists_each_claim_with_its_verdict_and_names_what_held(tmp_path):
+    from experiments import claims_docs
+    res = settings([0.05, 0.06, 0.04, 0.05, 0.055], [0.03, -0.02, 0.01, -0.04, 0.02])
+    text = claims_docs.readme_block(tmp_path, res)
+    rows = [line for line in text.splitlines() if line.startswith("| [")]
+    assert len(rows) == 1 and rows[0].startswith("| [F3a](results/claims/fig7.md)") and "holds (1-shot)" in rows[0]
+    assert f"1 of {len(cr.CLAIMS)} claims have all their planned seeds. **Held**: F3a." in text
+    res = settings([-0.05, -0.06, -0.04, -0.05, -0.055], [0.0] * 5)
+    assert "**Contradicted**: F3a." in claims_docs.readme_block(tmp_path, res)
