@@ -5,6 +5,7 @@ that reads it. What is judged, and how, was written before the runs: results/cla
     python -m experiments.claims run        # every missing setting, in the plan's order; resumes
     python -m experiments.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
     python -m experiments.claims report     # results/claims/: fig7.md, fig7.png, table1.md, table2.md, VERDICT.md
+    python -m experiments.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
 
 The regime is `make demo`'s: data/synth2000, 25 warm-up epochs of xID, 6 epochs per method, delta
 from the known injected share (demo.paper_delta). Each finished (seed, level) is written to

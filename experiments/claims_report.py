@@ -4,6 +4,10 @@ paired differences over seeds on the two primary endpoints (1-shot, 5-shot), two
 Holm's step-down over the two at family-wise 0.05. R@1 and R@5 are shown, not judged.
 
     python -m experiments.claims report     # writes results/claims/{fig7,table1,table2,VERDICT}.md, fig7*.png
+
+Table 2's fine-tune column joins table2.md from finetune.jsonl (experiments/claims_finetune.py), and
+the README's verdict table and CLAIMS.md's claims section are remade from the same numbers
+(experiments/claims_docs.py).
 """
 import json
 from dataclasses import dataclass
