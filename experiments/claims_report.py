@@ -193,6 +193,25 @@ def finetune_table(folder, base="xid"):
     return "\n".join(lines)
 
 
+def sweeps_report(folder):
+    """The appendix's sweeps (claims.SWEEPS) over the seeds whose every value has finished: the sweep's
+    own tables, reported. S1-S3 of PLAN.md are not judged here yet."""
+    from experiments import sweep
+    from experiments.claims import SWEEPS
+    text = ["# The appendix's sweeps on the demo's regime\n", "Made by `python -m experiments.claims report` from "
+            "`delta_settings/` and `lambda_settings/`, over the seeds whose every value has finished (the plan: "
+            "seeds 0-2). Reported, not judged: PLAN.md's S1-S3 wait for all three seeds.\n"]
+    for knob, faulty in SWEEPS:
+        values = list(sweep.KNOBS[knob].values)
+        files = sorted((Path(folder) / f"{knob}_settings").glob(f"seed*_faulty{round(100 * faulty)}.json"))
+        points = [p for p in map(lambda f: json.loads(f.read_text()), files)
+                  if all(v in p["rows"] for v in ["xid", *values])]
+        text.append(f"## {knob} at {faulty:.0%} injected: seeds {[p['seed'] for p in points]} of 0-2\n")
+        text.append(sweep.tables(points, knob, values, faulty) if points else "nothing finished yet")
+        text.append("")
+    (Path(folder) / "sweeps.md").write_text("\n".join(text) + "\n")
+
+
 TABLE2_ORDER = ["xid", "weighted", "soft", "robust", "oracle", "weighted@shares"]
 
 
@@ -227,6 +246,7 @@ def main(folder, docs=True):
                "\nTables: [fig7.md](fig7.md), [table2.md](table2.md), [table1.md](table1.md).", ""]
     (folder / "VERDICT.md").write_text("\n".join(verdict))
     print("\n".join(verdict))
+    sweeps_report(folder)
     if docs:
         from experiments import claims_docs
         claims_docs.update(folder, res)

@@ -123,3 +123,20 @@ def test_the_readme_lists_each_claim_with_its_verdict_and_names_what_held(tmp_pa
     assert f"1 of {len(cr.CLAIMS)} claims have all their planned seeds. **Held**: F3a." in text
     res = settings([-0.05, -0.06, -0.04, -0.05, -0.055], [0.0] * 5)
     assert "**Contradicted**: F3a." in claims_docs.readme_block(tmp_path, res)
+
+
+def test_the_sweep_report_uses_only_seeds_whose_every_value_finished(tmp_path):
+    import json
+    from experiments import sweep
+    folder = tmp_path / "delta_settings"
+    folder.mkdir()
+    row = {"R@1": 0.5, "R@5": 0.8, "1-shot": 0.3, "5-shot": 0.5, "AUROC": 0.9, "weight_faulty": 0.4,
+           "weight_clean": 0.9}
+    values = ["xid", *sweep.KNOBS["delta"].values]
+    for seed, done in ((0, values), (1, values[:-1])):  # seed 1 still lacks its last value
+        (folder / f"seed{seed}_faulty50.json").write_text(json.dumps(
+            {"seed": seed, "faulty": 0.5, "delta": 0.0, "rows": {v: row for v in done}}))
+    cr.sweeps_report(tmp_path)
+    text = (tmp_path / "sweeps.md").read_text()
+    assert "## delta at 50% injected: seeds [0] of 0-2" in text and "| -2 | 50.0 |" in text
+    assert "## lambda at 50% injected: seeds [] of 0-2\n\nnothing finished yet" in text
