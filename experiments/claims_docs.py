@@ -17,12 +17,13 @@ README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
 
 def readme_rows(res):
     """One line per claim with any seed: its verdict (or how many seeds it still lacks) and the
-    primary endpoints' paired differences."""
+    primary endpoints' paired differences. The sweeps' claims join only with all their seeds (the issue:
+    their rows stay out until the sweeps have run)."""
     lines = ["| claim (paired difference) | verdict | Δ 1-shot | Δ 5-shot |", "|---|---|---:|---:|"]
     complete = 0
-    for claim, judged in [(c, True) for c in cr.CLAIMS] + [(c, False) for c in cr.REPORTED]:
+    for claim, judged in [(c, True) for c in cr.CLAIMS + cr.SWEEP_CLAIMS] + [(c, False) for c in cr.REPORTED]:
         j = cr.judge(claim, res)
-        if j["n"] == 0:
+        if j["n"] == 0 or (claim in cr.SWEEP_CLAIMS and j["n"] < len(claim.seeds)):
             continue
         done = j["n"] == len(claim.seeds)
         complete += judged and done
@@ -39,24 +40,29 @@ def source_of(claim):
     """The report file whose table holds a claim's numbers."""
     if claim.name.startswith("T1"):
         return "table1.md"
+    if claim.name.startswith("S"):
+        return "sweeps.md"
     return "fig7.md" if claim.name.startswith("F") else "table2.md"
 
 
 def readme_block(folder, res):
+    res = {**res, **cr.load_sweeps(folder)}  # the sweeps' settings, keyed beside the levels
     lines, complete = readme_rows(res)
-    total = len(cr.CLAIMS)
+    total = len(cr.CLAIMS) + len(cr.SWEEP_CLAIMS)
     text = "\n".join(lines) + "\n\n"
     if complete == 0:
         text += "No claim has all its planned seeds yet, so nothing above is a verdict: the rows describe the seeds so far."
     else:
-        verdicts = {c.name: cr.judge(c, res)["verdict"] for c in cr.CLAIMS}
+        verdicts = {c.name: cr.judge(c, res)["verdict"] for c in cr.CLAIMS + cr.SWEEP_CLAIMS}
         held = [n for n, v in verdicts.items() if v.startswith("holds")]
         against = [n for n, v in verdicts.items() if v.startswith("contradicted")]
         idle = [n for n, v in verdicts.items() if v == "not shown"]
+        waiting = [n for n, v in verdicts.items() if v.startswith("incomplete")]
         text += (f"{complete} of {total} claims have all their planned seeds. **Held**: {', '.join(held) or 'none'}. "
                  f"**Contradicted**: {', '.join(against) or 'none'}. **Not shown**: {', '.join(idle) or 'none'}.")
-        if complete < total:
-            text += " Rows marked pending describe the seeds so far."
+        if waiting:
+            text += (f" **Waiting for their seeds** ({', '.join(waiting)}): their rows, where shown, are marked "
+                     "pending and describe the seeds so far; the sweeps' rows join only when complete.")
     xid0 = [res[0.0][s]["xid"]["1-shot"] for s in res.get(0.0, {}) if "xid" in res[0.0][s]]
     if xid0:
         text += (f" One thing the 0% rows show about the set, not the method: xID's 1-shot accuracy there is "

@@ -42,6 +42,7 @@ class Claim:
     text: str
     seeds: tuple  # the seeds the plan gives it
     value: object  # (settings, seed, metric) -> the paired difference on that seed, or None when missing
+    at_least: bool = False  # "A >= B": holds ("not worse") unless contradicted (PLAN.md)
 
 
 def diff(level_a, a, level_b, b):
@@ -89,6 +90,13 @@ CLAIMS += [
     Claim("T1c neighbour", "CCP > neighbour targets at 0%", THREE, diff(0.0, "soft", 0.0, "soft:neighbor")),
     Claim("T1c swapped", "CCP > swapped targets at 0%", THREE, diff(0.0, "soft", 0.0, "soft:swapped")),
 ]
+SWEEP = ("delta", 0.5), ("lambda", 0.5)  # the sweeps' settings keys, beside the levels
+SWEEP_CLAIMS = [  # PLAN.md's S1 and S2; S3 (the best lambda) is read off sweeps.md, not judged
+    *(Claim(f"S1 delta {v}", f"delta = {v} not worse than the paper's rule at 50%", THREE,
+            diff(SWEEP[0], v, SWEEP[0], "known"), at_least=True) for v in ("-2", "-1", "0", "1")),
+    *(Claim(f"S2 lambda {v}", f"lambda 0.5 > lambda {v} at 50% (CCP)", THREE, diff(SWEEP[1], "0.5", SWEEP[1], v))
+      for v in ("0.9", "1")),
+]
 REPORTED = [  # shown with their intervals, not judged (PLAN.md)
     Claim("F2 at 75%", "Oracle - xID at 75%", THREE, diff(0.75, "oracle", 0.75, "xid")),
     Claim("F4 at 25%", "Weighted - Oracle at 25%", THREE, diff(0.25, "weighted", 0.25, "oracle")),
@@ -128,8 +136,12 @@ def judge(claim, res):
     rejected = {m: p[m] < ALPHA for m in PRIMARY}
     up = [m for m in PRIMARY if rejected[m] and mean(present[m]) > 0]
     down = [m for m in PRIMARY if rejected[m] and mean(present[m]) < 0]
-    verdict = ("contradicted (" + ", ".join(down) + ")" if down else
-               "holds (" + ", ".join(up) + ")" if up else "not shown")
+    if down:
+        verdict = "contradicted (" + ", ".join(down) + ")"
+    elif claim.at_least:
+        verdict = "holds (not worse)"
+    else:
+        verdict = "holds (" + ", ".join(up) + ")" if up else "not shown"
     return {"verdict": verdict, "cells": cells, "n": n, "p": p}
 
 
@@ -193,6 +205,16 @@ def finetune_table(folder, base="xid"):
     return "\n".join(lines)
 
 
+def load_sweeps(folder):
+    """{(knob, level): {seed: {value: row}}} of the sweeps' finished values, keyed beside load()'s levels."""
+    out = {}
+    for f in sorted(Path(folder).glob("*_settings/seed*.json")):
+        if f.parent.name != "settings":
+            p = json.loads(f.read_text())
+            out.setdefault((f.parent.name[:-len("_settings")], p["faulty"]), {})[p["seed"]] = p["rows"]
+    return out
+
+
 def sweeps_report(folder):
     """The appendix's sweeps (claims.SWEEPS) over the seeds whose every value has finished: the sweep's
     own tables, reported. S1-S3 of PLAN.md are not judged here yet."""
@@ -243,6 +265,8 @@ def main(folder, docs=True):
                "none with a negative one. R@1 and R@5 are shown, not judged. Claims are not corrected across "
                "each other.\n", claims_table(CLAIMS, res), "\nReported, not judged:\n",
                claims_table(REPORTED, res, judged=False),
+               "\nThe appendix's sweeps (PLAN.md's S1 and S2; tables: [sweeps.md](sweeps.md)):\n",
+               claims_table(SWEEP_CLAIMS, {**res, **load_sweeps(folder)}),
                "\nTables: [fig7.md](fig7.md), [table2.md](table2.md), [table1.md](table1.md).", ""]
     (folder / "VERDICT.md").write_text("\n".join(verdict))
     print("\n".join(verdict))

@@ -120,9 +120,28 @@ def test_the_readme_lists_each_claim_with_its_verdict_and_names_what_held(tmp_pa
     text = claims_docs.readme_block(tmp_path, res)
     rows = [line for line in text.splitlines() if line.startswith("| [")]
     assert len(rows) == 1 and rows[0].startswith("| [F3a](results/claims/fig7.md)") and "holds (1-shot)" in rows[0]
-    assert f"1 of {len(cr.CLAIMS)} claims have all their planned seeds. **Held**: F3a." in text
+    assert f"1 of {len(cr.CLAIMS) + len(cr.SWEEP_CLAIMS)} claims have all their planned seeds. **Held**: F3a." in text
     res = settings([-0.05, -0.06, -0.04, -0.05, -0.055], [0.0] * 5)
     assert "**Contradicted**: F3a." in claims_docs.readme_block(tmp_path, res)
+
+
+def test_a_not_worse_claim_holds_unless_contradicted_and_sweep_rows_wait_for_all_seeds(tmp_path):
+    """S1 (delta not worse than the paper's rule) holds when nothing is rejected against it; the README
+    shows a sweep's row only once all its seeds are in."""
+    import json
+    from experiments import claims_docs
+    folder = tmp_path / "delta_settings"
+    folder.mkdir()
+    for seed, gap in enumerate((0.01, -0.012, 0.004)):
+        rows = {"known": {"R@1": 0.9, "R@5": 0.95, "1-shot": 0.6 + 0.1 * seed, "5-shot": 0.8}}
+        rows["-1"] = {**rows["known"], "1-shot": rows["known"]["1-shot"] + gap}
+        (folder / f"seed{seed}_faulty50.json").write_text(json.dumps({"seed": seed, "faulty": 0.5, "rows": rows}))
+    s1 = next(c for c in cr.SWEEP_CLAIMS if c.name == "S1 delta -1")
+    sweeps = cr.load_sweeps(tmp_path)
+    assert cr.judge(s1, sweeps)["verdict"] == "holds (not worse)"
+    assert "| [S1 delta -1](results/claims/sweeps.md)" in claims_docs.readme_block(tmp_path, {})
+    (folder / "seed2_faulty50.json").unlink()
+    assert "S1 delta -1](" not in claims_docs.readme_block(tmp_path, {})
 
 
 def test_the_sweep_report_uses_only_seeds_whose_every_value_finished(tmp_path):
