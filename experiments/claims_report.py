@@ -217,12 +217,13 @@ def load_sweeps(folder):
 
 def sweeps_report(folder):
     """The appendix's sweeps (claims.SWEEPS) over the seeds whose every value has finished: the sweep's
-    own tables, reported. S1-S3 of PLAN.md are not judged here yet."""
+    own tables (S1 and S2 are judged with the other claims, from load_sweeps)."""
     from experiments import sweep
     from experiments.claims import SWEEPS
     text = ["# The appendix's sweeps on the demo's regime\n", "Made by `python -m experiments.claims report` from "
             "`delta_settings/` and `lambda_settings/`, over the seeds whose every value has finished (the plan: "
-            "seeds 0-2). Reported, not judged: PLAN.md's S1-S3 wait for all three seeds.\n"]
+            "seeds 0-2). PLAN.md's S1 and S2 are judged in [VERDICT.md](VERDICT.md) once all three seeds are in; S3 "
+            "(the best lambda) is read off these tables.\n"]
     for knob, faulty in SWEEPS:
         values = list(sweep.KNOBS[knob].values)
         files = sorted((Path(folder) / f"{knob}_settings").glob(f"seed*_faulty{round(100 * faulty)}.json"))
