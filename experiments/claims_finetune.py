@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from experiments import demo
 from experiments.claims import TABLE2
 from persistence.checkpoint import load_checkpoint
 
@@ -32,7 +33,7 @@ SEEDS, LEVEL = (0, 1, 2), 0.5  # the issue's column: Table 2 at 50%, 3 seeds
 
 
 def setting_name(seed, method, faulty=LEVEL):
-    return f"seed{seed}_faulty{round(100 * faulty)}_{method}"
+    return f"{demo.setting_name(seed, faulty)}_{method}"
 
 
 def pack(runs, out, seeds=SEEDS, methods=TABLE2, faulty=LEVEL):
@@ -42,7 +43,7 @@ def pack(runs, out, seeds=SEEDS, methods=TABLE2, faulty=LEVEL):
     with tarfile.open(out, "w:xz", preset=9) as tar:
         for seed in seeds:
             for method in methods:
-                path = Path(runs) / f"seed{seed}_faulty{round(100 * faulty)}" / method / "ckpt.pt"
+                path = Path(runs) / demo.setting_name(seed, faulty) / method / "ckpt.pt"
                 state = load_checkpoint(path)
                 slim = {"model_args": state["model_args"], "config": state["config"], "epoch": state["epoch"],
                         "video": {k[len("video."):]: v for k, v in state["model"].items() if k.startswith("video.")},

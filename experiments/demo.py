@@ -113,8 +113,13 @@ def settings_dir(args):
     return Path(args.results) / (getattr(args, "settings", None) or f"{args.figure or 'demo'}_settings")
 
 
+def setting_name(seed, faulty):
+    """One (seed, noise level)'s name: its run folder and its settings file."""
+    return f"seed{seed}_faulty{round(100 * faulty)}"
+
+
 def setting_file(args, seed, faulty):
-    return settings_dir(args) / f"seed{seed}_faulty{round(100 * faulty)}.json"
+    return settings_dir(args) / f"{setting_name(seed, faulty)}.json"
 
 
 def setting_key(args, faulty):
@@ -216,7 +221,7 @@ def time_split(data_seconds, roots, total_seconds):
 def warm_up(args, seed, faulty):
     """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
     Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
-    root = Path(args.runs) / f"seed{seed}_faulty{round(100 * faulty)}"
+    root = Path(args.runs) / setting_name(seed, faulty)
     common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)] + \
         (["--workers", str(args.workers)] if args.workers is not None else []) + args.train_args
     warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),

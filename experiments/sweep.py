@@ -62,7 +62,7 @@ def branch(knob, name, value, delta):
 
 
 def points_file(args, seed, faulty):
-    return Path(args.results) / f"{args.knob}_settings" / f"seed{seed}_faulty{round(100 * faulty)}.json"
+    return Path(args.results) / f"{args.knob}_settings" / f"{demo.setting_name(seed, faulty)}.json"
 
 
 def run_point(args, seed, faulty):
