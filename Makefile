@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test test-all mutation demo gpu-check venv clean
+.PHONY: test lint format test-all mutation demo gpu-check venv clean
 
 venv: $(VENV)/.installed
 
@@ -15,9 +15,18 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
-# The default suite (what .ci/run calls): CPU-only, a few minutes on 2 cores.
-test: venv
+# The default suite (what .ci/run calls): lint and format checks (ruff, pyproject.toml), then the tests,
+# CPU-only, a few minutes on 2 cores. `make format` rewrites the files the way the check wants them.
+test: venv lint
 	$(PY) -m pytest -q tests
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 # Also the tests marked slow.
 test-all: venv

@@ -16,6 +16,7 @@ fixed order.
 
     used by train.py and evaluate.py; tests: python -m pytest tests/test_augment.py
 """
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -34,10 +35,11 @@ class LogMel(nn.Module):
         hop = int(round(spec.audio_seconds * spec.audio_rate / spec.n_time))
         self.n_time = spec.n_time
         self.mel = torchaudio.transforms.MelSpectrogram(
-            sample_rate=spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels)
+            sample_rate=spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels
+        )
 
     def forward(self, wav):
-        spec = torch.log(self.mel(wav.float()) + 1e-6)[..., :self.n_time]  # (..., n_mels, n_time)
+        spec = torch.log(self.mel(wav.float()) + 1e-6)[..., : self.n_time]  # (..., n_mels, n_time)
         return spec.unsqueeze(-3)  # (..., 1, n_mels, n_time)
 
 
@@ -46,8 +48,9 @@ class ClipAugment(nn.Module):
     (video float normalised, same shape; log-mel (B, [clips,] 1, n_mels, n_time) or None).
     train=False only converts and normalises (evaluation clips)."""
 
-    def __init__(self, spec, train=True, jitter=(0.4, 0.4, 0.4, 0.1), p_jitter=0.8, p_grey=0.2, p_blur=0.5,
-                 sigma=(0.1, 2.0)):
+    def __init__(
+        self, spec, train=True, jitter=(0.4, 0.4, 0.4, 0.1), p_jitter=0.8, p_grey=0.2, p_blur=0.5, sigma=(0.1, 2.0)
+    ):
         super().__init__()
         k = spec.augment  # strength: 1 is the paper's, 0 leaves colour and sharpness alone
         self.train_mode, self.jitter, self.sigma = train, tuple(k * j for j in jitter), sigma

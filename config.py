@@ -10,14 +10,15 @@ not results).
 Which fields change a run's result matters twice: a resumed run refuses to continue under other
 values of them (train.py), and `ENGINEERING` lists the ones that do not.
 """
+
 import argparse
 from dataclasses import asdict, dataclass, field, fields
 
 from losses import SOFT_TARGET_STRATEGIES, VARIANTS
 
 
-def _opt(default, help, group):  # noqa: A002 - argparse's word
-    return field(default=default, metadata={"help": help, "group": group})
+def _opt(default, text, group):
+    return field(default=default, metadata={"help": text, "group": group})
 
 
 @dataclass
@@ -30,13 +31,21 @@ class Config:
     annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", "data")
     manifest: str = _opt("", "usable-file list; default ROOT/manifest.csv, made by a scan when missing", "data")
     faulty_fraction: float = _opt(0.0, "share of instances whose audio is replaced (paper Fig. 7: 0 to 0.8)", "data")
-    faulty_source: str = _opt("heldout", "where injected audio comes from: 'heldout' (paper, Sec. 5.2: files outside the "
-                              "training and test sets, --faulty-pool), 'train' (another training video's: a "
-                              "deviation, its sound then sits in two bank slots) or 'noise' (the synthetic set's "
-                              "out-of-distribution ROOT/_pool)", "data")
-    faulty_pool: str = _opt("", "folder of media outside both splits for --faulty-source heldout (default "
-                            "ROOT/_heldout, which synthetic.py writes; for a real dataset, e.g. the videos left "
-                            "out of a Kinetics subset); each injected instance gets a file of its own", "data")
+    faulty_source: str = _opt(
+        "heldout",
+        "where injected audio comes from: 'heldout' (paper, Sec. 5.2: files outside the "
+        "training and test sets, --faulty-pool), 'train' (another training video's: a "
+        "deviation, its sound then sits in two bank slots) or 'noise' (the synthetic set's "
+        "out-of-distribution ROOT/_pool)",
+        "data",
+    )
+    faulty_pool: str = _opt(
+        "",
+        "folder of media outside both splits for --faulty-source heldout (default "
+        "ROOT/_heldout, which synthetic.py writes; for a real dataset, e.g. the videos left "
+        "out of a Kinetics subset); each injected instance gets a file of its own",
+        "data",
+    )
     # clip
     frames: int = _opt(8, "frames per clip T (paper: 8; Sec. 6 also fine-tunes on 32)", "clip")
     fps: float = _opt(16.0, "frame rate (paper: 16)", "clip")
@@ -44,21 +53,29 @@ class Config:
     audio_rate: int = _opt(11025, "audio sample rate in Hz (paper: 11025; Sec. 6: 24000)", "clip")
     n_mels: int = _opt(80, "mel bands (paper: 80; Sec. 6: 128)", "clip")
     n_time: int = _opt(80, "spectrogram time steps over 2 s (paper: 80; Sec. 6: 128)", "clip")
-    augment: float = _opt(1.0, "strength of the video augmentation, scaling the crop's area loss, the colour jitter "
-                          "and the chances of jitter, greyscale and blur (paper: 1, SimCLR's; 0: flips only)", "clip")
+    augment: float = _opt(
+        1.0,
+        "strength of the video augmentation, scaling the crop's area loss, the colour jitter "
+        "and the chances of jitter, greyscale and blur (paper: 1, SimCLR's; 0: flips only)",
+        "clip",
+    )
     # model
     video_depth: int = _opt(9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model")
     width: float = _opt(1.0, "channel multiplier (paper: 1.0; the demo uses 0.25)", "model")
     # optimisation
     batch_size: int = _opt(224, "global batch, split over processes (paper: 224; Sec. 6: 512)", "optimisation")
-    lr: float = _opt(1e-4, "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)",
-                     "optimisation")
+    lr: float = _opt(
+        1e-4, "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)", "optimisation"
+    )
     lr_min: float = _opt(1e-5, "end of the cosine (paper: 1e-5; Sec. 6: 5e-5)", "optimisation")
     warmup_epochs: int = _opt(400, "epochs of xID warm-up, eq. (1) (paper: 400; Sec. 6: 200)", "optimisation")
     epochs: int = _opt(200, "epochs of the second stage with --loss (paper: 200)", "optimisation")
     # method (Sec. 4)
-    loss: str = _opt("robust", "second stage: " + " | ".join(f"{k} ({v.name})" for k, v in VARIANTS.items())
-                     + " (paper: robust)", "method")
+    loss: str = _opt(
+        "robust",
+        "second stage: " + " | ".join(f"{k} ({v.name})" for k, v in VARIANTS.items()) + " (paper: robust)",
+        "method",
+    )
     soft_targets: str = _opt("ccp", " | ".join(SOFT_TARGET_STRATEGIES) + " (paper: ccp; oracle uses labels)", "method")
     num_negatives: int = _opt(1024, "negatives K per sample (paper: 1024)", "method")
     tau: float = _opt(0.07, "temperature of eq. (2) (paper: 0.07)", "method")
@@ -67,26 +84,46 @@ class Config:
     lam: float = _opt(0.5, "mixing coefficient lambda of eqs. (8)-(9) (paper: 0.5)", "method")
     kappa: float = _opt(0.5, "kappa of eq. (6) (paper: 0.5)", "method")
     w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", "method")
-    delta: float = _opt(-1.0, "delta of eq. (6): the weights' midpoint at mu + delta sigma (paper: set from the "
-                        "known noise level, Sec. 5.2; demo.py does so)", "method")
+    delta: float = _opt(
+        -1.0,
+        "delta of eq. (6): the weights' midpoint at mu + delta sigma (paper: set from the "
+        "known noise level, Sec. 5.2; demo.py does so)",
+        "method",
+    )
     momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", "method")
     seed: int = _opt(0, "seed of the model, bank, sampler, augmentations and injected faults", "method")
     # engineering: speed and bookkeeping, not results
     out: str = _opt("runs/demo", "run folder: ckpt.pt and log.jsonl", "engineering")
-    init: str = _opt("", "start from this checkpoint's model and bank (branch a second stage off a warm-up), with "
-                     "a fresh Adam state, where one uninterrupted two-stage run keeps Adam's (the paper does not say)",
-                     "engineering")
+    init: str = _opt(
+        "",
+        "start from this checkpoint's model and bank (branch a second stage off a warm-up), with "
+        "a fresh Adam state, where one uninterrupted two-stage run keeps Adam's (the paper does not say)",
+        "engineering",
+    )
     workers: int = _opt(4, "DataLoader workers per process", "engineering")
-    pin_workers: str = _opt("auto", "hold each DataLoader worker to a core of its own: auto (where workers + 2 cores "
-                            "are free, 2 left to the main process: a GPU workstation) | on | off", "engineering")
-    preload: bool = _opt(False, "decode every video once into memory (small datasets only; its audio differs "
-                         "slightly from a seek's decode, AAC's restart, so a resume keeps it)", "engineering")
-    amp: str = _opt("auto", "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision; on some "
-                    "CPUs bf16 gradients go non-finite: BENCHMARKS.md)", "engineering")
+    pin_workers: str = _opt(
+        "auto",
+        "hold each DataLoader worker to a core of its own: auto (where workers + 2 cores "
+        "are free, 2 left to the main process: a GPU workstation) | on | off",
+        "engineering",
+    )
+    preload: bool = _opt(
+        False,
+        "decode every video once into memory (small datasets only; its audio differs "
+        "slightly from a seek's decode, AAC's restart, so a resume keeps it)",
+        "engineering",
+    )
+    amp: str = _opt(
+        "auto",
+        "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision; on some "
+        "CPUs bf16 gradients go non-finite: BENCHMARKS.md)",
+        "engineering",
+    )
     channels_last: bool = _opt(True, "channels_last_3d video encoder on a GPU", "engineering")
     max_bad_fraction: float = _opt(0.05, "stop when more of the files fail to decode", "engineering")
-    allow_config_change: bool = _opt(False, "resume a run whose checkpoint has other result-changing settings",
-                                     "engineering")
+    allow_config_change: bool = _opt(
+        False, "resume a run whose checkpoint has other result-changing settings", "engineering"
+    )
 
 
 FAULTY_SOURCES = ("heldout", "train", "noise")
@@ -106,40 +143,79 @@ ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "enginee
 
 PRESETS = {
     "ablation": {},  # the dataclass defaults are the paper's Sec. 5.1 values
-    "sota": dict(video_depth=18, size=112, audio_rate=24000, n_mels=128, n_time=128, batch_size=512,
-                 lr=5e-4, lr_min=5e-5, warmup_epochs=200, epochs=200),
+    "sota": dict(
+        video_depth=18,
+        size=112,
+        audio_rate=24000,
+        n_mels=128,
+        n_time=128,
+        batch_size=512,
+        lr=5e-4,
+        lr_min=5e-5,
+        warmup_epochs=200,
+        epochs=200,
+    ),
     # 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide.
     # 4 frames and lr 1e-3 were chosen by measurement: CLAIMS.md, "The demo's single seed". 2000 videos, 1-s clips
     # (fps 4) and half the paper's augmentation make the warm-up's scores find the faults at 50% in 25 epochs:
     # CLAIMS.md, "Why the warm-up learns slowly". workers=0: with the clips preloaded, a loader worker only
     # competes with the step for 2 cores (BENCHMARKS.md, "The loop").
-    "demo": dict(data="data/synth2000", size=64, frames=4, fps=4.0, augment=0.5, audio_rate=11025, n_mels=40,
-                 n_time=40, width=0.25, batch_size=32, lr=1e-3, lr_min=1e-4, warmup_epochs=25, epochs=6,
-                 num_negatives=256, workers=0, preload=True),
+    "demo": dict(
+        data="data/synth2000",
+        size=64,
+        frames=4,
+        fps=4.0,
+        augment=0.5,
+        audio_rate=11025,
+        n_mels=40,
+        n_time=40,
+        width=0.25,
+        batch_size=32,
+        lr=1e-3,
+        lr_min=1e-4,
+        warmup_epochs=25,
+        epochs=6,
+        num_negatives=256,
+        workers=0,
+        preload=True,
+    ),
 }
 
 
 def parse_config(argv=None, description=None):
     """--preset NAME, then any Config field as --field-name VALUE. Unknown options are an error."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="ablation",
-                        help="paper setting to start from: ablation (Sec. 5.1), sota (Sec. 6), demo (CPU)")
+    parser.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="ablation",
+        help="paper setting to start from: ablation (Sec. 5.1), sota (Sec. 6), demo (CPU)",
+    )
     groups = {}
     for f in fields(Config):
         group = f.metadata["group"]
         if group not in groups:
             groups[group] = parser.add_argument_group(group)
         kind = argparse.BooleanOptionalAction if f.type is bool else None
-        groups[group].add_argument("--" + f.name.replace("_", "-"), type=None if kind else f.type, action=kind,
-                                   default=None, help=f"{f.metadata['help']} [default: {f.default!r}]")
+        groups[group].add_argument(
+            "--" + f.name.replace("_", "-"),
+            type=None if kind else f.type,
+            action=kind,
+            default=None,
+            help=f"{f.metadata['help']} [default: {f.default!r}]",
+        )
     args = vars(parser.parse_args(argv))
     cfg = Config(**PRESETS[args.pop("preset")])
     for k, v in args.items():
         if v is not None:
             setattr(cfg, k, v)
-    checks = {"loss": tuple(VARIANTS), "soft_targets": SOFT_TARGET_STRATEGIES,
-              "amp": ("auto", "bf16", "fp16", "off"), "faulty_source": FAULTY_SOURCES,
-              "pin_workers": ("auto", "on", "off")}
+    checks = {
+        "loss": tuple(VARIANTS),
+        "soft_targets": SOFT_TARGET_STRATEGIES,
+        "amp": ("auto", "bf16", "fp16", "off"),
+        "faulty_source": FAULTY_SOURCES,
+        "pin_workers": ("auto", "on", "off"),
+    }
     for name, allowed in checks.items():
         if getattr(cfg, name) not in allowed:
             parser.error(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}: expected one of {allowed}")

@@ -17,6 +17,7 @@ Which files a dataset holds (layouts, split lists, manifest) is media/manifest.p
 turns them into items. Decoding is media/decode.py's, preloading media/preload.py's, loader workers
 media/loader_workers.py's. Tests: tests/test_data.py
 """
+
 import itertools
 import sys
 from dataclasses import dataclass
@@ -33,14 +34,15 @@ from media.preload import decode_many
 @dataclass(frozen=True)
 class ClipSpec:
     """What one training clip is. Defaults are the paper's ablation setting (Sec. 5.1)."""
-    frames: int = 8             # T
+
+    frames: int = 8  # T
     fps: float = 16.0
-    size: int = 80              # crop side; 112 in Sec. 6
-    audio_rate: int = 11025     # 24000 in Sec. 6
+    size: int = 80  # crop side; 112 in Sec. 6
+    audio_rate: int = 11025  # 24000 in Sec. 6
     audio_seconds: float = 2.0
-    n_mels: int = 80            # 128 in Sec. 6
-    n_time: int = 80            # spectrogram time steps; 128 in Sec. 6
-    augment: float = 1.0        # video augmentation strength; 1 is the paper's (augment.py)
+    n_mels: int = 80  # 128 in Sec. 6
+    n_time: int = 80  # spectrogram time steps; 128 in Sec. 6
+    augment: float = 1.0  # video augmentation strength; 1 is the paper's (augment.py)
 
     @property
     def seconds(self):
@@ -54,9 +56,16 @@ INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run ha
 def clip_spec(cfg, audio=True):
     """The ClipSpec of a config.Config (or anything with the same fields); audio=False for
     evaluation, which reads video only."""
-    return ClipSpec(frames=cfg.frames, fps=cfg.fps, size=cfg.size, audio_rate=cfg.audio_rate,
-                    n_mels=cfg.n_mels, n_time=cfg.n_time, audio_seconds=2.0 if audio else 0.0,
-                    augment=cfg.augment)
+    return ClipSpec(
+        frames=cfg.frames,
+        fps=cfg.fps,
+        size=cfg.size,
+        audio_rate=cfg.audio_rate,
+        n_mels=cfg.n_mels,
+        n_time=cfg.n_time,
+        audio_seconds=2.0 if audio else 0.0,
+        augment=cfg.augment,
+    )
 
 
 def video_transform(size, train, strength=1.0):
@@ -73,10 +82,12 @@ def video_transform(size, train, strength=1.0):
     def apply(frames):
         video = tv_tensors.Video(frames.permute(0, 3, 1, 2))  # (T, 3, H, W)
         return pipeline(video).permute(1, 0, 2, 3).contiguous()  # (3, T, size, size)
+
     return apply
 
 
 # ----------------------------------------------------------------------------- dataset
+
 
 class AVDataset(torch.utils.data.Dataset):
     """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform
@@ -95,9 +106,20 @@ class AVDataset(torch.utils.data.Dataset):
     and cuts clips from there, starting on the 16 fps grid: for datasets that fit in memory, such
     as the synthetic one, where decoding would otherwise take most of the CPU time."""
 
-    def __init__(self, records, spec=ClipSpec(), train=True, audio=True, num_clips=10,
-                 faulty_fraction=0.0, faulty_source="pool", pool=(), seed=0, max_bad_fraction=0.05,
-                 preload=False):
+    def __init__(
+        self,
+        records,
+        spec=ClipSpec(),
+        train=True,
+        audio=True,
+        num_clips=10,
+        faulty_fraction=0.0,
+        faulty_source="pool",
+        pool=(),
+        seed=0,
+        max_bad_fraction=0.05,
+        preload=False,
+    ):
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
         self.records, self.train, self.num_clips = list(records), train, num_clips
@@ -115,8 +137,9 @@ class AVDataset(torch.utils.data.Dataset):
             videos = [r.path for r in self.records]
             held = set(videos)  # a lent training video's sound is preloaded with its frames
             sounds = list(dict.fromkeys(p for p, _ in self.donor.values() if p not in held))
-            self.memory = dict(zip(videos + sounds, decode_many(videos, self.spec, True)
-                                   + decode_many(sounds, self.spec, False)))
+            self.memory = dict(
+                zip(videos + sounds, decode_many(videos, self.spec, True) + decode_many(sounds, self.spec, False))
+            )
 
     def inject(self, faulty_fraction, faulty_source, pool, seed):
         """Draw the injected instances and their replacement audio (sets `injected` and `donor`)."""
@@ -125,14 +148,16 @@ class AVDataset(torch.utils.data.Dataset):
         # seed + epoch, so seeding this draw with `seed` made epoch 0 visit every injected video
         # first, in batches of faulty positives only (eq. (5)'s per-batch mean then weights nothing).
         g = torch.Generator().manual_seed(INJECTION_STREAM + seed)
-        self.injected[torch.randperm(n, generator=g)[:int(round(faulty_fraction * n))]] = True
+        self.injected[torch.randperm(n, generator=g)[: int(round(faulty_fraction * n))]] = True
         chosen = self.injected.nonzero().flatten().tolist()
         if faulty_source == "pool":
             if len(pool) < len(chosen):  # reuse would put one sound in several bank slots, as "train" does
-                raise ValueError(f"the faulty-positive pool holds {len(pool)} audio files, but faulty_fraction="
-                                 f"{faulty_fraction} injects {len(chosen)} of {n} instances and each needs a "
-                                 f"file of its own: add files to the pool or lower --faulty-fraction")
-            picks = torch.randperm(len(pool), generator=g)[:len(chosen)].tolist()  # without replacement
+                raise ValueError(
+                    f"the faulty-positive pool holds {len(pool)} audio files, but faulty_fraction="
+                    f"{faulty_fraction} injects {len(chosen)} of {n} instances and each needs a "
+                    f"file of its own: add files to the pool or lower --faulty-fraction"
+                )
+            picks = torch.randperm(len(pool), generator=g)[: len(chosen)].tolist()  # without replacement
             self.donor = {i: tuple(pool[k]) for i, k in zip(chosen, picks)}
         elif faulty_source == "train":
             if n < 2:
@@ -151,13 +176,16 @@ class AVDataset(torch.utils.data.Dataset):
         if isinstance(frames, Exception):
             raise frames
         j = min(int(round(start * self.spec.fps)), len(frames) - self.spec.frames)
-        clip = frames[max(0, j):max(0, j) + self.spec.frames]  # (T, H, W, 3)
+        clip = frames[max(0, j) : max(0, j) + self.spec.frames]  # (T, H, W, 3)
         clip = torch.cat([clip, clip[-1:].expand(self.spec.frames - len(clip), -1, -1, -1)])
         if not self.spec.audio_seconds:
             return clip, None
         wav = self.memory[audio_path][1] if audio_path else wav
-        n, k = int(round(self.spec.audio_seconds * self.spec.audio_rate)), int(round(audio_start * self.spec.audio_rate))
-        wav = wav[k:k + n]
+        n, k = (
+            int(round(self.spec.audio_seconds * self.spec.audio_rate)),
+            int(round(audio_start * self.spec.audio_rate)),
+        )
+        wav = wav[k : k + n]
         return clip, torch.nn.functional.pad(wav, (0, n - len(wav)))
 
     def __len__(self):
@@ -179,8 +207,9 @@ class AVDataset(torch.utils.data.Dataset):
         for start in self.clip_starts(rec):
             audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
             centre = start + self.spec.seconds / 2
-            audio_start = min(max(0.0, centre - self.spec.audio_seconds / 2),
-                              max(0.0, audio_len - self.spec.audio_seconds))
+            audio_start = min(
+                max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds)
+            )
             if audio_path is not None and self.train:  # the replacement audio comes from anywhere in its file
                 audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
             frames, wav = self.read(rec.path, start, audio_path, audio_start)
@@ -188,8 +217,12 @@ class AVDataset(torch.utils.data.Dataset):
                 wav = wav * float(0.8 + 0.4 * torch.rand(()))  # volume x U(0.8, 1.2)
             clips.append((self.transform(frames), wav))
         video = torch.stack([c[0] for c in clips])  # (clips, 3, T, H, W)
-        item = {"video": video[0] if self.train else video, "index": i, "label": rec.label,
-                "faulty": bool(self.faulty[i])}
+        item = {
+            "video": video[0] if self.train else video,
+            "index": i,
+            "label": rec.label,
+            "faulty": bool(self.faulty[i]),
+        }
         if clips[0][1] is not None:
             audio = torch.stack([c[1] for c in clips])  # (clips, n) waveforms
             item["audio"] = audio[0] if self.train else audio
@@ -215,14 +248,16 @@ class AVDataset(torch.utils.data.Dataset):
         for _ in range(10):
             try:
                 return {**self.load(i), "failed": failed}
-            except Exception as err:  # noqa: BLE001 - any decoder failure is a bad file
+            except Exception as err:
                 path = self.records[i].path
                 if path not in self.bad:
                     self.bad[path] = err
                     print(f"data: skipping unreadable {path}: {err}", file=sys.stderr)
                 if len(self.bad) > self.max_bad_fraction * len(self):
-                    raise RuntimeError(f"{len(self.bad)} of {len(self)} files failed to decode (more than "
-                                       f"max_bad_fraction={self.max_bad_fraction}); last: {path}: {err}") from err
+                    raise RuntimeError(
+                        f"{len(self.bad)} of {len(self)} files failed to decode (more than "
+                        f"max_bad_fraction={self.max_bad_fraction}); last: {path}: {err}"
+                    ) from err
                 failed = i if failed < 0 else failed
                 i = int(torch.randint(0, len(self), ()))
         raise RuntimeError(f"10 bad files in a row, last {self.records[i].path}")
@@ -247,4 +282,3 @@ class SeededSampler(torch.utils.data.Sampler):
 
     def __len__(self):
         return len(self.sampler)
-

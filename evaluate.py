@@ -22,14 +22,14 @@ file with its gallery (or a test split that shares one with the train split) is 
     python evaluate.py all runs/demo/robust/ckpt.pt                      # on the data it was trained on
     python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1
 """
+
 import argparse
 import copy
 import hashlib
 import json
 import math
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -46,8 +46,9 @@ from media import loader_workers, manifest
 from persistence import runstate
 from persistence.checkpoint import CheckpointError, load_pretrained
 
-FINETUNE = dict(epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3,
-                dropout=0.5)  # Sec. 5.1
+FINETUNE = dict(
+    epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5
+)  # Sec. 5.1
 
 
 def device_default():
@@ -56,8 +57,9 @@ def device_default():
 
 def split_records(cfg, split):
     """The usable videos of one split, video only (UCF101/HMDB51 videos often have no audio)."""
-    return manifest.load_records(cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None,
-                                 cfg.manifest or None, need_audio=False)
+    return manifest.load_records(
+        cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=False
+    )
 
 
 def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None, preload=None):
@@ -66,9 +68,15 @@ def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None, preload=None
     records, classes = split_records(cfg, split)
     if keep is not None:
         records = [records[i] for i in keep]
-    return data.AVDataset(records, data.clip_spec(cfg, audio=False), train=train_mode, audio=False,
-                          num_clips=num_clips, max_bad_fraction=cfg.max_bad_fraction,
-                          preload=cfg.preload if preload is None else preload), classes
+    return data.AVDataset(
+        records,
+        data.clip_spec(cfg, audio=False),
+        train=train_mode,
+        audio=False,
+        num_clips=num_clips,
+        max_bad_fraction=cfg.max_bad_fraction,
+        preload=cfg.preload if preload is None else preload,
+    ), classes
 
 
 def check_disjoint(query, gallery, what="query and gallery"):
@@ -77,17 +85,27 @@ def check_disjoint(query, gallery, what="query and gallery"):
     paths = [{r.path for r in getattr(s, "records", s)} for s in (query, gallery)]
     shared = sorted(paths[0] & paths[1])
     if shared:
-        raise ValueError(f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
-                         f"dataset disjoint train.txt/test.txt lists (python -m media.manifest split ROOT makes them)")
+        raise ValueError(
+            f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
+            f"dataset disjoint train.txt/test.txt lists (python -m media.manifest split ROOT makes them)"
+        )
 
 
 def loader(dataset, batch_size, workers, shuffle=False, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=workers,
-                                       drop_last=shuffle, generator=g, worker_init_fn=loader_workers.worker_init_fn(workers))
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        num_workers=workers,
+        drop_last=shuffle,
+        generator=g,
+        worker_init_fn=loader_workers.worker_init_fn(workers),
+    )
 
 
 # ----------------------------------------------------------------------------- features
+
 
 def progress(iterable, desc, **kwargs):
     """A tqdm bar on a terminal, nothing in a log file or a test (as train.py's bar)."""
@@ -126,8 +144,22 @@ def cached_features(ckpt, cfg, encoder, split, device, workers=2):
     dataset is built, and decoded, only when the features are not cached."""
     records = split_records(cfg, split)[0]
     st = Path(ckpt).stat()
-    key = json.dumps([str(Path(ckpt).resolve()), st.st_mtime_ns, st.st_size, cfg.data, cfg.layout, cfg.fold,
-                      split, cfg.frames, cfg.fps, cfg.size, "native-map", [r.path for r in records]])
+    key = json.dumps(
+        [
+            str(Path(ckpt).resolve()),
+            st.st_mtime_ns,
+            st.st_size,
+            cfg.data,
+            cfg.layout,
+            cfg.fold,
+            split,
+            cfg.frames,
+            cfg.fps,
+            cfg.size,
+            "native-map",
+            [r.path for r in records],
+        ]
+    )
     path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
     if path.exists():
         return torch.load(path, weights_only=True), records
@@ -137,6 +169,7 @@ def cached_features(ckpt, cfg, encoder, split, device, workers=2):
 
 
 # ----------------------------------------------------------------------------- retrieval and few-shot
+
 
 def recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 5, 20), device=None, chunk=1024):
     """R@k by Euclidean distance (Fig. 11): the share of queries with a same-label video among their
@@ -156,6 +189,7 @@ def recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 5, 20), dev
 
 
 # ----------------------------------------------------------------------------- fine-tuning
+
 
 class Classifier(nn.Module):
     """The pre-trained video encoder, dropout after its global max pooling, and a linear layer."""
@@ -212,10 +246,23 @@ def video_accuracy(clf, dataset, device, workers=2):
     return correct / total
 
 
-def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=FINETUNE["lr_min"],
-             batch_size=FINETUNE["batch_size"], accumulate=1, frames=None,
-             select_on_val=False, val_fraction=0.1, freeze_backbone=False, device=None, workers=2, seed=0,
-             curve_every=0):
+def finetune(
+    encoder,
+    cfg,
+    epochs=FINETUNE["epochs"],
+    lr=FINETUNE["lr"],
+    lr_min=FINETUNE["lr_min"],
+    batch_size=FINETUNE["batch_size"],
+    accumulate=1,
+    frames=None,
+    select_on_val=False,
+    val_fraction=0.1,
+    freeze_backbone=False,
+    device=None,
+    workers=2,
+    seed=0,
+    curve_every=0,
+):
     """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
     select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
     that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
@@ -234,8 +281,12 @@ def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=
     if select_on_val:
         rng = np.random.default_rng(seed)
         labels = train_set.labels.numpy()
-        val_idx = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:max(1, int(val_fraction * (labels == c).sum()))]
-                                  for c in np.unique(labels)])
+        val_idx = np.concatenate(
+            [
+                rng.permutation(np.flatnonzero(labels == c))[: max(1, int(val_fraction * (labels == c).sum()))]
+                for c in np.unique(labels)
+            ]
+        )
         fit_idx = np.setdiff1d(fit_idx, val_idx)
         val_set = eval_set(cfg, "train", keep=val_idx)[0]
     batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
@@ -254,8 +305,10 @@ def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=
             video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
             loss, right = finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
             loss_sum, correct, seen = loss_sum + loss * len(video), correct + right, seen + len(video)
-        say(f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, "
-            f"train accuracy {correct / max(1, seen):.3f}")
+        say(
+            f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, "
+            f"train accuracy {correct / max(1, seen):.3f}"
+        )
         if select_on_val:
             val = video_accuracy(clf, val_set, device, workers)
             if val > best[0]:
@@ -276,6 +329,7 @@ def finetune(encoder, cfg, epochs=FINETUNE["epochs"], lr=FINETUNE["lr"], lr_min=
 
 # ----------------------------------------------------------------------------- analysis
 
+
 def weight_analysis(bank, faulty, cfg):
     """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at
     k = number of faulty instances, ranking by increasing weight. Slots excluded from the bank (files
@@ -285,9 +339,12 @@ def weight_analysis(bank, faulty, cfg):
     scores, faulty = bank.scores().cpu()[valid], faulty[valid]  # (M,) each
     w = sample_weights(scores, float(mu), float(sigma), cfg.delta, cfg.kappa, cfg.w_min)
     k = int(faulty.sum())
-    out = {"faulty_auroc": faulty_auroc(scores, faulty), "mean_weight": float(w.mean()),
-           "mean_weight_faulty": float(w[faulty].mean()) if k else None,
-           "mean_weight_clean": float(w[~faulty].mean())}
+    out = {
+        "faulty_auroc": faulty_auroc(scores, faulty),
+        "mean_weight": float(w.mean()),
+        "mean_weight_faulty": float(w[faulty].mean()) if k else None,
+        "mean_weight_clean": float(w[~faulty].mean()),
+    }
     if k:
         out["faulty_precision_at_k"] = float(faulty[scores.argsort()[:k]].float().mean())
     return out, scores, w, faulty
@@ -312,35 +369,54 @@ def soft_target_analysis(bank, labels, cfg, num_negatives=None, seed=0):
 
 # ----------------------------------------------------------------------------- command line
 
+
 def protocol_of(task, **settings):
     """What a task ran, as printed and stored beside its numbers."""
-    text = {"retrieval": "last conv map ({feature_dim} values; the paper's is 4x4x512 at 112x112) averaged over 10 "
-                         "clips, Euclidean distance, test queries the train split",
-            "fewshot": "max-pooled features averaged over 10 clips, one-vs-all linear SVM C=1, {trials} trials"
-                       "{scaled}",
-            "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
-                        "cosine, backbone x0.1, wd 1e-3, dropout 0.5, {frames}-frame clips, {select}",
-            "analysis": "bank scores and eq. (6) weights vs the known faulty positives; soft-target mass"}[task]
-    fmt = {**settings, "scaled": ", standardised (not the paper's)" if settings.get("standardise") else ", raw",
-           "select": "validation-selected epoch (not the paper's)" if settings.get("select_on_val")
-           else "final epoch on the test split"}
+    text = {
+        "retrieval": "last conv map ({feature_dim} values; the paper's is 4x4x512 at 112x112) averaged over 10 "
+        "clips, Euclidean distance, test queries the train split",
+        "fewshot": "max-pooled features averaged over 10 clips, one-vs-all linear SVM C=1, {trials} trials{scaled}",
+        "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
+        "cosine, backbone x0.1, wd 1e-3, dropout 0.5, {frames}-frame clips, {select}",
+        "analysis": "bank scores and eq. (6) weights vs the known faulty positives; soft-target mass",
+    }[task]
+    fmt = {
+        **settings,
+        "scaled": ", standardised (not the paper's)" if settings.get("standardise") else ", raw",
+        "select": "validation-selected epoch (not the paper's)"
+        if settings.get("select_on_val")
+        else "final epoch on the test split",
+    }
     return {"text": text.format(**fmt), **settings}
 
 
-def evaluate(ckpt, tasks, overrides=None, workers=2, device=None, shots=(1, 5, 20), trials=50, standardise=False,
-             finetune_args=None, figures=True, jobs=None):
+def evaluate(
+    ckpt,
+    tasks,
+    overrides=None,
+    workers=2,
+    device=None,
+    shots=(1, 5, 20),
+    trials=50,
+    standardise=False,
+    finetune_args=None,
+    figures=True,
+    jobs=None,
+):
     """Run `tasks` on a checkpoint; returns {task: results} with each task's protocol, and merges
     them into CKPT_DIR/eval.json. It writes into the run folder (feature caches, eval.json, plots), so
     it holds the folder as train.py does: a checkpoint whose run is still training is refused."""
     if not Path(ckpt).is_file():
         raise FileNotFoundError(f"checkpoint not found: {ckpt}")
     with runstate.hold_folder(Path(ckpt).parent, "evaluate.py"):
-        return _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args,
-                         figures, jobs)
+        return _evaluate(
+            ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs
+        )
 
 
 def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs):
     from analysis import figures as figs
+
     device = device or device_default()
     cfg, model, bank, instances = load_pretrained(ckpt)
     for k, v in (overrides or {}).items():
@@ -351,36 +427,71 @@ def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardis
         te, te_records = cached_features(ckpt, cfg, model.video, "test", device, workers)
         check_disjoint(te_records, tr_records, "the test queries and the train gallery")
         recall, nearest = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
-        results["retrieval"] = {**{f"R@{k}": v for k, v in recall.items()},
-                                "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]))}
+        results["retrieval"] = {
+            **{f"R@{k}": v for k, v in recall.items()},
+            "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1])),
+        }
     if "fewshot" in tasks:
-        fs = fewshot.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots, trials,
-                              standardise=standardise, jobs=jobs or torch.get_num_threads())
-        results["fewshot"] = {**{f"{n}-shot": v for n, v in fs.items()},
-                              "protocol": protocol_of("fewshot", trials=trials, standardise=standardise)}
+        fs = fewshot.few_shot(
+            tr["pooled"],
+            tr["labels"],
+            te["pooled"],
+            te["labels"],
+            shots,
+            trials,
+            standardise=standardise,
+            jobs=jobs or torch.get_num_threads(),
+        )
+        results["fewshot"] = {
+            **{f"{n}-shot": v for n, v in fs.items()},
+            "protocol": protocol_of("fewshot", trials=trials, standardise=standardise),
+        }
     if "analysis" in tasks:
         faulty, labels = instances["faulty"], instances["labels"]
         wa, scores, w, faulty_kept = weight_analysis(bank, faulty, cfg)
         results["weights"] = wa
         results["soft_targets_same_class"] = soft_target_analysis(bank, labels, cfg)
         classes = manifest.list_split(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None)[1]
-        per_class = [float((tr["labels"][nearest[:, 0]] == te["labels"])[te["labels"] == c].float().mean())
-                     for c in range(len(classes))]
+        per_class = [
+            float((tr["labels"][nearest[:, 0]] == te["labels"])[te["labels"] == c].float().mean())
+            for c in range(len(classes))
+        ]
         results["per_class_R@1"] = dict(zip(classes, per_class))
         results["analysis"] = {"protocol": protocol_of("analysis")}
         if figures:
             out = Path(ckpt).parent
             figs.scores_and_weights(scores, w, faulty_kept, cfg, out / "scores_weights.png")
             figs.per_class(per_class, classes, out / "per_class_r1.png")
-            figs.retrievals(eval_set(cfg, "test", preload=False)[0], eval_set(cfg, "train", preload=False)[0],
-                            nearest, classes, out / "retrievals.png")  # decodes only the frames it shows
+            figs.retrievals(
+                eval_set(cfg, "test", preload=False)[0],
+                eval_set(cfg, "train", preload=False)[0],
+                nearest,
+                classes,
+                out / "retrievals.png",
+            )  # decodes only the frames it shows
     if "finetune" in tasks:
-        fa = {**FINETUNE, "accumulate": 1, "frames": cfg.frames, "select_on_val": False, "curve_every": 0,
-              **(finetune_args or {})}
-        res = finetune(model.video, cfg, epochs=fa["epochs"], lr=fa["lr"], lr_min=fa["lr_min"],
-                       batch_size=fa["batch_size"], accumulate=fa["accumulate"], frames=fa["frames"],
-                       select_on_val=fa["select_on_val"], device=device, workers=workers,
-                       curve_every=fa["curve_every"])
+        fa = {
+            **FINETUNE,
+            "accumulate": 1,
+            "frames": cfg.frames,
+            "select_on_val": False,
+            "curve_every": 0,
+            **(finetune_args or {}),
+        }
+        res = finetune(
+            model.video,
+            cfg,
+            epochs=fa["epochs"],
+            lr=fa["lr"],
+            lr_min=fa["lr_min"],
+            batch_size=fa["batch_size"],
+            accumulate=fa["accumulate"],
+            frames=fa["frames"],
+            select_on_val=fa["select_on_val"],
+            device=device,
+            workers=workers,
+            curve_every=fa["curve_every"],
+        )
         keep = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
         results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in keep})}
     for task, res in results.items():
@@ -394,9 +505,12 @@ def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardis
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("task", choices=["retrieval", "fewshot", "finetune", "analysis", "all"],
-                   help="retrieval uses the last conv map: the paper's is 4x4x512 at 112x112; at other input sizes "
-                   "the network's own map (3x3 at 80, 2x2 at 64), not resampled (a deviation)")
+    p.add_argument(
+        "task",
+        choices=["retrieval", "fewshot", "finetune", "analysis", "all"],
+        help="retrieval uses the last conv map: the paper's is 4x4x512 at 112x112; at other input sizes "
+        "the network's own map (3x3 at 80, 2x2 at 64), not resampled (a deviation)",
+    )
     p.add_argument("ckpt", help="train.py checkpoint")
     p.add_argument("--data", help="evaluation dataset root (default: the pre-training data)")
     p.add_argument("--layout", help="ucf101 | hmdb51 | kinetics | folder")
@@ -409,13 +523,24 @@ def main(argv=None):
     p.add_argument("--finetune-lr", type=float, default=FINETUNE["lr"], help="paper: 1e-4 -> 1e-5 cosine")
     p.add_argument("--accumulate", type=int, default=1, help="micro-batches per step when a batch does not fit")
     p.add_argument("--frames", type=int, help="fine-tune on clips of this many frames (paper: 8; Sec. 6 also 32)")
-    p.add_argument("--select-on-val", action="store_true",
-                   help="keep the best epoch on 10%% of the train split (paper: the final epoch)")
-    p.add_argument("--curve-every", type=int, default=0,
-                   help="also record the fine-tune's test accuracy every N epochs (a diagnostic, never used to select)")
+    p.add_argument(
+        "--select-on-val",
+        action="store_true",
+        help="keep the best epoch on 10%% of the train split (paper: the final epoch)",
+    )
+    p.add_argument(
+        "--curve-every",
+        type=int,
+        default=0,
+        help="also record the fine-tune's test accuracy every N epochs (a diagnostic, never used to select)",
+    )
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--jobs", type=int, help="processes for the few-shot trials (default: torch's thread count, "
-                                            "the cores; the numbers do not depend on it)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="processes for the few-shot trials (default: torch's thread count, "
+        "the cores; the numbers do not depend on it)",
+    )
     args = p.parse_args(argv)
     overrides = {k: v for k in ("data", "layout", "fold", "annotations") if (v := getattr(args, k)) is not None}
     if "data" in overrides:
@@ -423,14 +548,28 @@ def main(argv=None):
     tasks = ["retrieval", "fewshot", "analysis", "finetune"] if args.task == "all" else [args.task]
     if "analysis" in tasks and "data" in overrides:
         tasks.remove("analysis")  # the bank belongs to the pre-training data
-    finetune_args = {"epochs": args.finetune_epochs, "batch_size": args.finetune_batch, "lr": args.finetune_lr,
-                     "lr_min": args.finetune_lr / 10, "accumulate": args.accumulate, "select_on_val": args.select_on_val,
-                     "curve_every": args.curve_every}
+    finetune_args = {
+        "epochs": args.finetune_epochs,
+        "batch_size": args.finetune_batch,
+        "lr": args.finetune_lr,
+        "lr_min": args.finetune_lr / 10,
+        "accumulate": args.accumulate,
+        "select_on_val": args.select_on_val,
+        "curve_every": args.curve_every,
+    }
     if args.frames:
         finetune_args["frames"] = args.frames
     try:
-        res = evaluate(args.ckpt, tasks, overrides, args.workers, trials=args.trials, standardise=args.standardise,
-                       finetune_args=finetune_args, jobs=args.jobs)
+        res = evaluate(
+            args.ckpt,
+            tasks,
+            overrides,
+            args.workers,
+            trials=args.trials,
+            standardise=args.standardise,
+            finetune_args=finetune_args,
+            jobs=args.jobs,
+        )
     except (CheckpointError, FileNotFoundError, runstate.FolderHeld) as err:
         raise SystemExit(f"evaluate.py: {err}") from err
     print(json.dumps(res, indent=1))

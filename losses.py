@@ -20,6 +20,7 @@ and vbar[:, j], abar[:, j] belong to the same candidate instance.
 Nothing here holds state or touches a device; train.py calls these, tests/test_losses.py checks
 them (python -m pytest tests/test_losses.py).
 """
+
 import math
 from dataclasses import dataclass
 
@@ -32,9 +33,10 @@ SOFT_TARGET_STRATEGIES = ("bootstrap", "swapped", "neighbor", "ccp", "oracle")
 @dataclass(frozen=True)
 class Variant:
     """One method as the paper's tables name it: the switches of eq. (17)."""
+
     name: str
     weights: str  # "none" (w_i = 1), "scores" (eq. (6) from the bank scores), "oracle" (0 on injected faults)
-    soft: bool    # soft targets T of eqs. (8)-(9) instead of one-hot
+    soft: bool  # soft targets T of eqs. (8)-(9) instead of one-hot
 
 
 VARIANTS = {  # the --loss choices of train.py; demo.py and the tests use the same table
@@ -49,11 +51,14 @@ VARIANTS = {  # the --loss choices of train.py; demo.py and the tests use the sa
 def _float32(fn):
     """Run `fn` with autocast off and float32 inputs: a softmax over 1+K logits at temperature
     0.02-0.07 loses most of its precision in bf16/fp16, so the loss is always computed in fp32."""
+
     def wrapped(*args, **kwargs):
         def fp32(t):
             return t.float() if torch.is_tensor(t) and t.is_floating_point() else t
+
         with torch.autocast(device_type=args[0].device.type, enabled=False):
             return fn(*map(fp32, args), **{k: fp32(t) for k, t in kwargs.items()})
+
     wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
     return wrapped
 
@@ -102,7 +107,7 @@ def soft_targets(vbar, abar, strategy, lam=0.5, tau_s=0.02, tau_t=0.07, labels=N
         S_a = torch.softmax(candidate_dot(abar_i, abar) / tau_s, dim=1)  # (B, 1+K)
     elif strategy == "ccp":  # eqs. (13)-(14): swapped prediction, favouring candidates that correspond well
         self_i = (vbar_i * abar_i).sum(1, keepdim=True)  # vbar_i . abar_i: (B, 1)
-        self_j = (vbar * abar).sum(2)                    # vbar_j . abar_j: (B, 1+K)
+        self_j = (vbar * abar).sum(2)  # vbar_j . abar_j: (B, 1+K)
         # self_i / tau_t is the same for every j and cancels in the softmax; kept to match the paper.
         S_v = torch.softmax(self_i / tau_t + candidate_dot(abar_i, vbar) / tau_s + self_j / tau_t, dim=1)
         S_a = torch.softmax(self_i / tau_t + candidate_dot(vbar_i, abar) / tau_s + self_j / tau_t, dim=1)

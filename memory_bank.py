@@ -12,6 +12,7 @@ A slot whose file failed to decode is excluded (`exclude`): its memory was never
 is kept out of the negatives and out of the scores' mean and deviation that eq. (6) normalises by.
 Tests: python -m pytest tests/test_memory_bank.py
 """
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -45,8 +46,10 @@ class MemoryBank(nn.Module):
         self.valid[torch.as_tensor(slots, dtype=torch.long, device=self.valid.device)] = False
         self._num_valid = None
         if self.num_valid < 2:
-            raise RuntimeError(f"MemoryBank: {self.num_items - self.num_valid} of {self.num_items} slots are "
-                               f"excluded (files that failed to decode); fewer than 2 are left to draw negatives from")
+            raise RuntimeError(
+                f"MemoryBank: {self.num_items - self.num_valid} of {self.num_items} slots are "
+                f"excluded (files that failed to decode); fewer than 2 are left to draw negatives from"
+            )
 
     @torch.no_grad()
     def sample(self, idx, num_negatives=1024):

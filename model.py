@@ -8,6 +8,7 @@
 `width` scales every channel count (1.0 is the paper's model) so the demo trains on a CPU in minutes.
 Nothing here picks a device; train.py moves the model. Tests: python -m pytest tests/test_model.py
 """
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -35,9 +36,11 @@ class VideoEncoder(nn.Module):
         stem_mid = _ch(45, width)  # torchvision's R(2+1)D stem: (1,7,7) spatial then (3,1,1) temporal
         self.stem = nn.Sequential(
             nn.Conv3d(3, stem_mid, (1, 7, 7), stride=(1, 2, 2), padding=(0, 3, 3), bias=False),
-            nn.BatchNorm3d(stem_mid), nn.ReLU(inplace=True),
+            nn.BatchNorm3d(stem_mid),
+            nn.ReLU(inplace=True),
             nn.Conv3d(stem_mid, chans[0], (3, 1, 1), padding=(1, 0, 0), bias=False),
-            nn.BatchNorm3d(chans[0]), nn.ReLU(inplace=True),
+            nn.BatchNorm3d(chans[0]),
+            nn.ReLU(inplace=True),
             nn.MaxPool3d((1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)),
         )
         stages, inplanes = [], chans[0]
@@ -54,7 +57,8 @@ class VideoEncoder(nn.Module):
         if stride != 1 or inplanes != planes:
             downsample = nn.Sequential(
                 nn.Conv3d(inplanes, planes, 1, stride=Conv2Plus1D.get_downsample_stride(stride), bias=False),
-                nn.BatchNorm3d(planes))
+                nn.BatchNorm3d(planes),
+            )
         layers = [BasicBlock(inplanes, planes, Conv2Plus1D, stride, downsample)]
         layers += [BasicBlock(planes, planes, Conv2Plus1D) for _ in range(blocks - 1)]
         return nn.Sequential(*layers)
@@ -73,15 +77,28 @@ class AudioEncoder(nn.Module):
     Four stride-2 stages after a 7x7 stride-2 conv and a max pool: 80x80 -> 3x3, 128x128 -> 4x4."""
 
     # (out_channels, kernel, stride) for the 9 layers; a 3x3 max pool (stride 2) follows layer 1.
-    LAYERS = ((64, 7, 2), (64, 3, 1), (128, 3, 2), (128, 3, 1), (256, 3, 2), (256, 3, 1),
-              (512, 3, 2), (512, 3, 1), (512, 3, 1))
+    LAYERS = (
+        (64, 7, 2),
+        (64, 3, 1),
+        (128, 3, 2),
+        (128, 3, 1),
+        (256, 3, 2),
+        (256, 3, 1),
+        (512, 3, 2),
+        (512, 3, 1),
+        (512, 3, 1),
+    )
 
     def __init__(self, width=1.0):
         super().__init__()
         layers, cin = [], 1
         for n, (c, k, s) in enumerate(self.LAYERS):
             c = _ch(c, width)
-            layers += [nn.Conv2d(cin, c, k, stride=s, padding=k // 2, bias=False), nn.BatchNorm2d(c), nn.ReLU(inplace=True)]
+            layers += [
+                nn.Conv2d(cin, c, k, stride=s, padding=k // 2, bias=False),
+                nn.BatchNorm2d(c),
+                nn.ReLU(inplace=True),
+            ]
             if n == 0:
                 layers.append(nn.MaxPool2d(3, stride=2, padding=1))
             cin = c
@@ -99,8 +116,13 @@ def projection_head(in_dim, out_dim=128):
     The final BatchNorm matters here: the xID gradient (ā_i - sum_j P_j ā_j)/tau has no component
     along the mean of the targets, so nothing else removes an offset shared by all embeddings, and
     training then starts in two opposite caps of the sphere (bank scores near -0.8, spread 0.03)."""
-    return nn.Sequential(nn.Linear(in_dim, in_dim), nn.BatchNorm1d(in_dim), nn.ReLU(inplace=True),
-                         nn.Linear(in_dim, out_dim, bias=False), nn.BatchNorm1d(out_dim, affine=False))
+    return nn.Sequential(
+        nn.Linear(in_dim, in_dim),
+        nn.BatchNorm1d(in_dim),
+        nn.ReLU(inplace=True),
+        nn.Linear(in_dim, out_dim, bias=False),
+        nn.BatchNorm1d(out_dim, affine=False),
+    )
 
 
 class AVModel(nn.Module):

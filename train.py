@@ -16,6 +16,7 @@ from the checkpoint's (--allow-config-change overrides); how a run survives faul
 Logs: a tqdm bar and OUT/log.jsonl, one line per epoch. Options and their paper values: python
 train.py --help (config.py).
 """
+
 import math
 import os
 import random
@@ -34,28 +35,40 @@ import data
 from analysis.diagnostics import bank_report
 from augment import ClipAugment
 from config import parse_config
-from media import loader_workers, manifest
-from persistence import checkpoint, runstate
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
+from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import AVModel
-
+from persistence import checkpoint, runstate
 
 # ----------------------------------------------------------------------------- what a run is built from
+
 
 def build_train_set(cfg):
     """The pre-training instances (one bank slot each), with the injected faulty positives."""
     if not Path(cfg.data).is_dir():
         name = Path(cfg.data).name
-        make = ("make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
-                if name == "synth2000" else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
-                if name.startswith("synth") else "README, \"Real datasets\", says how to lay one out")
+        make = (
+            "make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
+            if name == "synth2000"
+            else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
+            if name.startswith("synth")
+            else 'README, "Real datasets", says how to lay one out'
+        )
         raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}")
-    records, classes = manifest.load_records(cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None,
-                                             cfg.manifest or None, need_audio=True)
-    dataset = data.AVDataset(records, data.clip_spec(cfg), train=True, faulty_fraction=cfg.faulty_fraction,
-                             **injection(cfg, records), seed=cfg.seed, max_bad_fraction=cfg.max_bad_fraction,
-                             preload=cfg.preload)
+    records, classes = manifest.load_records(
+        cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=True
+    )
+    dataset = data.AVDataset(
+        records,
+        data.clip_spec(cfg),
+        train=True,
+        faulty_fraction=cfg.faulty_fraction,
+        **injection(cfg, records),
+        seed=cfg.seed,
+        max_bad_fraction=cfg.max_bad_fraction,
+        preload=cfg.preload,
+    )
     dataset.classes = classes
     return dataset
 
@@ -80,11 +93,13 @@ def injection_pool(cfg, records):
     is refused: the paper's injected audio is "not part of the training set"."""
     root, folder = Path(cfg.data), pool_folder(cfg)
     if not folder.is_dir():
-        raise SystemExit(f"--faulty-fraction {cfg.faulty_fraction} injects audio from outside the training set "
-                         f"(paper, Sec. 5.2), but the pool {folder} does not exist. Pass --faulty-pool DIR, a folder "
-                         f"of media in neither split (for example the videos left out of a Kinetics subset), or "
-                         f"regenerate the synthetic set (synthetic.py writes ROOT/_heldout); --faulty-source train "
-                         f"lends other training videos' audio instead (a deviation)")
+        raise SystemExit(
+            f"--faulty-fraction {cfg.faulty_fraction} injects audio from outside the training set "
+            f"(paper, Sec. 5.2), but the pool {folder} does not exist. Pass --faulty-pool DIR, a folder "
+            f"of media in neither split (for example the videos left out of a Kinetics subset), or "
+            f"regenerate the synthetic set (synthetic.py writes ROOT/_heldout); --faulty-source train "
+            f"lends other training videos' audio instead (a deviation)"
+        )
     try:
         test = manifest.list_split(cfg.layout, root, "test", cfg.fold, cfg.annotations or None)[0]
     except (FileNotFoundError, ValueError):  # a dataset without a test split: nothing there to leak into
@@ -93,22 +108,25 @@ def injection_pool(cfg, records):
     pool = manifest.audio_pool(folder)
     shared = [p for p, _ in pool if Path(p).resolve() in in_splits]
     if shared:
-        raise SystemExit(f"--faulty-pool {folder}: {len(shared)} of its files are training or test videos "
-                         f"(first: {shared[0]}); injected audio must come from outside both splits")
+        raise SystemExit(
+            f"--faulty-pool {folder}: {len(shared)} of its files are training or test videos "
+            f"(first: {shared[0]}); injected audio must come from outside both splits"
+        )
     return pool
 
 
 @dataclass
 class Parts:
     """Everything a training step touches."""
-    model: torch.nn.Module       # AVModel, wrapped in DDP under torchrun
-    augment: ClipAugment         # the device half of the input (augment.py)
+
+    model: torch.nn.Module  # AVModel, wrapped in DDP under torchrun
+    augment: ClipAugment  # the device half of the input (augment.py)
     bank: MemoryBank
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
-    autocast: object             # torch.autocast context, or nullcontext() in fp32
+    autocast: object  # torch.autocast context, or nullcontext() in fp32
     video_format: torch.memory_format
-    truth: dict                  # ground truth on the device, for the oracles only: labels, injected
+    truth: dict  # ground truth on the device, for the oracles only: labels, injected
 
 
 def build_parts(cfg, dataset, device):
@@ -117,16 +135,20 @@ def build_parts(cfg, dataset, device):
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     video_format = torch.channels_last_3d if cfg.channels_last and device.type == "cuda" else torch.contiguous_format
     model.video.to(memory_format=video_format)
-    return Parts(model=model, augment=ClipAugment(dataset.spec, train=True).to(device),
-                 bank=MemoryBank(len(dataset), momentum=cfg.momentum, seed=cfg.seed).to(device),
-                 optimizer=torch.optim.Adam(model.parameters(), lr=cfg.lr),
-                 scaler=torch.amp.GradScaler(device.type, enabled=amp == "fp16"),  # fp16 only
-                 autocast=torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext(),
-                 video_format=video_format,
-                 truth={"labels": dataset.labels.to(device), "injected": dataset.injected.to(device)})
+    return Parts(
+        model=model,
+        augment=ClipAugment(dataset.spec, train=True).to(device),
+        bank=MemoryBank(len(dataset), momentum=cfg.momentum, seed=cfg.seed).to(device),
+        optimizer=torch.optim.Adam(model.parameters(), lr=cfg.lr),
+        scaler=torch.amp.GradScaler(device.type, enabled=amp == "fp16"),  # fp16 only
+        autocast=torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext(),
+        video_format=video_format,
+        truth={"labels": dataset.labels.to(device), "injected": dataset.injected.to(device)},
+    )
 
 
 # ----------------------------------------------------------------------------- schedule and step
+
 
 def lr_at(step, cfg, steps_per_epoch):
     """Constant during the xID warm-up, then cosine from lr to lr_min over the second stage."""
@@ -147,7 +169,7 @@ def objective(v, a, idx, bank, cfg, stage, truth):
     (eq. (6)) or the oracle's 0/1 if it is weighted. Returns the loss and statistics for the log."""
     variant = VARIANTS[stage]
     cand = bank.sample(idx, cfg.num_negatives)  # (B, 1+K)
-    vbar, abar = bank.targets(cand)             # (B, 1+K, D) each
+    vbar, abar = bank.targets(cand)  # (B, 1+K, D) each
     targets = None
     if variant.soft:
         labels = truth["labels"][cand] if cfg.soft_targets == "oracle" else None  # (B, 1+K)
@@ -168,8 +190,9 @@ def objective(v, a, idx, bank, cfg, stage, truth):
 def device_inputs(parts, batch, device):
     """The loader's uint8 crops and waveforms, augmented on the device: colour, blur and spectrograms
     are done here, batched. -> video (B, 3, T, H, W) in the model's memory format, audio (B, 1, F, T')."""
-    video, audio = parts.augment(batch["video"].to(device, non_blocking=True),
-                                 batch["audio"].to(device, non_blocking=True))  # (B, 3, T, H, W), (B, 1, F, T')
+    video, audio = parts.augment(
+        batch["video"].to(device, non_blocking=True), batch["audio"].to(device, non_blocking=True)
+    )  # (B, 3, T, H, W), (B, 1, F, T')
     return video.to(memory_format=parts.video_format), audio
 
 
@@ -225,6 +248,7 @@ _HOST_GROUP = None
 
 # ----------------------------------------------------------------------------- the recipe's steps
 
+
 def setup_distributed():
     """torchrun's environment decides: (ddp, rank, world, device). Plain python is one process."""
     if "RANK" not in os.environ:
@@ -242,13 +266,21 @@ def make_loader(cfg, dataset, rank, world, device):
     """Shuffled per rank; each item's random draws seeded by (seed, epoch, index) (data.SeededSampler)."""
     if cfg.batch_size % world:
         raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
-    sampler = data.SeededSampler(torch.utils.data.DistributedSampler(
-        dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed), seed=cfg.seed + 7919 * rank)
+    sampler = data.SeededSampler(
+        torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed),
+        seed=cfg.seed + 7919 * rank,
+    )
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=cfg.batch_size // world, sampler=sampler, num_workers=cfg.workers, drop_last=True,
-        pin_memory=device.type == "cuda", persistent_workers=cfg.workers > 0,
+        dataset,
+        batch_size=cfg.batch_size // world,
+        sampler=sampler,
+        num_workers=cfg.workers,
+        drop_last=True,
+        pin_memory=device.type == "cuda",
+        persistent_workers=cfg.workers > 0,
         worker_init_fn=loader_workers.worker_init_fn(cfg.workers, cfg.pin_workers),
-        generator=torch.Generator().manual_seed(cfg.seed))  # its own: the loader's draws leave the global RNG alone
+        generator=torch.Generator().manual_seed(cfg.seed),
+    )  # its own: the loader's draws leave the global RNG alone
     if len(loader) == 0:
         raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")
     return sampler, loader
@@ -263,8 +295,15 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
     done = resume["steps"] if resume else 0
     sums = {k: torch.tensor(v, device=parts.bank.video.device) for k, v in resume["sums"].items()} if resume else {}
     seen, t0 = (resume["seen"], time.time() - resume["seconds"]) if resume else (0, time.time())
-    bar = tqdm(loader, desc=f"epoch {epoch} {stage}", disable=not show_bar, leave=False, file=sys.stdout,
-               initial=done, total=steps)
+    bar = tqdm(
+        loader,
+        desc=f"epoch {epoch} {stage}",
+        disable=not show_bar,
+        leave=False,
+        file=sys.stdout,
+        initial=done,
+        total=steps,
+    )
     for i, batch in enumerate(bar, start=done):
         step = epoch * steps + i
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
@@ -273,23 +312,37 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
         seen += batch["video"].shape[0] * world
         if i % 10 == 0 or i == steps - 1:  # the only host syncs: every 10th step
             if not math.isfinite(loss.item()):
-                raise SystemExit(f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
-                                 f"lower --lr, or try --amp off")
+                raise SystemExit(
+                    f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
+                    f"lower --lr, or try --amp off"
+                )
             bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
         if i < steps - 1 and runstate.stop_requested(stop, i, loss.device):
-            return None, {"epoch": epoch, "steps": i + 1, "sums": {k: float(v) for k, v in sums.items()},
-                          "seen": seen, "seconds": time.time() - t0}
+            return None, {
+                "epoch": epoch,
+                "steps": i + 1,
+                "sums": {k: float(v) for k, v in sums.items()},
+                "seen": seen,
+                "seconds": time.time() - t0,
+            }
     if dist.is_initialized():  # the log is the global batch's: each rank's loss is its share of eq. (17)
         for k in sorted(sums):
             dist.all_reduce(sums[k])
             sums[k] /= world
     skipped = round(float(sums.pop("skipped", 0.0)))  # the same count on every rank
-    return {"epoch": epoch, "stage": stage, "lr": lr_at(epoch * steps, cfg, steps),
-            **{k: float(s) / steps for k, s in sums.items()}, "clips_per_s": seen / (time.time() - t0),
-            "skipped": skipped, "excluded": parts.bank.num_items - parts.bank.num_valid}, None
+    return {
+        "epoch": epoch,
+        "stage": stage,
+        "lr": lr_at(epoch * steps, cfg, steps),
+        **{k: float(s) / steps for k, s in sums.items()},
+        "clips_per_s": seen / (time.time() - t0),
+        "skipped": skipped,
+        "excluded": parts.bank.num_items - parts.bank.num_valid,
+    }, None
 
 
 # ----------------------------------------------------------------------------- the recipe
+
 
 def main(cfg):
     ddp, rank, world, device = setup_distributed()
@@ -317,15 +370,28 @@ def run(cfg, ddp, rank, world, device, out):
             # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
             # the items it trained on
             sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
-            record, stopped = train_epoch(parts, loader, cfg, epoch, world, master_process and sys.stdout.isatty(),
-                                          stop, resume)
+            record, stopped = train_epoch(
+                parts, loader, cfg, epoch, world, master_process and sys.stdout.isatty(), stop, resume
+            )
             resume = None
             if record is not None:
                 record.update(bank_report(parts.bank, dataset.labels, dataset.faulty))  # ground truth, log only
                 history.append(record)
             try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
-                runstate.save_epoch(parts, raw_model, cfg, dataset, epoch if record else epoch - 1, len(loader),
-                                    out / "ckpt.pt", ddp, world, master_process, history, partial=stopped)
+                runstate.save_epoch(
+                    parts,
+                    raw_model,
+                    cfg,
+                    dataset,
+                    epoch if record else epoch - 1,
+                    len(loader),
+                    out / "ckpt.pt",
+                    ddp,
+                    world,
+                    master_process,
+                    history,
+                    partial=stopped,
+                )
             except checkpoint.CheckpointError as err:
                 raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
             if master_process and record is not None:

@@ -16,6 +16,7 @@
 train.py logs these every epoch; they read labels and faults, so they never feed back into training.
 Tests: python -m pytest tests/test_diagnostics.py
 """
+
 import torch
 
 
@@ -24,6 +25,7 @@ def faulty_auroc(scores, faulty):
     if faulty.all() or not faulty.any():
         return None
     from sklearn.metrics import roc_auc_score
+
     return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
 
 
@@ -50,9 +52,12 @@ def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
     nearest = va.masked_fill(eye, -2.0).topk(min(k, n - 1), dim=1).indices  # (N, k) other instances' audio
     xmodal_class = same.gather(1, nearest).float().mean()
     clean = ~faulty
-    return {"knn_class": float(knn_class), "xmodal_class": float(xmodal_class),
-            "own_audio": float(own[clean].float().mean()) if clean.any() else None,
-            "own_audio_faulty": float(own[faulty].float().mean()) if faulty.any() else None}
+    return {
+        "knn_class": float(knn_class),
+        "xmodal_class": float(xmodal_class),
+        "own_audio": float(own[clean].float().mean()) if clean.any() else None,
+        "own_audio_faulty": float(own[faulty].float().mean()) if faulty.any() else None,
+    }
 
 
 def score_histogram(scores, faulty, bins=40):
@@ -63,7 +68,10 @@ def score_histogram(scores, faulty, bins=40):
     lo, hi = max(float(s.min()), mu - 4 * sigma), min(float(s.max()), mu + 4 * sigma)
     if hi <= lo:
         lo, hi = lo - 1e-3, hi + 1e-3
-    count = lambda x: torch.histc(x, bins=bins, min=lo, max=hi).int().tolist()  # noqa: E731 - out of range: not counted
+
+    def count(x):  # values out of [lo, hi] are not counted
+        return torch.histc(x, bins=bins, min=lo, max=hi).int().tolist()
+
     return {"lo": lo, "hi": hi, "clean": count(s[~faulty]), "faulty": count(s[faulty])}
 
 
@@ -72,5 +80,8 @@ def bank_report(bank, labels, faulty):
     excluded slot was never trained). labels, faulty: (N,) on the CPU -> dict."""
     valid = bank.valid.cpu()  # (N,)
     video, audio, scores = bank.video.cpu()[valid], bank.audio.cpu()[valid], bank.scores().cpu()[valid]  # (M, ...)
-    return {"faulty_auroc": faulty_auroc(scores, faulty[valid]), "score_hist": score_histogram(scores, faulty[valid]),
-            **bank_structure(video, audio, labels[valid], faulty[valid])}
+    return {
+        "faulty_auroc": faulty_auroc(scores, faulty[valid]),
+        "score_hist": score_histogram(scores, faulty[valid]),
+        **bank_structure(video, audio, labels[valid], faulty[valid]),
+    }

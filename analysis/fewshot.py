@@ -7,6 +7,7 @@ worker processes: a worker that imported evaluate.py would start torch, torchvis
 
     python evaluate.py fewshot CKPT --jobs 2        # evaluate.py calls few_shot()
 """
+
 import numpy as np
 
 
@@ -15,9 +16,14 @@ def svm_trial(train_x, train_y, test_x, test_y, n, trial_seed, standardise=False
     top-1 on the test split. Seeded by itself, so trials give the same numbers in any order."""
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import LinearSVC
+
     rng = np.random.default_rng(trial_seed)
-    pick = np.concatenate([rng.choice(np.flatnonzero(train_y == c), min(n, (train_y == c).sum()), replace=False)
-                           for c in np.unique(train_y)])  # (n * classes,)
+    pick = np.concatenate(
+        [
+            rng.choice(np.flatnonzero(train_y == c), min(n, (train_y == c).sum()), replace=False)
+            for c in np.unique(train_y)
+        ]
+    )  # (n * classes,)
     x, xt = train_x[pick], test_x  # x: (n * classes, D), xt: (T, D)
     if standardise:
         scaler = StandardScaler().fit(x)
@@ -36,13 +42,15 @@ def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed
     threads: liblinear seeds one global C generator, so threads would race on it and change the
     numbers. The processes are started once and reused by later calls (joblib's loky executor)."""
     from joblib import Parallel, delayed
+
     train_x, train_y, test_x, test_y = (np.asarray(t) for t in (train_x, train_y, test_x, test_y))
     jobs = max(1, min(jobs, trials))
     run = Parallel(n_jobs=jobs) if jobs > 1 else None
     out = {}
     for n in shots:
-        tasks = [delayed(svm_trial)(train_x, train_y, test_x, test_y, n, seed * 1000 + t, standardise)
-                 for t in range(trials)]
+        tasks = [
+            delayed(svm_trial)(train_x, train_y, test_x, test_y, n, seed * 1000 + t, standardise) for t in range(trials)
+        ]
         accs = run(tasks) if run else [f(*a, **k) for f, a, k in tasks]  # (trials,)
         out[n] = (float(np.mean(accs)), float(np.std(accs)))
     return out

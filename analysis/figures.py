@@ -1,40 +1,46 @@
 """The paper's figures, drawn from evaluation results (matplotlib, PNG files).
 
-    scores_and_weights  Fig. 5: histogram of bank scores vbar_i . abar_i, the known faulty positives
-                        stacked in grey, and the weight function of eq. (6) over it
-    per_class           Fig. 10: R@1 of each class
-    retrievals          Fig. 11: a test query's middle frame and its top-4 retrievals, with classes
-    noisy               Fig. 7: a metric against the share of injected faulty positives, one line
-                        per method, mean and 95% confidence interval over seeds; beside it the paired
-                        differences against the baseline, with their 95% intervals
-    sweep               the appendix's "Effect of delta / lambda": a metric per value of one knob, one
-                        line per noise level, xID dashed; beside it each value minus xID
-    training_curves     a run's log: loss, the bank AUROC of the known faults, class agreement, per
-                        epoch, the warm-up and each branch after it
-    scores_over_training  the bank scores of clean and faulty positives at several warm-up epochs,
-                        with the eq. (6) weight curve each epoch's mu and sigma give
+scores_and_weights  Fig. 5: histogram of bank scores vbar_i . abar_i, the known faulty positives
+                    stacked in grey, and the weight function of eq. (6) over it
+per_class           Fig. 10: R@1 of each class
+retrievals          Fig. 11: a test query's middle frame and its top-4 retrievals, with classes
+noisy               Fig. 7: a metric against the share of injected faulty positives, one line
+                    per method, mean and 95% confidence interval over seeds; beside it the paired
+                    differences against the baseline, with their 95% intervals
+sweep               the appendix's "Effect of delta / lambda": a metric per value of one knob, one
+                    line per noise level, xID dashed; beside it each value minus xID
+training_curves     a run's log: loss, the bank AUROC of the known faults, class agreement, per
+                    epoch, the warm-up and each branch after it
+scores_over_training  the bank scores of clean and faulty positives at several warm-up epochs,
+                    with the eq. (6) weight curve each epoch's mu and sigma give
 
-    used by evaluate.py (analysis), demo.py (Fig. 7, the run pictures) and sweep.py; the run pictures
-    of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
+used by evaluate.py (analysis), demo.py (Fig. 7, the run pictures) and sweep.py; the run pictures
+of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
 
-    python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, RUN_DIR/scores_over_training.png
+python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, RUN_DIR/scores_over_training.png
 """
+
 import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 
 def scores_and_weights(scores, w, faulty, cfg, path):
     fig, ax = plt.subplots(figsize=(6, 3.5))
     s, f = scores.cpu().numpy(), faulty.cpu().numpy()
     bins = np.linspace(s.min(), s.max(), 40)
-    ax.hist([s[~f], s[f]], bins=bins, stacked=True, color=["tab:red", "tab:gray"],
-            label=["clean", "faulty positive (ground truth)"])
+    ax.hist(
+        [s[~f], s[f]],
+        bins=bins,
+        stacked=True,
+        color=["tab:red", "tab:gray"],
+        label=["clean", "faulty positive (ground truth)"],
+    )
     ax.set_xlabel(r"bank score $\bar v_i^T \bar a_i$")
     ax.set_ylabel("instances")
     ax2 = ax.twinx()
@@ -61,7 +67,9 @@ def retrievals(query_set, gallery_set, nearest, classes, path, rows=6, k=4):
     picks = [int(np.flatnonzero(labels.numpy() == c)[0]) for c in sorted(set(labels.tolist()))][:rows]
     fig, axes = plt.subplots(len(picks), k + 1, figsize=(1.6 * (k + 1), 1.7 * len(picks)), squeeze=False)
     for r, q in enumerate(picks):
-        shown = [(query_set, q, "query")] + [(gallery_set, int(j), f"top {n + 1}") for n, j in enumerate(nearest[q, :k])]
+        shown = [(query_set, q, "query")] + [
+            (gallery_set, int(j), f"top {n + 1}") for n, j in enumerate(nearest[q, :k])
+        ]
         for c, (ds, i, title) in enumerate(shown):
             ax = axes[r, c]
             ax.imshow(_middle_frame(ds[i]["video"]))
@@ -98,9 +106,15 @@ def noisy(levels, curves, metric, path, chance=None, baseline=None):
         colours = {m: f"C{i}" for i, m in enumerate(curves)}  # the same colour as in the first panel
         for method, per_level in paired_differences(curves, baseline).items():
             xs = [lv for lv in levels if lv in per_level]
-            ax.errorbar([100 * x for x in xs], [100 * np.mean(per_level[lv]) for lv in xs],
-                        yerr=[100 * ci95(per_level[lv]) for lv in xs], marker="o", capsize=3,
-                        color=colours[method], label=f"{method} - {baseline}")
+            ax.errorbar(
+                [100 * x for x in xs],
+                [100 * np.mean(per_level[lv]) for lv in xs],
+                yerr=[100 * ci95(per_level[lv]) for lv in xs],
+                marker="o",
+                capsize=3,
+                color=colours[method],
+                label=f"{method} - {baseline}",
+            )
         ax.axhline(0, color="grey", lw=1)
         ax.set_ylabel(f"paired difference in {metric} (points)")
     for ax in axes[0]:
@@ -120,12 +134,26 @@ def sweep(values, curves, baselines, metric, path, xlabel):
         base = np.asarray(baselines[line])
         got = [v for v in values if per_value.get(v)]
         at = [values.index(v) for v in got]
-        axes[0].errorbar(at, [100 * np.mean(per_value[v]) for v in got], yerr=[100 * ci95(per_value[v]) for v in got],
-                         marker="o", capsize=3, color=f"C{i}", label=line)
+        axes[0].errorbar(
+            at,
+            [100 * np.mean(per_value[v]) for v in got],
+            yerr=[100 * ci95(per_value[v]) for v in got],
+            marker="o",
+            capsize=3,
+            color=f"C{i}",
+            label=line,
+        )
         axes[0].axhline(100 * base.mean(), color=f"C{i}", ls="--", lw=1, label=f"{line}: xID")
         diffs = [np.asarray(per_value[v]) - base for v in got]
-        axes[1].errorbar(at, [100 * d.mean() for d in diffs], yerr=[100 * ci95(d) for d in diffs], marker="o",
-                         capsize=3, color=f"C{i}", label=f"{line}: minus xID")
+        axes[1].errorbar(
+            at,
+            [100 * d.mean() for d in diffs],
+            yerr=[100 * ci95(d) for d in diffs],
+            marker="o",
+            capsize=3,
+            color=f"C{i}",
+            label=f"{line}: minus xID",
+        )
     axes[0].set_ylabel(f"{metric} (%), mean and 95% CI")
     axes[1].axhline(0, color="grey", lw=1)
     axes[1].set_ylabel(f"paired difference in {metric} (points)")
@@ -141,8 +169,11 @@ def paired_differences(curves, baseline):
     """{method: {level: [method - baseline per seed]}} for every method but the baseline, at the
     levels both have."""
     base = curves[baseline]
-    return {m: {lv: list(np.asarray(v) - np.asarray(base[lv])) for lv, v in per_level.items() if v and base.get(lv)}
-            for m, per_level in curves.items() if m != baseline}
+    return {
+        m: {lv: list(np.asarray(v) - np.asarray(base[lv])) for lv, v in per_level.items() if v and base.get(lv)}
+        for m, per_level in curves.items()
+        if m != baseline
+    }
 
 
 def ci95(values):
@@ -151,6 +182,7 @@ def ci95(values):
     if len(values) < 2:
         return 0.0
     from scipy import stats
+
     return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
 
 
@@ -192,7 +224,9 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5):
     """Histograms of the logged bank scores (clean and faulty stacked) at `panels` epochs spread over
     the run, each with the eq. (6) weight curve of that epoch's mu and sigma and the given delta."""
     import torch
+
     from losses import sample_weights
+
     logged = [r for r in records if r.get("score_hist")]
     if not logged:
         return False
@@ -213,8 +247,11 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5):
         ax.set_xlabel("bank score")
     axes[0, 0].set_ylabel("instances")
     axes[0, 0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(rf"bank scores and the weights of eq. (6) ($\delta$={delta:.2f}, $\kappa$={kappa}, "
-                 rf"$w_{{min}}$={w_min}) as the warm-up goes", fontsize=10)
+    fig.suptitle(
+        rf"bank scores and the weights of eq. (6) ($\delta$={delta:.2f}, $\kappa$={kappa}, "
+        rf"$w_{{min}}$={w_min}) as the warm-up goes",
+        fontsize=10,
+    )
     _save(fig, path)
     return True
 
@@ -223,9 +260,11 @@ def run_pictures(folder):
     """training_curves and scores_over_training of a run folder, or of a demo setting's folder
     (warmup/ and one folder per branch); delta from its Weighted- or Robust-xID branch if it has one."""
     from dataclasses import asdict
+
     from config import Config
     from persistence import runstate
     from persistence.checkpoint import load_checkpoint
+
     folder = Path(folder)
     if (folder / "log.jsonl").exists():
         runs = {folder.name: runstate.read_log(folder / "log.jsonl")}

@@ -7,6 +7,7 @@ and says what differs. TOUR.md, "Exercises".
 
 Exit status 0 when every checked piece matches.
 """
+
 import argparse
 import importlib
 import sys
@@ -35,8 +36,11 @@ def _compare(name, got, expected, atol=1e-5):
         return f"{name}: holds NaN or inf"
     if diff.max() > atol:
         where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
-        return (f"{name}: differs by up to {diff.max():.4g} (at index {where}: {got.flatten()[diff.flatten().argmax()]:.4g}, "
-                f"expected {expected.flatten()[diff.flatten().argmax()]:.4g})")
+        return (
+            f"{name}: differs by up to {diff.max():.4g} "
+            f"(at index {where}: {got.flatten()[diff.flatten().argmax()]:.4g}, "
+            f"expected {expected.flatten()[diff.flatten().argmax()]:.4g})"
+        )
     return ""
 
 
@@ -83,7 +87,7 @@ def check_gradient(fn, g):
         v = _unit(B, D, g=g).requires_grad_()
         abar = _unit(B, 1 + K, D, g=g)
         loss = -losses.log_posterior(v, abar, tau)[:, 0].sum()  # the video half of eq. (1), summed over i
-        expected, = torch.autograd.grad(loss, v)
+        (expected,) = torch.autograd.grad(loss, v)
         got = fn(v.detach(), abar, tau)
         problems.append(_compare(f"dL/dv at tau={tau}", got, expected, atol=1e-4))
     return problems

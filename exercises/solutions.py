@@ -2,6 +2,7 @@
 checker runs them in CI (tests/test_exercises.py), so that the exercises and the checker stay right.
 Read them after trying: python -m exercises.check --solutions
 """
+
 import math
 
 import torch
@@ -17,8 +18,8 @@ def sample_weights(scores, mu, sigma, delta, kappa, w_min):
 def ccp_targets(vbar, abar, lam, tau_s, tau_t):
     B, C, _ = vbar.shape
     vi, ai = vbar[:, :1], abar[:, :1]  # (B, 1, D) the sample's own targets
-    agree_i = (vi * ai).sum(-1)        # (B, 1)   vbar_i . abar_i
-    agree_j = (vbar * abar).sum(-1)    # (B, 1+K) vbar_j . abar_j
+    agree_i = (vi * ai).sum(-1)  # (B, 1)   vbar_i . abar_i
+    agree_j = (vbar * abar).sum(-1)  # (B, 1+K) vbar_j . abar_j
     S_v = torch.softmax(agree_i / tau_t + (ai * vbar).sum(-1) / tau_s + agree_j / tau_t, dim=1)  # (B, 1+K)
     S_a = torch.softmax(agree_i / tau_t + (vi * abar).sum(-1) / tau_s + agree_j / tau_t, dim=1)  # (B, 1+K)
     onehot = torch.zeros(B, C)
@@ -35,5 +36,5 @@ def ema_update(memory, idx, features, momentum):
 
 def xid_video_gradient(v, abar, tau):
     P = torch.softmax(torch.einsum("bd,bkd->bk", v, abar) / tau, dim=1)  # (B, 1+K) P(abar_j | v_i)
-    expected = torch.einsum("bk,bkd->bd", P, abar)                       # (B, D)   sum_j P_j abar_j
+    expected = torch.einsum("bk,bkd->bd", P, abar)  # (B, D)   sum_j P_j abar_j
     return (expected - abar[:, 0]) / tau  # (B, D): attraction to abar_i, repulsion from the negatives

@@ -7,7 +7,6 @@ Each function states what it receives and must return, with the paper's equation
 paper, not from losses.py or memory_bank.py; the checker tells you what differs. To see what a
 wrong piece does, break a reference on purpose: the checker's message says how far it is off.
 """
-import torch
 
 
 def sample_weights(scores, mu, sigma, delta, kappa, w_min):

@@ -11,6 +11,7 @@ The regime is `make demo`'s: data/synth2000, 25 warm-up epochs of xID, 6 epochs 
 from the known injected share (demo.paper_delta). Each finished (seed, level) is written to
 results/claims/settings/ as it finishes (commit it: runs/ is not kept), and `run` skips it next time.
 """
+
 import argparse
 import sys
 from pathlib import Path
@@ -41,9 +42,21 @@ SWEEPS = [("delta", 0.5), ("lambda", 0.5), ("delta", 0.25)]  # seeds 0-2, sweep.
 
 def demo_args(results, seed_methods, data="data/synth2000", runs="runs/claims"):
     return argparse.Namespace(
-        data=data, runs=runs, results=str(results), settings="settings", figure=None, methods=seed_methods,
-        warmup_epochs=25, epochs=6, finetune_epochs=0, trials=50, train_args=[], workers=None, figures=False,
-        columns=demo.COLUMNS)
+        data=data,
+        runs=runs,
+        results=str(results),
+        settings="settings",
+        figure=None,
+        methods=seed_methods,
+        warmup_epochs=25,
+        epochs=6,
+        finetune_epochs=0,
+        trials=50,
+        train_args=[],
+        workers=None,
+        figures=False,
+        columns=demo.COLUMNS,
+    )
 
 
 def run_one(args, setting):
@@ -67,13 +80,19 @@ def main(argv=None):
     p.add_argument("--data", default="data/synth2000")
     p.add_argument("--runs", default="runs/claims")
     p.add_argument("--results", default=str(RESULTS))
-    p.add_argument("--jobs", type=int, default=1, help="settings trained side by side, the cores shared out: on 2 "
-                   "cores, 2 jobs of 1 thread train 1.7x more than 1 job of 2 threads (BENCHMARKS.md)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="settings trained side by side, the cores shared out: on 2 "
+        "cores, 2 jobs of 1 thread train 1.7x more than 1 job of 2 threads (BENCHMARKS.md)",
+    )
     args = p.parse_args(argv)
     if args.action == "run":
         run(args)
     else:
         from experiments import claims_report
+
         claims_report.main(Path(args.results))
 
 

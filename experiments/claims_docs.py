@@ -6,11 +6,13 @@ two documents say what results/claims/ says and nothing else.
 Each document holds a marker; what follows it (README: to the end; CLAIMS.md: to the next "## "
 heading) is replaced. Text outside the markers is written by hand.
 """
+
 import re
 from pathlib import Path
 from statistics import mean
 
-from experiments import claims_report as cr, demo
+from experiments import claims_report as cr
+from experiments import demo
 
 README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
 
@@ -31,8 +33,10 @@ def readme_rows(res):
             verdict = f"reported ({j['n']} of {len(claim.seeds)} seeds)"
         else:
             verdict = j["verdict"] if done else f"pending: {j['n']} of {len(claim.seeds)} seeds"
-        lines.append(f"| [{claim.name}](results/claims/{source_of(claim)}): {claim.text} | {verdict} "
-                     f"| {j['cells']['1-shot']} | {j['cells']['5-shot']} |")
+        lines.append(
+            f"| [{claim.name}](results/claims/{source_of(claim)}): {claim.text} | {verdict} "
+            f"| {j['cells']['1-shot']} | {j['cells']['5-shot']} |"
+        )
     return lines, complete
 
 
@@ -51,29 +55,42 @@ def readme_block(folder, res):
     total = len(cr.CLAIMS) + len(cr.SWEEP_CLAIMS)
     text = "\n".join(lines) + "\n\n"
     if complete == 0:
-        text += "No claim has all its planned seeds yet, so nothing above is a verdict: the rows describe the seeds so far."
+        text += (
+            "No claim has all its planned seeds yet, so nothing above is a verdict: the rows describe the seeds so far."
+        )
     else:
         verdicts = {c.name: cr.judge(c, res)["verdict"] for c in cr.CLAIMS + cr.SWEEP_CLAIMS}
         held = [n for n, v in verdicts.items() if v.startswith("holds")]
         against = [n for n, v in verdicts.items() if v.startswith("contradicted")]
         idle = [n for n, v in verdicts.items() if v == "not shown"]
         waiting = [n for n, v in verdicts.items() if v.startswith("incomplete")]
-        text += (f"{complete} of {total} claims have all their planned seeds. **Held**: {', '.join(held) or 'none'}. "
-                 f"**Contradicted**: {', '.join(against) or 'none'}. **Not shown**: {', '.join(idle) or 'none'}.")
+        text += (
+            f"{complete} of {total} claims have all their planned seeds. **Held**: {', '.join(held) or 'none'}. "
+            f"**Contradicted**: {', '.join(against) or 'none'}. **Not shown**: {', '.join(idle) or 'none'}."
+        )
         if waiting:
-            text += (f" **Waiting for their seeds** ({', '.join(waiting)}): their rows, where shown, are marked "
-                     "pending and describe the seeds so far; the sweeps' rows join only when complete.")
+            text += (
+                f" **Waiting for their seeds** ({', '.join(waiting)}): their rows, where shown, are marked "
+                "pending and describe the seeds so far; the sweeps' rows join only when complete."
+            )
     xid0 = [res[0.0][s]["xid"]["1-shot"] for s in res.get(0.0, {}) if "xid" in res[0.0][s]]
     if xid0:
-        text += (f" One thing the 0% rows show about the set, not the method: xID's 1-shot accuracy there is "
-                 f"{100 * mean(xid0):.0f}%, so the claims at 0% (F4, Table 2 at 0%, Table 1) have little room "
-                 "to show a gain, and \"not shown\" there says little about the method.")
+        text += (
+            f" One thing the 0% rows show about the set, not the method: xID's 1-shot accuracy there is "
+            f"{100 * mean(xid0):.0f}%, so the claims at 0% (F4, Table 2 at 0%, Table 1) have little room "
+            'to show a gain, and "not shown" there says little about the method.'
+        )
     acc, _ = cr.finetune_results(folder)
     if (0.5, "xid") in acc:
-        gains = [f"{demo.method_name(m)} - xID {demo.fmt_diff(cr.finetune_diffs(acc, 0.5, m))}"
-                 for m in ("weighted", "soft", "robust") if (0.5, m) in acc]
-        text += (f"\n\nTable 2's fine-tune column (50%, {len(acc[(0.5, 'xid')])} seeds, on a GPU; reported, not "
-                 f"judged): {'; '.join(gains)} points ([table2.md](results/claims/table2.md)).")
+        gains = [
+            f"{demo.method_name(m)} - xID {demo.fmt_diff(cr.finetune_diffs(acc, 0.5, m))}"
+            for m in ("weighted", "soft", "robust")
+            if (0.5, m) in acc
+        ]
+        text += (
+            f"\n\nTable 2's fine-tune column (50%, {len(acc[(0.5, 'xid')])} seeds, on a GPU; reported, not "
+            f"judged): {'; '.join(gains)} points ([table2.md](results/claims/table2.md))."
+        )
     return text + "\n"
 
 
@@ -84,10 +101,14 @@ def claims_block(folder):
     def body(name):
         text = (folder / name).read_text().split("\n", 1)[1].strip()  # less its title
         return re.sub(r"\]\((?!http|results/)([^)]+)\)", lambda m: f"]({folder.as_posix()}/{m.group(1)})", text)
+
     verdict = body("VERDICT.md")
-    return (f"From results/claims/VERDICT.md, made by `python -m experiments.claims report`:\n\n{verdict}\n\n### Fig. 7: faulty positives against transfer\n\n{body('fig7.md')}\n\n"
-            f"### Table 2: xID, Weighted, Soft (CCP), Robust\n\n{body('table2.md')}\n\n"
-            f"### Table 1: the soft-target strategies at 0%\n\n{body('table1.md')}\n\n")
+    return (
+        f"From results/claims/VERDICT.md, made by `python -m experiments.claims report`:\n\n{verdict}\n\n"
+        f"### Fig. 7: faulty positives against transfer\n\n{body('fig7.md')}\n\n"
+        f"### Table 2: xID, Weighted, Soft (CCP), Robust\n\n{body('table2.md')}\n\n"
+        f"### Table 1: the soft-target strategies at 0%\n\n{body('table1.md')}\n\n"
+    )
 
 
 def replace_after(path, mark, new, until=None):
@@ -99,7 +120,7 @@ def replace_after(path, mark, new, until=None):
     rest = ""
     if until is not None:
         at = tail.find("\n" + until)
-        rest = tail[at + 1:] if at >= 0 else ""
+        rest = tail[at + 1 :] if at >= 0 else ""
     Path(path).write_text(head + mark + "\n" + new + rest)
 
 

@@ -12,6 +12,7 @@ HACK: a GPU machine reached through a size-limited copy cannot take twelve 18 MB
 `pack` keeps only what the fine-tune reads (the video encoder's weights and buffers, the config,
 the model's arguments) and xz-compresses them; `run` rebuilds the encoder from that.
 """
+
 import argparse
 import io
 import json
@@ -45,9 +46,16 @@ def pack(runs, out, seeds=SEEDS, methods=TABLE2, faulty=LEVEL):
             for method in methods:
                 path = Path(runs) / demo.setting_name(seed, faulty) / method / "ckpt.pt"
                 state = load_checkpoint(path)
-                slim = {"model_args": state["model_args"], "config": state["config"], "epoch": state["epoch"],
-                        "video": {k[len("video."):]: v for k, v in state["model"].items() if k.startswith("video.")},
-                        "seed": seed, "method": method, "faulty": faulty, "source": str(path)}
+                slim = {
+                    "model_args": state["model_args"],
+                    "config": state["config"],
+                    "epoch": state["epoch"],
+                    "video": {k[len("video.") :]: v for k, v in state["model"].items() if k.startswith("video.")},
+                    "seed": seed,
+                    "method": method,
+                    "faulty": faulty,
+                    "source": str(path),
+                }
                 buf = io.BytesIO()
                 torch.save(slim, buf)
                 info = tarfile.TarInfo(setting_name(seed, method, faulty) + ".pt")
@@ -61,6 +69,7 @@ def encoder_of(slim_path):
     """(config, video encoder, the slim dict) of a packed checkpoint: the encoder load_pretrained gives."""
     from config import config_from_dict
     from model import AVModel
+
     slim = torch.load(slim_path, map_location="cpu", weights_only=True)
     cfg = config_from_dict(slim["config"], source=str(slim_path))
     args = {k: v for k, v in slim["model_args"].items() if not (k == "head" and v == "mlp")}  # as load_pretrained
@@ -72,19 +81,33 @@ def encoder_of(slim_path):
 def finetune_one(slim_path, results, epochs=None, device=None):
     """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
     import evaluate
+
     cfg, encoder, slim = encoder_of(slim_path)
     t0 = time.time()
     fa = {**evaluate.FINETUNE, "epochs": epochs or evaluate.FINETUNE["epochs"], "frames": cfg.frames}
     res = evaluate.finetune(encoder, cfg, epochs=fa["epochs"], frames=fa["frames"], device=device, workers=0)
-    line = {"seed": slim["seed"], "method": slim["method"], "faulty": slim["faulty"], "test_acc": res["test_acc"],
-            "steps": res["steps"], "wall_s": round(time.time() - t0, 1), "source": slim["source"],
-            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-            "protocol": evaluate.protocol_of("finetune", accumulate=1, select_on_val=False,
-                                             **{k: fa[k] for k in ("epochs", "batch_size", "lr", "lr_min", "frames")})}
+    line = {
+        "seed": slim["seed"],
+        "method": slim["method"],
+        "faulty": slim["faulty"],
+        "test_acc": res["test_acc"],
+        "steps": res["steps"],
+        "wall_s": round(time.time() - t0, 1),
+        "source": slim["source"],
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "protocol": evaluate.protocol_of(
+            "finetune",
+            accumulate=1,
+            select_on_val=False,
+            **{k: fa[k] for k in ("epochs", "batch_size", "lr", "lr_min", "frames")},
+        ),
+    }
     with open(results, "a") as f:  # one short line per write: the processes' lines do not interleave
         f.write(json.dumps(line) + "\n")
-    print(f"[claims_finetune] {slim['source']}: test accuracy {100 * res['test_acc']:.1f}% "
-          f"({line['wall_s']:.0f} s)", flush=True)
+    print(
+        f"[claims_finetune] {slim['source']}: test accuracy {100 * res['test_acc']:.1f}% ({line['wall_s']:.0f} s)",
+        flush=True,
+    )
 
 
 def unpack(packed, work):
@@ -107,8 +130,13 @@ def run(packed, results, work="runs/claims_finetune", first=("xid", "weighted"),
             continue
         nice = 0 if path.stem.rsplit("_", 1)[1] in first else 10
         cmd = [sys.executable, "-m", "experiments.claims_finetune", "one", str(path), "--results", str(results)]
-        procs.append(subprocess.Popen(cmd + (["--epochs", str(epochs)] if epochs else []),
-                                      env={**os.environ, "OMP_NUM_THREADS": "1"}, preexec_fn=lambda n=nice: os.nice(n)))
+        procs.append(
+            subprocess.Popen(
+                cmd + (["--epochs", str(epochs)] if epochs else []),
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+                preexec_fn=lambda n=nice: os.nice(n),
+            )
+        )
     return max([p.wait() for p in procs], default=0)
 
 

@@ -9,6 +9,7 @@ Table 2's fine-tune column joins table2.md from finetune.jsonl (experiments/clai
 the README's verdict table and CLAIMS.md's claims section are remade from the same numbers
 (experiments/claims_docs.py).
 """
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +48,13 @@ class Claim:
 
 def diff(level_a, a, level_b, b):
     """A on level_a minus B on level_b, same seed."""
+
     def value(res, seed, metric):
         try:
             return res[level_a][seed][a][metric] - res[level_b][seed][b][metric]
         except KeyError:
             return None
+
     return value
 
 
@@ -62,6 +65,7 @@ def gain_growth(method, base, low, high):
     def value(res, seed, metric):
         h, lo = at_high(res, seed, metric), at_low(res, seed, metric)
         return None if h is None or lo is None else h - lo
+
     return value
 
 
@@ -70,10 +74,18 @@ CLAIMS = [
     Claim("F1", "xID falls with noise: xID(0%) - xID(50%) > 0", FIVE, diff(0.0, "xid", 0.5, "xid")),
     Claim("F2", "Oracle > xID at high noise: Oracle - xID at 50%", FIVE, diff(0.5, "oracle", 0.5, "xid")),
     Claim("F3a", "Weighted > xID at 50% (Table 2's T2a at 50%)", FIVE, diff(0.5, "weighted", 0.5, "xid")),
-    Claim("F3b", "Weighted's gain over xID grows with noise: gain(50%) - gain(0%)", FIVE,
-          gain_growth("weighted", "xid", 0.0, 0.5)),
-    Claim("F4", "Weighted > Oracle at low noise: at 0% Oracle is xID (Table 2's T2a at 0%)", FIVE,
-          diff(0.0, "weighted", 0.0, "xid")),
+    Claim(
+        "F3b",
+        "Weighted's gain over xID grows with noise: gain(50%) - gain(0%)",
+        FIVE,
+        gain_growth("weighted", "xid", 0.0, 0.5),
+    ),
+    Claim(
+        "F4",
+        "Weighted > Oracle at low noise: at 0% Oracle is xID (Table 2's T2a at 0%)",
+        FIVE,
+        diff(0.0, "weighted", 0.0, "xid"),
+    ),
 ]
 for level in (0.0, 0.5):
     pct = f"{level:.0%}"
@@ -92,22 +104,37 @@ CLAIMS += [
 ]
 SWEEP = ("delta", 0.5), ("lambda", 0.5)  # the sweeps' settings keys, beside the levels
 SWEEP_CLAIMS = [  # PLAN.md's S1 and S2; S3 (the best lambda) is read off sweeps.md, not judged
-    *(Claim(f"S1 delta {v}", f"delta = {v} not worse than the paper's rule at 50%", THREE,
-            diff(SWEEP[0], v, SWEEP[0], "known"), at_least=True) for v in ("-2", "-1", "0", "1")),
-    *(Claim(f"S2 lambda {v}", f"lambda 0.5 > lambda {v} at 50% (CCP)", THREE, diff(SWEEP[1], "0.5", SWEEP[1], v))
-      for v in ("0.9", "1")),
+    *(
+        Claim(
+            f"S1 delta {v}",
+            f"delta = {v} not worse than the paper's rule at 50%",
+            THREE,
+            diff(SWEEP[0], v, SWEEP[0], "known"),
+            at_least=True,
+        )
+        for v in ("-2", "-1", "0", "1")
+    ),
+    *(
+        Claim(f"S2 lambda {v}", f"lambda 0.5 > lambda {v} at 50% (CCP)", THREE, diff(SWEEP[1], "0.5", SWEEP[1], v))
+        for v in ("0.9", "1")
+    ),
 ]
 REPORTED = [  # shown with their intervals, not judged (PLAN.md)
     Claim("F2 at 75%", "Oracle - xID at 75%", THREE, diff(0.75, "oracle", 0.75, "xid")),
     Claim("F4 at 25%", "Weighted - Oracle at 25%", THREE, diff(0.25, "weighted", 0.25, "oracle")),
-    Claim("deviation", "Weighted@shares - Weighted at 50% (delta from natural + injected share)", FIVE,
-          diff(0.5, "weighted@shares", 0.5, "weighted")),
+    Claim(
+        "deviation",
+        "Weighted@shares - Weighted at 50% (delta from natural + injected share)",
+        FIVE,
+        diff(0.5, "weighted@shares", 0.5, "weighted"),
+    ),
 ]
 
 
 def t_test(values):
     """Two-sided one-sample t-test of the mean against 0: p-value (1.0 for fewer than 2 values or no spread)."""
     from scipy import stats
+
     values = np.asarray(values, dtype=float)
     if len(values) < 2 or values.std() == 0:
         return 1.0 if len(values) < 2 or values.mean() == 0 else 0.0
@@ -146,8 +173,11 @@ def judge(claim, res):
 
 
 def claims_table(claims, res, judged=True):
-    head = "| claim | " + " | ".join(f"Δ {m}" for m in PRIMARY + SHOWN) + (" | Holm p (1-shot, 5-shot) | verdict |"
-                                                                           if judged else " |")
+    head = (
+        "| claim | "
+        + " | ".join(f"Δ {m}" for m in PRIMARY + SHOWN)
+        + (" | Holm p (1-shot, 5-shot) | verdict |" if judged else " |")
+    )
     lines = [head, "|---|" + "---:|" * (len(PRIMARY) + len(SHOWN)) + ("---|---|" if judged else "")]
     for c in claims:
         j = judge(c, res)
@@ -164,12 +194,18 @@ def method_table(res, level, methods):
     """Means ± std over the seeds present at that level, and the bank AUROC of each branch."""
     seeds = sorted(res.get(level, {}))
     cols = SHOWN + PRIMARY + ("AUROC",)
-    lines = [f"{level:.0%} injected, seeds {seeds}:", "",
-             "| method | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    lines = [
+        f"{level:.0%} injected, seeds {seeds}:",
+        "",
+        "| method | " + " | ".join(cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
     for m in methods:
         rows = [res[level][s][m] for s in seeds if m in res[level][s]]
         if rows:
-            lines.append(f"| {demo.method_name(m)} | " + " | ".join(demo.fmt([r[c] for r in rows]) for c in cols) + " |")
+            lines.append(
+                f"| {demo.method_name(m)} | " + " | ".join(demo.fmt([r[c] for r in rows]) for c in cols) + " |"
+            )
     return "\n".join(lines)
 
 
@@ -195,13 +231,19 @@ def finetune_table(folder, base="xid"):
     acc, first = finetune_results(folder)
     if not acc:
         return "Fine-tune column: not run (it needs a GPU: about 33 min per checkpoint on 2 cores)."
-    lines = [f"Fine-tune column (Sec. 5.1: {first['protocol']['text']}), on {first['device']}; reported, not "
-             "judged. Top-1 of video-level predictions on the 300 test videos, in %:", "",
-             "| level | method | seeds | fine-tune | Δ vs xID [95% CI] |", "|---|---|---|---:|---:|"]
+    lines = [
+        f"Fine-tune column (Sec. 5.1: {first['protocol']['text']}), on {first['device']}; reported, not "
+        "judged. Top-1 of video-level predictions on the 300 test videos, in %:",
+        "",
+        "| level | method | seeds | fine-tune | Δ vs xID [95% CI] |",
+        "|---|---|---|---:|---:|",
+    ]
     for level, method in sorted(acc, key=lambda k: (k[0], TABLE2_ORDER.index(k[1]))):
         d = finetune_diffs(acc, level, method, base) if method != base else []
-        lines.append(f"| {level:.0%} | {demo.method_name(method)} | {sorted(acc[(level, method)])} | "
-                     f"{demo.fmt(list(acc[(level, method)].values()))} | {demo.fmt_diff(d) if d else '-'} |")
+        lines.append(
+            f"| {level:.0%} | {demo.method_name(method)} | {sorted(acc[(level, method)])} | "
+            f"{demo.fmt(list(acc[(level, method)].values()))} | {demo.fmt_diff(d) if d else '-'} |"
+        )
     return "\n".join(lines)
 
 
@@ -211,7 +253,7 @@ def load_sweeps(folder):
     for f in sorted(Path(folder).glob("*_settings/seed*.json")):
         if f.parent.name != "settings":
             p = json.loads(f.read_text())
-            out.setdefault((f.parent.name[:-len("_settings")], p["faulty"]), {})[p["seed"]] = p["rows"]
+            out.setdefault((f.parent.name[: -len("_settings")], p["faulty"]), {})[p["seed"]] = p["rows"]
     return out
 
 
@@ -220,15 +262,20 @@ def sweeps_report(folder):
     own tables (S1 and S2 are judged with the other claims, from load_sweeps)."""
     from experiments import sweep
     from experiments.claims import SWEEPS
-    text = ["# The appendix's sweeps on the demo's regime\n", "Made by `python -m experiments.claims report` from "
-            "`delta_settings/` and `lambda_settings/`, over the seeds whose every value has finished (the plan: "
-            "seeds 0-2). PLAN.md's S1 and S2 are judged in [VERDICT.md](VERDICT.md) once all three seeds are in; S3 "
-            "(the best lambda) is read off these tables.\n"]
+
+    text = [
+        "# The appendix's sweeps on the demo's regime\n",
+        "Made by `python -m experiments.claims report` from "
+        "`delta_settings/` and `lambda_settings/`, over the seeds whose every value has finished (the plan: "
+        "seeds 0-2). PLAN.md's S1 and S2 are judged in [VERDICT.md](VERDICT.md) once all three seeds are in; S3 "
+        "(the best lambda) is read off these tables.\n",
+    ]
     for knob, faulty in SWEEPS:
         values = list(sweep.KNOBS[knob].values)
         files = sorted((Path(folder) / f"{knob}_settings").glob(f"seed*_faulty{round(100 * faulty)}.json"))
-        points = [p for p in map(lambda f: json.loads(f.read_text()), files)
-                  if all(v in p["rows"] for v in ["xid", *values])]
+        points = [
+            p for p in map(lambda f: json.loads(f.read_text()), files) if all(v in p["rows"] for v in ["xid", *values])
+        ]
         text.append(f"## {knob} at {faulty:.0%} injected: seeds {[p['seed'] for p in points]} of 0-2\n")
         text.append(sweep.tables(points, knob, values, faulty) if points else "nothing finished yet")
         text.append("")
@@ -243,36 +290,57 @@ def main(folder, docs=True):
     res = load(folder)
     levels = sorted(res)
     fig7 = ["xid", "weighted", "oracle"]
-    text = ["# Fig. 7 on the demo's regime\n", "Made by `python -m experiments.claims report` from "
-            "`settings/`; the plan: [PLAN.md](PLAN.md). Metrics in %, mean ± std over seeds; AUROC: the bank "
-            "scores of the branch's final bank against the known faulty positives (natural and injected). At 0% "
-            "Oracle-xID is xID.\n"]
+    text = [
+        "# Fig. 7 on the demo's regime\n",
+        "Made by `python -m experiments.claims report` from "
+        "`settings/`; the plan: [PLAN.md](PLAN.md). Metrics in %, mean ± std over seeds; AUROC: the bank "
+        "scores of the branch's final bank against the known faulty positives (natural and injected). At 0% "
+        "Oracle-xID is xID.\n",
+    ]
     text += [method_table(res, lv, fig7) + "\n" for lv in levels]
     for metric in PRIMARY + ("R@5",):
-        curves = {demo.method_name(m): {lv: [res[lv][s][m][metric] for s in sorted(res[lv]) if m in res[lv][s]]
-                                        for lv in levels} for m in fig7}
+        curves = {
+            demo.method_name(m): {
+                lv: [res[lv][s][m][metric] for s in sorted(res[lv]) if m in res[lv][s]] for lv in levels
+            }
+            for m in fig7
+        }
         png = f"fig7_{metric.replace('@', '').replace('-', '')}.png"
         figures.noisy(levels, curves, metric, folder / png, baseline="xID")
         text.append(f"![Fig. 7, {metric}]({png})")
     (folder / "fig7.md").write_text("\n".join(text) + "\n")
-    (folder / "table2.md").write_text("# Table 2 on the demo's regime\n\n" + "\n\n".join(
-        [method_table(res, lv, TABLE2_ORDER) for lv in (0.0, 0.5) if lv in res] + [finetune_table(folder)]) + "\n")
+    (folder / "table2.md").write_text(
+        "# Table 2 on the demo's regime\n\n"
+        + "\n\n".join(
+            [method_table(res, lv, TABLE2_ORDER) for lv in (0.0, 0.5) if lv in res] + [finetune_table(folder)]
+        )
+        + "\n"
+    )
     t1 = ["xid", "soft:bootstrap", "soft:neighbor", "soft:swapped", "soft", "soft:oracle"]
-    (folder / "table1.md").write_text("# Table 1 on the demo's regime (0% injected; `soft` is CCP)\n\n"
-                                      + (method_table(res, 0.0, t1) if 0.0 in res else "no 0% setting yet") + "\n")
-    verdict = ["# The claims, judged by PLAN.md\n",
-               "Paired differences in points, mean [95% t-interval] over the plan's seeds; Holm-adjusted p over "
-               "the two primary endpoints; a claim holds when one endpoint survives Holm with a positive mean and "
-               "none with a negative one. R@1 and R@5 are shown, not judged. Claims are not corrected across "
-               "each other.\n", claims_table(CLAIMS, res), "\nReported, not judged:\n",
-               claims_table(REPORTED, res, judged=False),
-               "\nThe appendix's sweeps (PLAN.md's S1 and S2; tables: [sweeps.md](sweeps.md)):\n",
-               claims_table(SWEEP_CLAIMS, {**res, **load_sweeps(folder)}),
-               "\nTables: [fig7.md](fig7.md), [table2.md](table2.md), [table1.md](table1.md).", ""]
+    (folder / "table1.md").write_text(
+        "# Table 1 on the demo's regime (0% injected; `soft` is CCP)\n\n"
+        + (method_table(res, 0.0, t1) if 0.0 in res else "no 0% setting yet")
+        + "\n"
+    )
+    verdict = [
+        "# The claims, judged by PLAN.md\n",
+        "Paired differences in points, mean [95% t-interval] over the plan's seeds; Holm-adjusted p over "
+        "the two primary endpoints; a claim holds when one endpoint survives Holm with a positive mean and "
+        "none with a negative one. R@1 and R@5 are shown, not judged. Claims are not corrected across "
+        "each other.\n",
+        claims_table(CLAIMS, res),
+        "\nReported, not judged:\n",
+        claims_table(REPORTED, res, judged=False),
+        "\nThe appendix's sweeps (PLAN.md's S1 and S2; tables: [sweeps.md](sweeps.md)):\n",
+        claims_table(SWEEP_CLAIMS, {**res, **load_sweeps(folder)}),
+        "\nTables: [fig7.md](fig7.md), [table2.md](table2.md), [table1.md](table1.md).",
+        "",
+    ]
     (folder / "VERDICT.md").write_text("\n".join(verdict))
     print("\n".join(verdict))
     sweeps_report(folder)
     if docs:
         from experiments import claims_docs
+
         claims_docs.update(folder, res)
     return res

@@ -7,7 +7,8 @@ SVMs and the AUROC of its weights against the known faulty positives. Writes RES
 over seeds and paired differences against xID with 95% confidence intervals), RESULTS/demo.json and,
 with several noise levels, Fig. 7 as RESULTS/noisy.png.
 
-    make demo        # = python -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
+    make demo        # = python -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo \
+                     #       --compare results/demo.json
     python -m experiments.demo --figure noisy                                   # Fig. 7: 4 levels x 3 methods x 3 seeds
     python -m experiments.demo --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
     python -m experiments.demo --figure noisy --jobs 8                          # settings side by side (GPU box)
@@ -19,8 +20,10 @@ set from the known noise level (`paper_delta`): the weight function's midpoint s
 the injected share, the one a user knows. `weighted@shares` is the named deviation that adds the
 natural share, which only the generator knows. Every
 run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
-as RESULTS/NAME_settings/seedS_faultyF.json, so that a later run (on another machine, its runs/ folder gone) only adds what is missing.
+as RESULTS/NAME_settings/seedS_faultyF.json, so that a later run (on another machine, its runs/ folder gone)
+only adds what is missing.
 """
+
 import argparse
 import hashlib
 import json
@@ -36,15 +39,15 @@ from statistics import NormalDist, mean, pstdev
 
 import torch
 
-from persistence import checkpoint
 import data
-from media import loader_workers
 import evaluate
-from analysis import figures
-from tools import synthetic
 import train
+from analysis import figures
 from config import config_from_dict, parse_config, result_changes
 from losses import VARIANTS
+from media import loader_workers
+from persistence import checkpoint
+from tools import synthetic
 
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
 FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
@@ -74,8 +77,11 @@ def parse_method(method):
 
 def method_name(method):
     key, targets, rule = parse_method(method)
-    return (VARIANTS[key].name + (f" ({targets} targets)" if targets else "")
-            + (f" (delta from the {DELTA_RULES[rule]})" if rule else ""))
+    return (
+        VARIANTS[key].name
+        + (f" ({targets} targets)" if targets else "")
+        + (f" (delta from the {DELTA_RULES[rule]})" if rule else "")
+    )
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
@@ -130,9 +136,16 @@ def setting_key(args, faulty):
     nothing is injected, so 0% runs from before either change are the same runs."""
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
-    key = {"data": args.data, "manifest_sha1": digest, "warmup_epochs": args.warmup_epochs, "epochs": args.epochs,
-           "finetune_epochs": args.finetune_epochs, "trials": args.trials, "train_args": args.train_args,
-           "delta": paper_delta(faulty)}  # settings made under the earlier natural + injected rule run again
+    key = {
+        "data": args.data,
+        "manifest_sha1": digest,
+        "warmup_epochs": args.warmup_epochs,
+        "epochs": args.epochs,
+        "finetune_epochs": args.finetune_epochs,
+        "trials": args.trials,
+        "train_args": args.train_args,
+        "delta": paper_delta(faulty),
+    }  # settings made under the earlier natural + injected rule run again
     if faulty == 0:
         return key
     cfg = parse_config(["--preset", "demo", "--data", args.data] + args.train_args)
@@ -165,16 +178,26 @@ def run_setting(args, seed, faulty):
     for method in args.methods:
         key, targets, rule = parse_method(method)
         used = shares_delta(common) if rule == "shares" else delta
-        rows[method] = run_branch(args, root, common, method.replace(":", "_").replace("@", "_"),
-                                  ["--loss", key, "--delta", f"{used:.4f}"]
-                                  + (["--soft-targets", targets] if targets else []), split)
+        rows[method] = run_branch(
+            args,
+            root,
+            common,
+            method.replace(":", "_").replace("@", "_"),
+            ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else []),
+            split,
+        )
         rows[method]["delta"] = used
-        print(f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
-              + json.dumps({k: rows[method][k] for k in args.columns}))
+        print(
+            f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
+            + json.dumps({k: rows[method][k] for k in args.columns})
+        )
     done.parent.mkdir(parents=True, exist_ok=True)
     tmp = done.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"key": setting_key(args, faulty), "seed": seed, "faulty": faulty, "delta": delta,
-                               "rows": rows}, indent=1))
+    tmp.write_text(
+        json.dumps(
+            {"key": setting_key(args, faulty), "seed": seed, "faulty": faulty, "delta": delta, "rows": rows}, indent=1
+        )
+    )
     tmp.replace(done)  # atomic: a killed run leaves no half-written file
     (root / "time_split.json").write_text(json.dumps(split))  # read back by main, also from --jobs processes
     return rows, delta, root
@@ -201,9 +224,12 @@ def cpu_kind():
             flags = flags or (value if key.strip() == "flags" else "")
     except OSError:  # not Linux
         import platform
+
         model = platform.processor()
     amx = ", AMX" if "amx_tile" in flags.split() else ""
-    return f"{model or 'unknown CPU'}, {torch.backends.cpu.get_cpu_capability()}{amx}, {torch.get_num_threads()} threads"
+    return (
+        f"{model or 'unknown CPU'}, {torch.backends.cpu.get_cpu_capability()}{amx}, {torch.get_num_threads()} threads"
+    )
 
 
 def time_split(data_seconds, roots, total_seconds):
@@ -214,18 +240,25 @@ def time_split(data_seconds, roots, total_seconds):
         for phase, seconds in (json.loads(path.read_text()) if path.exists() else {}).items():
             phases[phase] = phases.get(phase, 0.0) + seconds
     phases["other (start-up, tables, figures)"] = max(0.0, total_seconds - sum(phases.values()))
-    return "Time split: " + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in phases.items()) + \
-        f"; {total_seconds / 60:.1f} min in all, on {cpu_kind()}."
+    return (
+        "Time split: "
+        + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in phases.items())
+        + f"; {total_seconds / 60:.1f} min in all, on {cpu_kind()}."
+    )
 
 
 def warm_up(args, seed, faulty):
     """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
     Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
     root = Path(args.runs) / setting_name(seed, faulty)
-    common = ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)] + \
-        (["--workers", str(args.workers)] if args.workers is not None else []) + args.train_args
-    warm = parse_config(common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs),
-                                  "--epochs", "0"])
+    common = (
+        ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)]
+        + (["--workers", str(args.workers)] if args.workers is not None else [])
+        + args.train_args
+    )
+    warm = parse_config(
+        common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs), "--epochs", "0"]
+    )
     train.main(warm)
     return root, common, paper_delta(faulty)
 
@@ -236,25 +269,52 @@ def run_branch(args, root, common, name, options, split=None):
     evaluation seconds to `split`."""
     split = {} if split is None else split
     out = root / name
-    cfg = parse_config(common + ["--out", str(out), "--init", str(root / "warmup" / "ckpt.pt"), "--warmup-epochs",
-                                 "0", "--epochs", str(args.epochs)] + options)
+    cfg = parse_config(
+        common
+        + [
+            "--out",
+            str(out),
+            "--init",
+            str(root / "warmup" / "ckpt.pt"),
+            "--warmup-epochs",
+            "0",
+            "--epochs",
+            str(args.epochs),
+        ]
+        + options
+    )
     ckpt = out / "ckpt.pt"
     state = checkpoint.load_checkpoint(ckpt) if ckpt.exists() else None
-    if (state is None or state["epoch"] + 1 < args.epochs
-            or result_changes(config_from_dict(state["config"], str(ckpt)), cfg)):
+    if (
+        state is None
+        or state["epoch"] + 1 < args.epochs
+        or result_changes(config_from_dict(state["config"], str(ckpt)), cfg)
+    ):
         with timed(split, f"branch {name}"):
             train.main(cfg)  # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
     tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
     with timed(split, "evaluation"):
         workers = 1 if args.workers is None else args.workers
-        res = evaluate.evaluate(ckpt, tasks, workers=workers, shots=(1, 5), trials=args.trials,
-                                finetune_args={"epochs": args.finetune_epochs}, figures=args.figures)
-    row = {"R@1": res["retrieval"]["R@1"], "R@5": res["retrieval"]["R@5"],
-           "1-shot": res["fewshot"]["1-shot"][0], "5-shot": res["fewshot"]["5-shot"][0],
-           "AUROC": res["weights"]["faulty_auroc"], "weight_faulty": res["weights"]["mean_weight_faulty"],
-           "weight_clean": res["weights"]["mean_weight_clean"],
-           "soft_same_class": res["soft_targets_same_class"],
-           "protocols": {k: res[k]["protocol"] for k in ("retrieval", "fewshot")}}
+        res = evaluate.evaluate(
+            ckpt,
+            tasks,
+            workers=workers,
+            shots=(1, 5),
+            trials=args.trials,
+            finetune_args={"epochs": args.finetune_epochs},
+            figures=args.figures,
+        )
+    row = {
+        "R@1": res["retrieval"]["R@1"],
+        "R@5": res["retrieval"]["R@5"],
+        "1-shot": res["fewshot"]["1-shot"][0],
+        "5-shot": res["fewshot"]["5-shot"][0],
+        "AUROC": res["weights"]["faulty_auroc"],
+        "weight_faulty": res["weights"]["mean_weight_faulty"],
+        "weight_clean": res["weights"]["mean_weight_clean"],
+        "soft_same_class": res["soft_targets_same_class"],
+        "protocols": {k: res[k]["protocol"] for k in ("retrieval", "fewshot")},
+    }
     if args.finetune_epochs:
         row["fine-tune"] = res["finetune"]["test_acc"]
     return row
@@ -283,55 +343,92 @@ def fmt_diff(diffs):
 def tables(results, faulty, methods, columns):
     """Mean +- std over seeds per method, then each method minus xID on the same seed."""
     show_soft = any(VARIANTS[parse_method(m)[0]].soft for m in methods)  # an all-✗ column says nothing
-    lines = ["| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
-             "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns)]
+    lines = [
+        "| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
+        "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns),
+    ]
     for m in methods:
         key, targets, _ = parse_method(m)
         v = VARIANTS[key]
         soft = f"{(targets or 'ccp') if v.soft else '✗'} | " if show_soft else ""
         cells = [fmt([r[faulty][m][c] for r in results]) for c in columns]
-        lines.append(f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft}"
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft}" + " | ".join(cells) + " |"
+        )
     base = methods[0]
     diff_cols = [c for c in columns if c != "AUROC"]
-    spread = (f"mean [95% CI over {len(results)} seeds]" if len(results) > 1 else
-              "one seed, so no interval: run more seeds (--seeds) for one")
-    lines += ["", f"Paired differences against {method_name(base)} (same seed, same warm-up), in points: "
-              f"{spread}.", "",
-              "| Method | " + " | ".join(f"Δ {c}" for c in diff_cols) + " |", "|---|" + "---:|" * len(diff_cols)]
+    spread = (
+        f"mean [95% CI over {len(results)} seeds]"
+        if len(results) > 1
+        else "one seed, so no interval: run more seeds (--seeds) for one"
+    )
+    lines += [
+        "",
+        f"Paired differences against {method_name(base)} (same seed, same warm-up), in points: {spread}.",
+        "",
+        "| Method | " + " | ".join(f"Δ {c}" for c in diff_cols) + " |",
+        "|---|" + "---:|" * len(diff_cols),
+    ]
     for m in methods[1:]:
-        cells = [fmt_diff([None if r[faulty][m][c] is None else r[faulty][m][c] - r[faulty][base][c]
-                           for r in results]) for c in diff_cols]
+        cells = [
+            fmt_diff([None if r[faulty][m][c] is None else r[faulty][m][c] - r[faulty][base][c] for r in results])
+            for c in diff_cols
+        ]
         lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="data/synth2000", help="generated here when missing (never into a user's "
-                   "folder); data/synth2000 is 10 classes x 200 training videos")
+    p.add_argument(
+        "--data",
+        default="data/synth2000",
+        help="generated here when missing (never into a user's "
+        "folder); data/synth2000 is 10 classes x 200 training videos",
+    )
     p.add_argument("--runs", default="runs/demo")
     p.add_argument("--results", default="results")
     p.add_argument("--figure", choices=sorted(FIGURES), help="the settings of a paper figure (methods, levels, seeds)")
-    p.add_argument("--methods", nargs="+", default=["xid", "weighted", "oracle"],
-                   help=f"first is the baseline; one of {list(VARIANTS)}, soft:STRATEGY (Table 1's targets) or "
-                   "weighted@shares (delta from the natural + injected share, a deviation)")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=["xid", "weighted", "oracle"],
+        help=f"first is the baseline; one of {list(VARIANTS)}, soft:STRATEGY (Table 1's targets) or "
+        "weighted@shares (delta from the natural + injected share, a deviation)",
+    )
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--faulty", type=float, nargs="+", default=[0.5], help="shares of injected faulty positives")
     p.add_argument("--warmup-epochs", type=int, default=25)
     p.add_argument("--epochs", type=int, default=6, help="epochs of each branch")
-    p.add_argument("--finetune-epochs", type=int, default=0,
-                   help="add a fine-tune column: the paper's recipe (evaluate.py) for this many epochs (paper: 200; "
-                   "on the demo's set it converges only with the full schedule, results/finetune_curve.md, about "
-                   "33 min a checkpoint on 2 cores); 0: none")
+    p.add_argument(
+        "--finetune-epochs",
+        type=int,
+        default=0,
+        help="add a fine-tune column: the paper's recipe (evaluate.py) for this many epochs (paper: 200; "
+        "on the demo's set it converges only with the full schedule, results/finetune_curve.md, about "
+        "33 min a checkpoint on 2 cores); 0: none",
+    )
     p.add_argument("--trials", type=int, default=50)
-    p.add_argument("--workers", type=int, default=None, help="DataLoader workers of training and evaluation "
-                   "(default: the demo preset's 0 for training, 1 for evaluation)")
-    p.add_argument("--jobs", type=int, default=1, help="settings run side by side as processes (a GPU box's cores, "
-                   "several GPUs); each keeps its own loader --workers")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="DataLoader workers of training and evaluation "
+        "(default: the demo preset's 0 for training, 1 for evaluation)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="settings run side by side as processes (a GPU box's cores, "
+        "several GPUs); each keeps its own loader --workers",
+    )
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
-    p.add_argument("--fresh", action="store_true", help="delete earlier runs under --runs and --results' settings "
-                   "first (else they resume)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete earlier runs under --runs and --results' settings first (else they resume)",
+    )
     p.add_argument("--compare", default="", help="a committed demo.json to print this run's table beside")
     args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
     given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--")}
@@ -352,7 +449,7 @@ def main(argv=None):
     settings = [(seed, faulty) for seed in args.seeds for faulty in args.faulty]
     done = side_by_side(run_setting, [(args, seed, faulty) for seed, faulty in settings], args.jobs)
     results, deltas, root, reused = [], {}, None, 0
-    for (seed, faulty), (rows, delta, ran) in zip(settings, done):
+    for (_seed, faulty), (rows, delta, ran) in zip(settings, done):
         if faulty == args.faulty[0]:
             results.append({})
         results[-1][faulty], deltas[faulty] = rows, delta
@@ -374,7 +471,11 @@ def compare(results, reference, args):
         if not ref:
             lines.append(f"{faulty:.0%}: the reference has no such setting")
             continue
-        lines += [f"\n{faulty:.0%} injected", "| Method | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
+        lines += [
+            f"\n{faulty:.0%} injected",
+            "| Method | " + " | ".join(COLUMNS) + " |",
+            "|---|" + "---:|" * len(COLUMNS),
+        ]
         for m in args.methods:
             cells = []
             for c in COLUMNS:
@@ -386,9 +487,11 @@ def compare(results, reference, args):
                 a, b = 100 * mean(mine), 100 * mean(theirs)
                 cells.append(f"{a:.1f} / {b:.1f} ({a - b:+.1f})")
             lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
-    lines.append("\nThe same seed on another machine or thread count differs by float rounding, which grows over "
-                 "training: a difference of a few points on one seed is within what seeds alone move "
-                 "(README, claims); the reference's demo.md has its command and timing.")
+    lines.append(
+        "\nThe same seed on another machine or thread count differs by float rounding, which grows over "
+        "training: a difference of a few points on one seed is within what seeds alone move "
+        "(README, claims); the reference's demo.md has its command and timing."
+    )
     return "\n".join(lines)
 
 
@@ -429,27 +532,42 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
             shutil.copy(made, out / f"{name}_{made.name}")
     command = "python -m experiments.demo " + " ".join(argv if argv is not None else sys.argv[1:])
     total = len(args.seeds) * len(args.faulty)
-    timing = (" in all" if not reused else
-              f" for the {total - reused} of {total} settings not read from earlier runs' files")
-    text = [f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
-            f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "
-            f"{args.epochs} epochs per method; {minutes:.1f} minutes{timing}. Metrics in %: test videos query "
-            f"the train split (R@k, Euclidean distance on the last feature map), linear SVMs on n train videos "
-            f"per class (n-shot, raw features), and the AUROC of the bank scores for the known faulty "
-            f"positives (natural and injected). Mean ± std over seeds.\n"]
+    timing = (
+        " in all" if not reused else f" for the {total - reused} of {total} settings not read from earlier runs' files"
+    )
+    text = [
+        f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
+        f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "
+        f"{args.epochs} epochs per method; {minutes:.1f} minutes{timing}. Metrics in %: test videos query "
+        f"the train split (R@k, Euclidean distance on the last feature map), linear SVMs on n train videos "
+        f"per class (n-shot, raw features), and the AUROC of the bank scores for the known faulty "
+        f"positives (natural and injected). Mean ± std over seeds.\n",
+    ]
     for faulty in args.faulty:
-        text += [f"## {faulty:.0%} injected faulty positives (delta = {deltas[faulty]:.2f})\n",
-                 tables(results, faulty, args.methods, args.columns), ""]
+        text += [
+            f"## {faulty:.0%} injected faulty positives (delta = {deltas[faulty]:.2f})\n",
+            tables(results, faulty, args.methods, args.columns),
+            "",
+        ]
     if len(args.faulty) > 1:
         for metric, png in (("R@5", f"{name}.png"), ("5-shot", f"{name}_5shot.png")):
-            curves = {method_name(m): {f: [r[f][m][metric] for r in results] for f in args.faulty}
-                      for m in args.methods}
+            curves = {
+                method_name(m): {f: [r[f][m][metric] for r in results] for f in args.faulty} for m in args.methods
+            }
             figures.noisy(args.faulty, curves, metric, out / png, baseline=method_name(args.methods[0]))
         text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
     (out / f"{name}.md").write_text("\n".join(text) + "\n")
-    (out / f"{name}.json").write_text(json.dumps({
-        "args": {k: v for k, v in vars(args).items()}, "minutes": minutes, "deltas": {str(k): v for k, v in deltas.items()},
-        "results": [{str(k): v for k, v in r.items()} for r in results]}, indent=1))
+    (out / f"{name}.json").write_text(
+        json.dumps(
+            {
+                "args": {k: v for k, v in vars(args).items()},
+                "minutes": minutes,
+                "deltas": {str(k): v for k, v in deltas.items()},
+                "results": [{str(k): v for k, v in r.items()} for r in results],
+            },
+            indent=1,
+        )
+    )
     print("\n".join(text))
 
 

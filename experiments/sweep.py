@@ -19,6 +19,7 @@ Warm-ups and default branches are demo.py's, in the same runs/ folder: after `py
 are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's settings: commit
 them, and a later run adds only what is missing. Other options go to train.py, as in demo.py.
 """
+
 import argparse
 import json
 import sys
@@ -26,8 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments import demo
 from analysis import figures
+from experiments import demo
 from losses import VARIANTS
 
 
@@ -42,10 +43,22 @@ class Knob:
 
 
 KNOBS = {
-    "delta": Knob("weighted", "--delta", ("-2", "-1", "0", "1", "known"), "known", (0.25, 0.5),
-                  r"shape parameter $\delta$ of eq. (6)"),
-    "lambda": Knob("soft", "--lam", ("0", "0.25", "0.5", "0.65", "0.8", "0.9", "1"), "0.5", (0.5,),
-                   r"mixing coefficient $\lambda$ of eqs. (8)-(9), CCP targets"),
+    "delta": Knob(
+        "weighted",
+        "--delta",
+        ("-2", "-1", "0", "1", "known"),
+        "known",
+        (0.25, 0.5),
+        r"shape parameter $\delta$ of eq. (6)",
+    ),
+    "lambda": Knob(
+        "soft",
+        "--lam",
+        ("0", "0.25", "0.5", "0.65", "0.8", "0.9", "1"),
+        "0.5",
+        (0.5,),
+        r"mixing coefficient $\lambda$ of eqs. (8)-(9), CCP targets",
+    ),
 }
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot")
 
@@ -83,11 +96,16 @@ def run_point(args, seed, faulty):
     root, common, delta = demo.warm_up(args, seed, faulty)
     saved["delta"] = delta
     for value in missing:
-        name, options = ("xid", ["--loss", "xid", "--delta", f"{delta:.4f}"]) if value == "xid" else branch(
-            knob, args.knob, value, delta)
+        name, options = (
+            ("xid", ["--loss", "xid", "--delta", f"{delta:.4f}"])
+            if value == "xid"
+            else branch(knob, args.knob, value, delta)
+        )
         saved["rows"][value] = demo.run_branch(args, root, common, name, options)
-        print(f"[sweep] seed {seed} faulty {faulty:.0%} {args.knob} {value}: "
-              + json.dumps({k: saved["rows"][value][k] for k in COLUMNS}))
+        print(
+            f"[sweep] seed {seed} faulty {faulty:.0%} {args.knob} {value}: "
+            + json.dumps({k: saved["rows"][value][k] for k in COLUMNS})
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(saved, indent=1))
@@ -100,18 +118,30 @@ def tables(points, knob_name, values, faulty):
     knob = KNOBS[knob_name]
     rows = [p["rows"] for p in points]
     deltas = [p["delta"] for p in points]
-    plain = lambda v: f"known, {sum(deltas) / len(deltas):+.2f}" if v == "known" else v
-    show = lambda v: plain(v) + (" (default)" if v == knob.default else "")
-    lines = [f"| {knob_name} | " + " | ".join(COLUMNS) + " | AUROC | mean w faulty | mean w clean |",
-             "|---|" + "---:|" * (len(COLUMNS) + 3)]
+
+    def plain(v):
+        return f"known, {sum(deltas) / len(deltas):+.2f}" if v == "known" else v
+
+    def show(v):
+        return plain(v) + (" (default)" if v == knob.default else "")
+
+    lines = [
+        f"| {knob_name} | " + " | ".join(COLUMNS) + " | AUROC | mean w faulty | mean w clean |",
+        "|---|" + "---:|" * (len(COLUMNS) + 3),
+    ]
     for v in ["xid", *values]:
         name = "xID" if v == "xid" else show(v)
         cells = [demo.fmt([r[v][c] for r in rows]) for c in (*COLUMNS, "AUROC", "weight_faulty", "weight_clean")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for base, what in (("xid", "xID"), (knob.default, f"the default ({knob_name} {plain(knob.default)})")):
-        lines += ["", f"Paired differences against {what}, same seed and warm-up, in points: mean [95% CI over "
-                  f"{len(rows)} seeds].", "", f"| {knob_name} | " + " | ".join(f"Δ {c}" for c in COLUMNS) + " |",
-                  "|---|" + "---:|" * len(COLUMNS)]
+        lines += [
+            "",
+            f"Paired differences against {what}, same seed and warm-up, in points: mean [95% CI over "
+            f"{len(rows)} seeds].",
+            "",
+            f"| {knob_name} | " + " | ".join(f"Δ {c}" for c in COLUMNS) + " |",
+            "|---|" + "---:|" * len(COLUMNS),
+        ]
         for v in values:
             if v != base:
                 cells = [demo.fmt_diff([r[v][c] - r[base][c] for r in rows]) for c in COLUMNS]
@@ -151,19 +181,26 @@ def write_results(args, points, minutes, argv):
     command = "python -m experiments.sweep " + " ".join(argv if argv is not None else sys.argv[1:])
     reused = sum(p.get("reused", False) for pts in points.values() for p in pts)
     total = sum(len(pts) for pts in points.values())
-    timing = (f"{minutes:.1f} minutes" + ("" if not reused else f" for the {total - reused} of {total} (seed, level)s "
-                                           f"not read from their files") if reused < total
-              else f"every (seed, level) read from {args.knob}_settings/")
-    text = [f"# Effect of {args.knob} in {VARIANTS[knob.method].name} (appendix, parametric studies)\n",
-            f"`{command.strip()}`: seeds {args.seeds}; each value {args.epochs} epochs from the same "
-            f"{args.warmup_epochs}-epoch xID warm-up as xID and the default (demo.py's runs); {timing}. Metrics in %, as in demo.md; mean ± std over seeds. mean w: the weights of eq. "
-            f"(6) on the known faulty and clean positives, with the branch's delta (xID's row: those that the "
-            f"default delta would give; xID does not use them).\n"]
+    timing = (
+        f"{minutes:.1f} minutes"
+        + ("" if not reused else f" for the {total - reused} of {total} (seed, level)s not read from their files")
+        if reused < total
+        else f"every (seed, level) read from {args.knob}_settings/"
+    )
+    text = [
+        f"# Effect of {args.knob} in {VARIANTS[knob.method].name} (appendix, parametric studies)\n",
+        f"`{command.strip()}`: seeds {args.seeds}; each value {args.epochs} epochs from the same "
+        f"{args.warmup_epochs}-epoch xID warm-up as xID and the default (demo.py's runs); {timing}. Metrics in %, "
+        f"as in demo.md; mean ± std over seeds. mean w: the weights of eq. "
+        f"(6) on the known faulty and clean positives, with the branch's delta (xID's row: those that the "
+        f"default delta would give; xID does not use them).\n",
+    ]
     for f, pts in points.items():
         text += [f"## {f:.0%} injected faulty positives\n", tables(pts, args.knob, args.values, f), ""]
     for metric, png in (("R@5", f"{args.knob}.png"), ("5-shot", f"{args.knob}_5shot.png")):
-        curves = {f"{f:.0%}": {v: [p["rows"][v][metric] for p in pts] for v in args.values}
-                  for f, pts in points.items()}
+        curves = {
+            f"{f:.0%}": {v: [p["rows"][v][metric] for p in pts] for v in args.values} for f, pts in points.items()
+        }
         base = {f"{f:.0%}": [p["rows"]["xid"][metric] for p in pts] for f, pts in points.items()}
         figures.sweep(args.values, curves, base, metric, out / png, knob.label)
     text += [f"![{args.knob}]({args.knob}.png) ![{args.knob} 5-shot]({args.knob}_5shot.png)", ""]

@@ -7,6 +7,7 @@
 
 Used by data.py (items) and media/preload.py (whole files). Tests: tests/test_data.py
 """
+
 import av
 import numpy as np
 import torch
@@ -17,7 +18,6 @@ DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the a
 # down for every frame (measured in BENCHMARKS.md, "Loader threads"); a worker held to one core was
 # fast only because its mask sized that pool to 1.
 SWSCALE_THREADS = 1
-
 
 
 def open_media(path):
@@ -84,7 +84,7 @@ def decode_audio(container, start, seconds, rate):
         raise RuntimeError(f"no audio decoded at or after {start:.2f}s")
     wav = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
     offset = max(0, int(round((start - t0) * rate)))
-    wav = wav[offset:offset + n]
+    wav = wav[offset : offset + n]
     return torch.from_numpy(np.pad(wav, (0, n - len(wav))))  # (n,)
 
 

@@ -4,13 +4,14 @@ On a GPU workstation each loader worker gets a core of its own, the main process
 (MAIN_CORES each); on a small machine nothing is pinned. Used by train.py, evaluate.py and
 tools/bench.py through worker_init_fn. Tests: tests/test_data.py
 """
+
 import functools
 import os
 import signal
 
 import torch
 
-MAIN_CORES = 2       # cores left to each main process when workers are held to cores ("auto")
+MAIN_CORES = 2  # cores left to each main process when workers are held to cores ("auto")
 PROCESS_SLOT = (0, 1)  # (this process, processes) sharing the machine, when torchrun does not say
 
 
@@ -29,8 +30,12 @@ def worker_cores(workers, policy="auto", cores=None, slot=None):
         env = os.environ
         slot = (int(env["LOCAL_RANK"]), int(env["LOCAL_WORLD_SIZE"])) if "LOCAL_RANK" in env else PROCESS_SLOT
     rank, processes = slot
-    if policy == "off" or workers == 0 or not cores or (
-            policy == "auto" and len(cores) < processes * (workers + MAIN_CORES)):
+    if (
+        policy == "off"
+        or workers == 0
+        or not cores
+        or (policy == "auto" and len(cores) < processes * (workers + MAIN_CORES))
+    ):
         return None
     spare = len(cores) - processes * MAIN_CORES
     spare = spare if spare > 0 else len(cores)

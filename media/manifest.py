@@ -16,6 +16,7 @@ written to those files (readable, and the same on every run), never every file i
 Files under a class folder that look like media but are not in VIDEO_EXTENSIONS are reported once,
 with the reason. Tests: tests/test_data.py, tests/test_protocols.py
 """
+
 import argparse
 import csv
 import json
@@ -40,9 +41,9 @@ MIN_VIDEO_SECONDS, MIN_AUDIO_SECONDS = 0.5, 2.0  # one clip: 8 frames at 16 fps,
 
 @dataclass
 class Record:
-    path: str            # absolute path of the video file
+    path: str  # absolute path of the video file
     label: int
-    duration: float      # seconds of video
+    duration: float  # seconds of video
     audio_duration: float = 0.0
     faulty: bool = False  # ground truth: the audio is unrelated to the picture (synthetic data)
 
@@ -58,17 +59,27 @@ def list_split(layout, root, split, fold=1, annotations=None):
     elif layout == "hmdb51":
         ann = Path(annotations or root / "testTrainMulti_7030_splits")
         files = sorted(ann.glob(f"*_test_split{fold}.txt"))
-        classes = [f.name[:-len(f"_test_split{fold}.txt")] for f in files]
+        classes = [f.name[: -len(f"_test_split{fold}.txt")] for f in files]
         want = "1" if split == "train" else "2"
-        items = [(f"{c}/{line.split()[0]}", k) for k, (c, f) in enumerate(zip(classes, files))
-                 for line in _lines(f) if line.split()[1] == want]
+        items = [
+            (f"{c}/{line.split()[0]}", k)
+            for k, (c, f) in enumerate(zip(classes, files))
+            for line in _lines(f)
+            if line.split()[1] == want
+        ]
     elif layout == "kinetics":
         split = "val" if split in ("val", "test", "validate") else split
         if annotations:  # the official CSV: label,youtube_id,time_start,time_end,split
             rows = [r for r in csv.DictReader(open(annotations)) if r["split"].replace("validate", "val") == split]
             classes = sorted({r["label"] for r in rows})
-            items = [(f"{split}/{r['label']}/{r['youtube_id']}_{int(float(r['time_start'])):06d}_"
-                      f"{int(float(r['time_end'])):06d}.mp4", classes.index(r["label"])) for r in rows]
+            items = [
+                (
+                    f"{split}/{r['label']}/{r['youtube_id']}_{int(float(r['time_start'])):06d}_"
+                    f"{int(float(r['time_end'])):06d}.mp4",
+                    classes.index(r["label"]),
+                )
+                for r in rows
+            ]
             items = [it for it in items if (root / it[0]).exists()]
         else:
             classes = _class_dirs(root / split)
@@ -126,8 +137,11 @@ def _report_unsupported(path, out=sys.stderr):
     if path in _REPORTED or not (mime.startswith(("video/", "audio/")) or path.suffix.lower() in AUDIO_EXTENSIONS):
         return
     _REPORTED.add(path)
-    what = "audio only, not a video" if mime.startswith("audio/") or path.suffix.lower() in AUDIO_EXTENSIONS \
+    what = (
+        "audio only, not a video"
+        if mime.startswith("audio/") or path.suffix.lower() in AUDIO_EXTENSIONS
         else f"{path.suffix} is not a supported video container ({' '.join(VIDEO_EXTENSIONS)})"
+    )
     print(f"data: ignored {path}: {what}; convert it to .mp4 to use it", file=out)
 
 
@@ -148,12 +162,18 @@ def folder_split(root, items, test_fraction=0.2, seed=0):
     where = root
     if not os.access(root, os.W_OK):
         import tempfile
+
         where = Path(tempfile.mkdtemp(prefix="split_"))
-        print(f"data: {root} has no train.txt/test.txt and is read-only: using a seeded split kept in {where}",
-              file=sys.stderr)
+        print(
+            f"data: {root} has no train.txt/test.txt and is read-only: using a seeded split kept in {where}",
+            file=sys.stderr,
+        )
     else:
-        print(f"data: {root} had no train.txt/test.txt: wrote a seeded, stratified split "
-              f"({len(lists['train'])} train / {len(lists['test'])} test videos)", file=sys.stderr)
+        print(
+            f"data: {root} had no train.txt/test.txt: wrote a seeded, stratified split "
+            f"({len(lists['train'])} train / {len(lists['test'])} test videos)",
+            file=sys.stderr,
+        )
     out = {}
     for split, paths in lists.items():
         out[split] = where / f"{split}.txt"
@@ -187,11 +207,17 @@ def load_records(layout, root, split, fold=1, annotations=None, manifest=None, n
         r = by_path.get(path)
         if r is None or (need_audio and str(r["has_audio"]) != "1"):
             continue
-        records.append(Record(str(root / path), label, float(r["duration"]), float(r["audio_duration"] or 0),
-                              truth.get(path, False)))
+        records.append(
+            Record(
+                str(root / path), label, float(r["duration"]), float(r["audio_duration"] or 0), truth.get(path, False)
+            )
+        )
     if len(records) < len(items):
-        print(f"data: {len(items) - len(records)} of {len(items)} {split} videos under {root} are not usable "
-              f"(not in {manifest.name}{' or without audio' if need_audio else ''})", file=sys.stderr)
+        print(
+            f"data: {len(items) - len(records)} of {len(items)} {split} videos under {root} are not usable "
+            f"(not in {manifest.name}{' or without audio' if need_audio else ''})",
+            file=sys.stderr,
+        )
     return records, classes
 
 
@@ -247,10 +273,17 @@ def probe(path, need_audio=True, min_video=MIN_VIDEO_SECONDS, min_audio=MIN_AUDI
             raise ValueError(f"truncated (decoding fails near the end: {err})") from None
         if last < duration - 1.0:
             raise ValueError(f"truncated (claims {duration:.2f}s, frames stop at {max(last, 0):.2f}s)")
-        return {"path": "", "label": path.parent.name, "duration": f"{duration:.3f}",
-                "fps": f"{float(vs.average_rate or 0):.3f}", "width": vs.width, "height": vs.height,
-                "has_audio": int(has_audio), "audio_rate": container.streams.audio[0].rate if has_audio else 0,
-                "audio_duration": f"{audio_duration:.3f}"}
+        return {
+            "path": "",
+            "label": path.parent.name,
+            "duration": f"{duration:.3f}",
+            "fps": f"{float(vs.average_rate or 0):.3f}",
+            "width": vs.width,
+            "height": vs.height,
+            "has_audio": int(has_audio),
+            "audio_rate": container.streams.audio[0].rate if has_audio else 0,
+            "audio_duration": f"{audio_duration:.3f}",
+        }
 
 
 def partial(manifest_path):
@@ -324,8 +357,15 @@ def scan(root, files=None, need_audio=True, out=sys.stdout, jobs=None, journal=N
         elif not journal.read_bytes().endswith(b"\n"):  # a line cut by a kill: end it, it is dropped when read
             log.write("\n")
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    bar = tqdm(total=len(files), initial=len(files) - len(todo), unit="file", desc=f"scan {root}",
-               disable=not progress or not todo, file=sys.stderr, smoothing=0.05)
+    bar = tqdm(
+        total=len(files),
+        initial=len(files) - len(todo),
+        unit="file",
+        desc=f"scan {root}",
+        disable=not progress or not todo,
+        file=sys.stderr,
+        smoothing=0.05,
+    )
     # fork where there is one: the probe needs only PyAV, and a forked worker starts in milliseconds
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     try:

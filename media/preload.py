@@ -4,6 +4,7 @@ Frames at the clip's fps and audio at its rate, kept per (file, fps, rate) for t
 process, so the branches of one demo.py process decode once. Files are decoded in threads: FFmpeg
 releases the GIL, and the tensors stay in this process. Tests: tests/test_data.py
 """
+
 from concurrent.futures import ThreadPoolExecutor
 
 import av
@@ -40,7 +41,9 @@ def _decode_whole_file(path, spec, video):
             frames = None
             if video:
                 vs = c.streams.video[0]
-                frames = decode.decode_frames(c, 0.0, max(spec.frames, int(manifest.stream_duration(c, vs) * spec.fps)), spec.fps)
+                frames = decode.decode_frames(
+                    c, 0.0, max(spec.frames, int(manifest.stream_duration(c, vs) * spec.fps)), spec.fps
+                )
             wav = None
             if spec.audio_seconds and c.streams.audio:
                 wav = decode.decode_audio(c, 0.0, manifest.stream_duration(c, c.streams.audio[0]), spec.audio_rate)

@@ -17,6 +17,7 @@ checkpoint of another format (an older train.py) is refused with a message: retr
 
     used by train.py (save, resume, --init) and evaluate.py (load_pretrained)
 """
+
 import errno
 import os
 import random
@@ -61,12 +62,19 @@ def save_checkpoint(path, **state):
             os.fsync(f.fileno())
     except (OSError, RuntimeError) as err:  # torch reports a short write as RuntimeError
         tmp.unlink(missing_ok=True)
-        free = shutil.disk_usage(path.parent).free / 2 ** 20
-        why = ("no permission to write there" if isinstance(err, PermissionError) else
-               "the disk is full" if getattr(err, "errno", None) == errno.ENOSPC or free < 1 else str(err))
-        raise CheckpointError(f"could not write the checkpoint {path}: {why} ({free:.1f} MiB free on its "
-                              f"filesystem). The last good checkpoint, if any, is unchanged; free space or "
-                              f"choose another --out, then rerun the same command to resume") from err
+        free = shutil.disk_usage(path.parent).free / 2**20
+        why = (
+            "no permission to write there"
+            if isinstance(err, PermissionError)
+            else "the disk is full"
+            if getattr(err, "errno", None) == errno.ENOSPC or free < 1
+            else str(err)
+        )
+        raise CheckpointError(
+            f"could not write the checkpoint {path}: {why} ({free:.1f} MiB free on its "
+            f"filesystem). The last good checkpoint, if any, is unchanged; free space or "
+            f"choose another --out, then rerun the same command to resume"
+        ) from err
     if path.exists():
         link = Path(f"{prev}.tmp")
         link.unlink(missing_ok=True)
@@ -86,15 +94,19 @@ def load_checkpoint(path):
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - zip, pickle and EOF errors all mean an unreadable file
-        raise CheckpointError(f"the checkpoint {path} cannot be read ({type(err).__name__}: "
-                              f"{str(err).splitlines()[0][:120]}): it is truncated or corrupt") from err
+    except Exception as err:
+        raise CheckpointError(
+            f"the checkpoint {path} cannot be read ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:120]}): it is truncated or corrupt"
+        ) from err
     if "config" not in state or "model" not in state:
         raise ValueError(f"{path} is not a train.py checkpoint (it has no config or model)")
     if state.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"the checkpoint {path} has format {state.get('format', 1)}, this train.py reads "
-                              f"format {CHECKPOINT_FORMAT}: it was written by an older version; retrain it, or "
-                              f"read it with the commit that wrote it")
+        raise CheckpointError(
+            f"the checkpoint {path} has format {state.get('format', 1)}, this train.py reads "
+            f"format {CHECKPOINT_FORMAT}: it was written by an older version; retrain it, or "
+            f"read it with the commit that wrote it"
+        )
     return state
 
 
@@ -112,9 +124,14 @@ def load_pretrained(path):
 
 def instances_of(dataset):
     """The per-slot facts of a training set that a checkpoint keeps (see the module docstring)."""
-    return {"paths": [r.path for r in dataset.records], "labels": dataset.labels, "faulty": dataset.faulty,
-            "injected": dataset.injected, "classes": list(getattr(dataset, "classes", [])),
-            "replacement_audio": [dataset.donor.get(i, ("",))[0] for i in range(len(dataset))]}
+    return {
+        "paths": [r.path for r in dataset.records],
+        "labels": dataset.labels,
+        "faulty": dataset.faulty,
+        "injected": dataset.injected,
+        "classes": list(getattr(dataset, "classes", [])),
+        "replacement_audio": [dataset.donor.get(i, ("",))[0] for i in range(len(dataset))],
+    }
 
 
 def rng_state():

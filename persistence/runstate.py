@@ -12,6 +12,7 @@
 Checkpoints themselves (what they hold, atomic writes) are persistence/checkpoint.py's. Tests: tests/test_faults.py,
 tests/test_train.py.
 """
+
 import fcntl
 import json
 import os
@@ -27,17 +28,19 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from persistence import checkpoint
 from config import config_from_dict, result_changes
+from persistence import checkpoint
 
 
 def same_injection(state, dataset, path, allow=False):
     """A run resumed or branched off must see the faulty positives its bank was trained with."""
     saved = state["instances"]["injected"]
     if saved is not None and not allow and not torch.equal(saved.cpu(), dataset.injected):
-        raise SystemExit(f"{path} was trained with other injected faulty positives than this run's (another "
-                         f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); "
-                         f"use another --out, or --allow-config-change")
+        raise SystemExit(
+            f"{path} was trained with other injected faulty positives than this run's (another "
+            f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); "
+            f"use another --out, or --allow-config-change"
+        )
 
 
 def load_resumable(ckpt_path, rank):
@@ -48,31 +51,38 @@ def load_resumable(ckpt_path, rank):
     except checkpoint.CheckpointError as err:
         prev = checkpoint.previous(ckpt_path)
         if not prev.is_file():
-            raise SystemExit(f"{err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
-                             f"aside to start afresh, or use another --out") from err
+            raise SystemExit(
+                f"{err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
+                f"aside to start afresh, or use another --out"
+            ) from err
         state = checkpoint.load_checkpoint(prev)
         if dist.is_initialized():
             dist.barrier()  # every rank has read it before rank 0 moves the bad file
         if rank == 0:
             aside = ckpt_path.with_name(ckpt_path.name + ".corrupt")
             os.replace(ckpt_path, aside)
-            print(f"{err}. Moved it aside to {aside}; resuming from the previous checkpoint, {prev} "
-                  f"(after epoch {state['epoch']})", file=sys.stderr)
+            print(
+                f"{err}. Moved it aside to {aside}; resuming from the previous checkpoint, {prev} "
+                f"(after epoch {state['epoch']})",
+                file=sys.stderr,
+            )
         return state
 
 
 def restore(cfg, parts, ckpt_path, rank, dataset):
     """Resume OUT/ckpt.pt (model, bank, optimizer, RNG, the log's history) or branch off --init (model
-    and bank, a fresh optimizer). Returns the first epoch to run, the log records up to it, and how far a run stopped
-mid-epoch got into it (None if it did not)."""
+    and bank, a fresh optimizer). Returns the first epoch to run, the log records up to it, and how far
+    a run stopped mid-epoch got into it (None if it did not)."""
     num_items = len(dataset)
     if ckpt_path.exists():  # rerunning the same command resumes
         state = load_resumable(ckpt_path, rank)
         changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
         if changed and not cfg.allow_config_change:
-            raise SystemExit(f"{ckpt_path} was trained with other settings: " + ", ".join(
-                f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
-                + ". Use another --out, or --allow-config-change to resume under the new ones.")
+            raise SystemExit(
+                f"{ckpt_path} was trained with other settings: "
+                + ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                + ". Use another --out, or --allow-config-change to resume under the new ones."
+            )
         same_injection(state, dataset, ckpt_path, cfg.allow_config_change)  # same settings, older draw
         parts.model.load_state_dict(state["model"])
         parts.bank.load_state_dict(state["bank"])
@@ -86,8 +96,10 @@ mid-epoch got into it (None if it did not)."""
     if cfg.init:
         state = checkpoint.load_checkpoint(cfg.init)
         if state["bank"]["video"].shape[0] != num_items:
-            raise SystemExit(f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "
-                             f"the training set {num_items} videos; use the same data and manifest")
+            raise SystemExit(
+                f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "
+                f"the training set {num_items} videos; use the same data and manifest"
+            )
         same_injection(state, dataset, cfg.init, cfg.allow_config_change)
         parts.model.load_state_dict(state["model"])
         parts.bank.load_state_dict(state["bank"])
@@ -113,8 +125,11 @@ class SigtermStop:
 
     def __enter__(self):
         self.stop = {"requested": False}
-        self.previous = signal.signal(signal.SIGTERM, lambda *_: self.stop.update(requested=True)) if (
-            threading.current_thread() is threading.main_thread()) else None
+        self.previous = (
+            signal.signal(signal.SIGTERM, lambda *_: self.stop.update(requested=True))
+            if (threading.current_thread() is threading.main_thread())
+            else None
+        )
         return self.stop
 
     def __exit__(self, *exc):
@@ -126,13 +141,17 @@ def exit_stopped(out, epoch, stopped, master_process):
     """After the checkpoint of a stopped run: say where it stopped and exit with 128 + SIGTERM."""
     where = f"after step {stopped['steps']} of epoch {epoch}" if stopped else f"after epoch {epoch}"
     if master_process:
-        print(f"train.py: stopped by SIGTERM {where}; {out / 'ckpt.pt'} holds it, and the same "
-              f"command resumes from there", file=sys.stderr)
+        print(
+            f"train.py: stopped by SIGTERM {where}; {out / 'ckpt.pt'} holds it, and the same "
+            f"command resumes from there",
+            file=sys.stderr,
+        )
     raise SystemExit(128 + signal.SIGTERM)
 
 
-def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process, history,
-               partial=None):
+def save_epoch(
+    parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process, history, partial=None
+):
     """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
     log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
     `epoch` is the last whole one and `partial` says how far the next one got."""
@@ -146,10 +165,21 @@ def save_epoch(parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, wor
         dist.all_gather_object(rngs, checkpoint.rng_state())
     if master_process:
         checkpoint.save_checkpoint(
-            ckpt_path, model_args=checkpoint.model_args(cfg), clip=asdict(dataset.spec), config=asdict(cfg),
-            model=raw_model.state_dict(), bank=parts.bank.state_dict(), instances=checkpoint.instances_of(dataset),
-            optimizer=parts.optimizer.state_dict(), scaler=parts.scaler.state_dict(), epoch=epoch,
-            step=(epoch + 1) * steps, rng=rngs, log=history, partial=partial)
+            ckpt_path,
+            model_args=checkpoint.model_args(cfg),
+            clip=asdict(dataset.spec),
+            config=asdict(cfg),
+            model=raw_model.state_dict(),
+            bank=parts.bank.state_dict(),
+            instances=checkpoint.instances_of(dataset),
+            optimizer=parts.optimizer.state_dict(),
+            scaler=parts.scaler.state_dict(),
+            epoch=epoch,
+            step=(epoch + 1) * steps,
+            rng=rngs,
+            log=history,
+            partial=partial,
+        )
     if ddp:
         dist.barrier()  # no rank starts the next epoch before the checkpoint is written
 
@@ -169,11 +199,15 @@ def read_log(path):
 
 
 def log_epoch(record, out):
-    print("epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
-          "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc} | 1-nn {knn_class:.2f} "
-          "xmodal {xmodal_class:.2f}{bad}".format(
-              **record, auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
-              bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else ""))
+    print(
+        "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
+        "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc} | 1-nn {knn_class:.2f} "
+        "xmodal {xmodal_class:.2f}{bad}".format(
+            **record,
+            auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
+            bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else "",
+        )
+    )
     with open(out / "log.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -217,10 +251,13 @@ def hold_folder(out, who="train.py"):
     except OSError:  # EACCES or EAGAIN: another process holds it
         holder = _holder(os.read(fd, 4096).decode(errors="replace"))
         os.close(fd)  # this process holds no lock on it, so closing releases nothing
-        raise FolderHeld(f"the run folder {out} is in use by {holder}. Wait for it to end (the same command "
-                         f"then resumes), stop it, or choose another --out") from None
-    text = json.dumps({"who": who, "host": socket.gethostname(), "pid": os.getpid(),
-                       "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+        raise FolderHeld(
+            f"the run folder {out} is in use by {holder}. Wait for it to end (the same command "
+            f"then resumes), stop it, or choose another --out"
+        ) from None
+    text = json.dumps(
+        {"who": who, "host": socket.gethostname(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    )
     os.ftruncate(fd, 0)
     os.pwrite(fd, text.encode(), 0)
     _HELD[path] = _holder(text)

@@ -1,4 +1,5 @@
 """Run by tests/test_train.py under torchrun: train, then save this rank's model and bank for comparison."""
+
 import sys
 from pathlib import Path
 
@@ -6,8 +7,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import train  # noqa: E402
-from config import parse_config  # noqa: E402
+import train
+from config import parse_config
 
 if __name__ == "__main__":
     cfg = parse_config(sys.argv[1:])

@@ -1,4 +1,5 @@
 """augment.py: batched per-clip augmentations equal torchvision's ops; one draw per clip."""
+
 import pytest
 import torch
 import torchvision.transforms.v2.functional as TF
@@ -16,8 +17,10 @@ def per_frame(op, x, factor):
     return torch.stack([op(x[0, :, j], factor) for j in range(x.shape[2])], dim=1)
 
 
-@pytest.mark.parametrize("name,op", [("brightness", TF.adjust_brightness), ("contrast", TF.adjust_contrast),
-                                     ("saturation", TF.adjust_saturation)])
+@pytest.mark.parametrize(
+    "name,op",
+    [("brightness", TF.adjust_brightness), ("contrast", TF.adjust_contrast), ("saturation", TF.adjust_saturation)],
+)
 def test_colour_ops_equal_torchvision(name, op):
     x = clips()
     f = torch.tensor([1.3, 0.7, 1.0])
@@ -33,7 +36,9 @@ def test_grey_and_blur_equal_torchvision():
     sigma = torch.tensor([0.5, 1.7, 0.1])
     out = augment.blur(x, sigma)
     for i in range(3):
-        ref = torch.stack([TF.gaussian_blur(x[i, :, j], [5, 5], [float(sigma[i])] * 2) for j in range(x.shape[2])], dim=1)
+        ref = torch.stack(
+            [TF.gaussian_blur(x[i, :, j], [5, 5], [float(sigma[i])] * 2) for j in range(x.shape[2])], dim=1
+        )
         torch.testing.assert_close(out[i], ref, atol=1e-5, rtol=0)
 
 
@@ -43,7 +48,9 @@ def test_hue_shift_equals_torchvision():
     out = augment.hue(x, torch.tensor([0.1, 0.0, -0.45]))
     torch.testing.assert_close(out[0], per_frame(TF.adjust_hue, x, 0.1), atol=1e-5, rtol=0)
     torch.testing.assert_close(out[1], x[1], atol=1e-5, rtol=0)
-    torch.testing.assert_close(out[2], torch.stack([TF.adjust_hue(x[2, :, j], -0.45) for j in range(4)], 1), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        out[2], torch.stack([TF.adjust_hue(x[2, :, j], -0.45) for j in range(4)], 1), atol=1e-5, rtol=0
+    )
 
 
 def argmax_hue(x, shift):
@@ -105,4 +112,6 @@ def test_augment_strength_zero_leaves_colour_and_crop_alone_and_one_is_the_paper
     a, _ = paper(x)
     torch.manual_seed(0)
     b, _ = augment.ClipAugment(data.ClipSpec(size=24, augment=0.5))(x)
-    assert not torch.allclose(a, b) and (a - augment.normalise(x)).abs().mean() > (b - augment.normalise(x)).abs().mean()
+    assert (
+        not torch.allclose(a, b) and (a - augment.normalise(x)).abs().mean() > (b - augment.normalise(x)).abs().mean()
+    )

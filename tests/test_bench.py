@@ -1,8 +1,8 @@
 """Smoke runs of bench.py at CPU sizes: every figure's command works and prints its table."""
+
 import pytest
 
-from tools import bench
-from tools import synthetic
+from tools import bench, synthetic
 
 
 def test_step_and_model_benchmarks_run_on_cpu(capsys):
@@ -20,16 +20,52 @@ def test_step_and_model_benchmarks_run_on_cpu(capsys):
 @pytest.fixture(scope="module")
 def tiny_synth(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    synthetic.main(["--out", str(out), "--classes", "2", "--train-per-class", "4", "--test-per-class", "2",
-               "--pool", "0", "--size", "48", "--gop", "250", "--seconds", "2.5", "2.5"])
+    synthetic.main(
+        [
+            "--out",
+            str(out),
+            "--classes",
+            "2",
+            "--train-per-class",
+            "4",
+            "--test-per-class",
+            "2",
+            "--pool",
+            "0",
+            "--size",
+            "48",
+            "--gop",
+            "250",
+            "--seconds",
+            "2.5",
+            "2.5",
+        ]
+    )
     return out
 
 
 def test_data_benchmark_prepares_and_reports_both_sources(tiny_synth, tmp_path, capsys):
-    bench.main(["data", "--preset", "demo", "--root", str(tiny_synth), "--prepared", str(tmp_path / "prep"),
-                "--workers", "1", "--n", "4"])
+    bench.main(
+        [
+            "data",
+            "--preset",
+            "demo",
+            "--root",
+            str(tiny_synth),
+            "--prepared",
+            str(tmp_path / "prep"),
+            "--workers",
+            "1",
+            "--n",
+            "4",
+        ]
+    )
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split()[-3:] for line in out.splitlines() if line.startswith("  as") or line.startswith("  prep")}
+    rows = {
+        line.split()[0]: line.split()[-3:]
+        for line in out.splitlines()
+        if line.startswith("  as") or line.startswith("  prep")
+    }
     assert set(rows) == {"as", "prepared"} and all(float(v) > 0 for r in rows.values() for v in r)
     assert (tmp_path / "prep" / "manifest.csv").exists()
 

@@ -2,6 +2,7 @@
 primary endpoints, a verdict only with every planned seed, and the direction of a rejected test; the
 fine-tune column's packed checkpoints (experiments/claims_finetune.py) and the generated sections of
 the README and CLAIMS.md (experiments/claims_docs.py)."""
+
 import pytest
 
 from experiments import claims_report as cr
@@ -18,8 +19,10 @@ def settings(gain_1shot, gain_5shot, seeds=5):
     res = {0.5: {}}
     for s in range(seeds):
         base = {"R@1": 0.5, "R@5": 0.8, "1-shot": 0.3 + 0.05 * s, "5-shot": 0.5 + 0.03 * s}
-        res[0.5][s] = {"xid": base, "weighted": {**base, "1-shot": base["1-shot"] + gain_1shot[s],
-                                                 "5-shot": base["5-shot"] + gain_5shot[s]}}
+        res[0.5][s] = {
+            "xid": base,
+            "weighted": {**base, "1-shot": base["1-shot"] + gain_1shot[s], "5-shot": base["5-shot"] + gain_5shot[s]},
+        }
     return res
 
 
@@ -35,14 +38,16 @@ def test_a_claim_holds_is_contradicted_or_is_not_shown_as_its_tests_say():
 
 def test_oracle_at_zero_is_xid_and_gain_growth_is_paired_by_seed(tmp_path):
     import json
+
     folder = tmp_path / "settings"
     folder.mkdir()
     for level, gain in ((0.0, 0.01), (0.5, 0.04)):
         for seed in range(2):
             row = {"R@1": 0.5, "R@5": 0.8, "1-shot": 0.3 + seed / 10, "5-shot": 0.5}
             rows = {"xid": row, "weighted": {**row, "1-shot": row["1-shot"] + gain}}
-            (folder / f"seed{seed}_faulty{round(100 * level)}.json").write_text(json.dumps(
-                {"key": {}, "seed": seed, "faulty": level, "delta": 0.0, "rows": rows}))
+            (folder / f"seed{seed}_faulty{round(100 * level)}.json").write_text(
+                json.dumps({"key": {}, "seed": seed, "faulty": level, "delta": 0.0, "rows": rows})
+            )
     res = cr.load(tmp_path)
     assert res[0.0][1]["oracle"] == res[0.0][1]["xid"] and "oracle" not in res[0.5][1]
     grow = cr.gain_growth("weighted", "xid", 0.0, 0.5)
@@ -52,18 +57,30 @@ def test_oracle_at_zero_is_xid_and_gain_growth_is_paired_by_seed(tmp_path):
 def _run_folder(tmp_path, methods, seed=0, data="data/synth2000", model=None):
     """A runs/ folder of checkpoints at (seed, 50%), one per method, whose config points at `data`."""
     from dataclasses import asdict
+
     import torch
+
     from config import Config
     from memory_bank import MemoryBank
     from model import AVModel
     from persistence import checkpoint
+
     cfg = Config(video_depth=9, width=0.125, data=str(data), size=32, frames=4, preload=False)
     for method in methods:
         ckpt = tmp_path / "runs" / f"seed{seed}_faulty50" / method / "ckpt.pt"
         ckpt.parent.mkdir(parents=True)
-        torch.save({"model": (model or AVModel(video_depth=9, width=0.125)).state_dict(), "instances": None,
-                    "bank": MemoryBank(20).state_dict(), "config": asdict(cfg), "epoch": 3,
-                    "format": checkpoint.CHECKPOINT_FORMAT, "model_args": {"video_depth": 9, "width": 0.125}}, ckpt)
+        torch.save(
+            {
+                "model": (model or AVModel(video_depth=9, width=0.125)).state_dict(),
+                "instances": None,
+                "bank": MemoryBank(20).state_dict(),
+                "config": asdict(cfg),
+                "epoch": 3,
+                "format": checkpoint.CHECKPOINT_FORMAT,
+                "model_args": {"video_depth": 9, "width": 0.125},
+            },
+            ckpt,
+        )
     return tmp_path / "runs"
 
 
@@ -71,9 +88,11 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
     """The fine-tune column carries slim checkpoints to a GPU (experiments/claims_finetune.py): the
     encoder rebuilt from one must equal, weight for weight and buffer for buffer, the full one's."""
     import torch
+
     from experiments import claims_finetune
     from model import AVModel
     from persistence import checkpoint
+
     model = AVModel(video_depth=9, width=0.125)
     for buf in model.buffers():  # BN statistics unlike a fresh model's, so a lost buffer shows
         buf.add_(torch.rand_like(buf.float()).to(buf.dtype))
@@ -90,8 +109,10 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
 
 def test_the_column_fine_tunes_each_packed_checkpoint_once_and_a_rerun_adds_nothing(tmp_path):
     import json
+
     from experiments import claims_finetune
     from test_evaluate import _two_colour_folder
+
     runs = _run_folder(tmp_path, ["xid", "weighted"], data=_two_colour_folder(tmp_path / "ds"))
     claims_finetune.pack(runs, tmp_path / "ft.tar.xz", seeds=(0,), methods=("xid", "weighted"))
     results = tmp_path / "finetune.jsonl"
@@ -105,6 +126,7 @@ def test_the_column_fine_tunes_each_packed_checkpoint_once_and_a_rerun_adds_noth
 
 def test_the_documents_change_only_after_their_marker(tmp_path):
     from experiments import claims_docs
+
     doc = tmp_path / "CLAIMS.md"
     doc.write_text("# hand\nkept\n<!-- VERDICT -->\nold table\n## Next\nalso kept\n")
     claims_docs.replace_after(doc, "<!-- VERDICT -->", "new table\n\n", until="## ")
@@ -116,6 +138,7 @@ def test_the_documents_change_only_after_their_marker(tmp_path):
 
 def test_the_readme_lists_each_claim_with_its_verdict_and_names_what_held(tmp_path):
     from experiments import claims_docs
+
     res = settings([0.05, 0.06, 0.04, 0.05, 0.055], [0.03, -0.02, 0.01, -0.04, 0.02])
     text = claims_docs.readme_block(tmp_path, res)
     rows = [line for line in text.splitlines() if line.startswith("| [")]
@@ -129,7 +152,9 @@ def test_a_not_worse_claim_holds_unless_contradicted_and_sweep_rows_wait_for_all
     """S1 (delta not worse than the paper's rule) holds when nothing is rejected against it; the README
     shows a sweep's row only once all its seeds are in."""
     import json
+
     from experiments import claims_docs
+
     folder = tmp_path / "delta_settings"
     folder.mkdir()
     for seed, gap in enumerate((0.01, -0.012, 0.004)):
@@ -146,15 +171,25 @@ def test_a_not_worse_claim_holds_unless_contradicted_and_sweep_rows_wait_for_all
 
 def test_the_sweep_report_uses_only_seeds_whose_every_value_finished(tmp_path):
     import json
+
     from experiments import sweep
+
     folder = tmp_path / "delta_settings"
     folder.mkdir()
-    row = {"R@1": 0.5, "R@5": 0.8, "1-shot": 0.3, "5-shot": 0.5, "AUROC": 0.9, "weight_faulty": 0.4,
-           "weight_clean": 0.9}
+    row = {
+        "R@1": 0.5,
+        "R@5": 0.8,
+        "1-shot": 0.3,
+        "5-shot": 0.5,
+        "AUROC": 0.9,
+        "weight_faulty": 0.4,
+        "weight_clean": 0.9,
+    }
     values = ["xid", *sweep.KNOBS["delta"].values]
     for seed, done in ((0, values), (1, values[:-1])):  # seed 1 still lacks its last value
-        (folder / f"seed{seed}_faulty50.json").write_text(json.dumps(
-            {"seed": seed, "faulty": 0.5, "delta": 0.0, "rows": {v: row for v in done}}))
+        (folder / f"seed{seed}_faulty50.json").write_text(
+            json.dumps({"seed": seed, "faulty": 0.5, "delta": 0.0, "rows": {v: row for v in done}})
+        )
     cr.sweeps_report(tmp_path)
     text = (tmp_path / "sweeps.md").read_text()
     assert "## delta at 50% injected: seeds [0] of 0-2" in text and "| -2 | 50.0 |" in text

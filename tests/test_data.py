@@ -1,4 +1,5 @@
 """data.py on generated files: decoding, augmentation, spectrograms, layouts, faulty positives, scan."""
+
 import io
 import os
 import shutil
@@ -8,28 +9,15 @@ import pytest
 import torch
 
 import data
+from conftest import RATE, clicks, counter_frames
 from media import decode, manifest, preload
 from tools import synthetic
-from conftest import RATE, clicks, counter_frames
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("clips")
-    out = {}
-    out["25fps"] = d / "c25.mp4"
-    synthetic.write_mp4(out["25fps"], counter_frames(3.0, 25), clicks(3.0, (0.5, 1.5, 2.5)), 25, RATE)
-    out["10fps"] = d / "c10.mp4"
-    synthetic.write_mp4(out["10fps"], counter_frames(3.0, 10), clicks(3.0, (1.0,)), 10, RATE)
-    for k in range(6):  # a pool of 6 silent files: each injected instance needs one of its own
-        out["silent_pool"] = d / "pool" / f"silent{k}.mp4"
-        out["silent_pool"].parent.mkdir(exist_ok=True)
-        synthetic.write_mp4(out["silent_pool"], None, np.zeros(RATE * 4, np.float32), 25, RATE)
-    return out
 
 
 @pytest.mark.parametrize("fps,start", [(25, 0.4), (25, 1.73), (10, 0.4), (10, 2.0)])
 def test_frames_map_to_16_fps_by_timestamp(files, fps, start):
     import av
+
     with av.open(str(files[f"{fps}fps"])) as c:
         frames = decode.decode_frames(c, start, 8, 16)
     assert frames.shape == (8, 32, 32, 3) and frames.dtype == torch.uint8
@@ -43,6 +31,7 @@ def test_frames_map_to_16_fps_by_timestamp(files, fps, start):
 @pytest.mark.parametrize("start", [0.0, 1.0, 1.3, 2.0])
 def test_audio_is_aligned_after_seeking(files, start):
     import av
+
     with av.open(str(files["25fps"])) as c:
         wav = decode.decode_audio(c, start, 1.0, 11025).numpy()
     assert wav.shape == (11025,)
@@ -96,14 +85,21 @@ def test_layouts(tmp_path, files):
     (hmdb / "splits/run_test_split1.txt").write_text("r1.avi 1\nr2.avi 2\n")
     (hmdb / "splits/sit_test_split1.txt").write_text("s1.avi 2\ns2.avi 0\n")
     recs, classes = manifest.load_records("hmdb51", hmdb, "test", annotations=hmdb / "splits")
-    assert classes == ["run", "sit"] and [(os.path.basename(r.path), r.label) for r in recs] == [("r2.avi", 0), ("s1.avi", 1)]
+    assert classes == ["run", "sit"] and [(os.path.basename(r.path), r.label) for r in recs] == [
+        ("r2.avi", 0),
+        ("s1.avi", 1),
+    ]
     # Kinetics, folders and CSV
     kin = tmp_path / "kin"
-    _tree(kin, ["train/drums/x_000001_000011.mp4", "train/harp/y_000000_000010.mp4", "val/harp/z_000002_000012.mp4"], src)
+    _tree(
+        kin, ["train/drums/x_000001_000011.mp4", "train/harp/y_000000_000010.mp4", "val/harp/z_000002_000012.mp4"], src
+    )
     recs, classes = manifest.load_records("kinetics", kin, "train")
     assert classes == ["drums", "harp"] and len(recs) == 2
-    (kin / "k.csv").write_text("label,youtube_id,time_start,time_end,split\nharp,z,2,12,validate\n"
-                               "harp,missing,0,10,validate\ndrums,x,1,11,train\n")
+    (kin / "k.csv").write_text(
+        "label,youtube_id,time_start,time_end,split\nharp,z,2,12,validate\n"
+        "harp,missing,0,10,validate\ndrums,x,1,11,train\n"
+    )
     recs, classes = manifest.load_records("kinetics", kin, "val", annotations=kin / "k.csv")
     assert classes == ["harp"] and [os.path.basename(r.path) for r in recs] == ["z_000002_000012.mp4"]
     # plain folder with split lists; '_' folders are not classes
@@ -129,8 +125,10 @@ def _dataset_files(tmp_path, files, n=10):
 def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     recs = _dataset_files(tmp_path, files)
     pool = manifest.audio_pool(files["silent_pool"].parent)
-    make = lambda seed, p=0.3: data.AVDataset(recs, train=True, faulty_fraction=p, faulty_source="pool", pool=pool,
-                                              seed=seed)
+
+    def make(seed, p=0.3):
+        return data.AVDataset(recs, train=True, faulty_fraction=p, faulty_source="pool", pool=pool, seed=seed)
+
     a, b, c = make(0), make(0), make(1)
     assert int(a.injected.sum()) == 3 and torch.equal(a.injected, b.injected)
     assert not torch.equal(a.injected, c.injected)
@@ -195,11 +193,12 @@ def make_bad_folder(root, files):
     shutil.copy(files["25fps"], good)
     frames, wav = counter_frames(3.0, 25), clicks(3.0, ())
     synthetic.write_mp4(root / "noaudio.mp4", frames, None, 25, RATE)
-    synthetic.write_mp4(root / "short.mp4", frames[:10], wav[:RATE // 4], 25, RATE)
+    synthetic.write_mp4(root / "short.mp4", frames[:10], wav[: RATE // 4], 25, RATE)
     (root / "empty.mp4").write_bytes(b"")
     (root / "random.mp4").write_bytes(np.random.default_rng(0).bytes(20000))
     # moov atom first (faststart), so a cut file still opens but loses its second half
     import av
+
     with av.open(str(root / "full.mp4"), "w", options={"movflags": "faststart"}) as c:
         vs = c.add_stream("libx264", rate=25, options={"preset": "ultrafast"})
         vs.width = vs.height = 32
@@ -213,7 +212,7 @@ def make_bad_folder(root, files):
         c.mux(aus.encode(frame))
         c.mux(aus.encode())
     blob = (root / "full.mp4").read_bytes()
-    (root / "truncated.mp4").write_bytes(blob[:len(blob) // 2])
+    (root / "truncated.mp4").write_bytes(blob[: len(blob) // 2])
     (root / "full.mp4").unlink()
     return root
 
@@ -327,6 +326,7 @@ def test_a_seeded_item_is_what_its_seed_alone_draws_and_leaves_the_global_stream
 def _write_mpeg_ps(path, seconds=3.0, fps=25):
     """A real MPEG-PS file (.mpg): MPEG-1 video and MP2 audio, as old archives hold."""
     import av
+
     with av.open(str(path), "w", format="mpeg") as c:
         vs = c.add_stream("mpeg1video", rate=fps)
         vs.width = vs.height = 32
@@ -338,7 +338,7 @@ def _write_mpeg_ps(path, seconds=3.0, fps=25):
         c.mux(vs.encode())
         wav = np.zeros((1, int(44100 * seconds)), np.int16)
         for k in range(0, wav.shape[1], 1152):
-            frame = av.AudioFrame.from_ndarray(wav[:, k:k + 1152], format="s16", layout="mono")
+            frame = av.AudioFrame.from_ndarray(wav[:, k : k + 1152], format="s16", layout="mono")
             frame.sample_rate, frame.pts = 44100, k
             c.mux(aus.encode(frame))
         c.mux(aus.encode())
@@ -359,6 +359,7 @@ def test_every_common_container_is_used_and_other_media_are_named_once(tmp_path,
     assert "notes.txt" not in text
     err = io.StringIO()
     import contextlib
+
     with contextlib.redirect_stderr(err):  # listing both splits names each unsupported file once at most
         manifest.list_split("folder", root, "train")
         manifest.list_split("folder", root, "test")
@@ -369,12 +370,15 @@ def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, file
     """The injection draw and the loader's shuffle must be independent: when both were seeded with
     `seed`, epoch 0 visited every injected video first, in batches of faulty positives only."""
     import types
+
     import train
+
     recs = _dataset_files(tmp_path, files) * 20  # 200 instances; nothing is decoded here
     for seed in range(3):
         ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="train", seed=seed)
-        sampler, _ = train.make_loader(types.SimpleNamespace(batch_size=20, seed=seed, workers=0, pin_workers="off"), ds, 0, 1,
-                                       torch.device("cpu"))
+        sampler, _ = train.make_loader(
+            types.SimpleNamespace(batch_size=20, seed=seed, workers=0, pin_workers="off"), ds, 0, 1, torch.device("cpu")
+        )
         for epoch in range(3):
             sampler.set_epoch(epoch)
             order = torch.tensor([i for i, _ in sampler])  # (200,) the epoch's visiting order
@@ -392,6 +396,7 @@ def test_training_evaluation_and_preload_decode_and_convert_with_one_thread(tmp_
         def spy(container, *a, _real=real, **k):
             seen.extend(s.codec_context.thread_count for s in container.streams if s.type in ("video", "audio"))
             return _real(container, *a, **k)
+
         monkeypatch.setattr(decode, name, spy)
     recs = _dataset_files(tmp_path, files, n=4)
     pool = manifest.audio_pool(files["silent_pool"].parent)

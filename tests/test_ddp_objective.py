@@ -1,5 +1,6 @@
 """Eq. (17) under DDP is the global batch's: two gloo processes whose sums of weights differ get, after
 DDP's gradient averaging, the single-process gradient of the whole batch (weighted, oracle, robust)."""
+
 import os
 import tempfile
 
@@ -24,13 +25,13 @@ def problem(variant):
     encoder = torch.nn.Linear(D_IN, 2 * D, bias=False)
     with torch.no_grad():
         encoder.weight.copy_(torch.randn(2 * D, D_IN, generator=g))
-    x = torch.randn(B, D_IN, generator=g)                                # (B, D_IN)
-    vbar = F.normalize(torch.randn(B, 1 + K, D, generator=g), dim=-1)    # (B, 1+K, D)
-    abar = F.normalize(torch.randn(B, 1 + K, D, generator=g), dim=-1)    # (B, 1+K, D)
+    x = torch.randn(B, D_IN, generator=g)  # (B, D_IN)
+    vbar = F.normalize(torch.randn(B, 1 + K, D, generator=g), dim=-1)  # (B, 1+K, D)
+    abar = F.normalize(torch.randn(B, 1 + K, D, generator=g), dim=-1)  # (B, 1+K, D)
     if variant == "oracle":
-        weights = torch.tensor([0., 0., 0., 1., 1., 1., 1., 1.])  # sums 1 and 4
+        weights = torch.tensor([0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])  # sums 1 and 4
     else:  # eq. (6) from scores that are low on the first half
-        scores = torch.tensor([-.6, -.5, -.4, .2, .5, .6, .7, .8])
+        scores = torch.tensor([-0.6, -0.5, -0.4, 0.2, 0.5, 0.6, 0.7, 0.8])
         weights = sample_weights(scores, scores.mean(), scores.std(), delta=0.0)  # (B,)
     targets = soft_targets(vbar, abar, "ccp", lam=0.5) if variant == "robust" else None
     return encoder, x, vbar, abar, weights, targets
@@ -65,7 +66,10 @@ def worker(rank, init_file, results):
             loss = loss_of(model, *rank_half(rank, x, vbar, abar, weights, targets))
             loss.backward()
             # what normalising per rank gives after DDP's average: mean over ranks of sum_r w L / sum_r w
-            plain, x_r, vbar_r, abar_r, w_r, t_r = problem(variant)[0], *rank_half(rank, x, vbar, abar, weights, targets)
+            plain, x_r, vbar_r, abar_r, w_r, t_r = (
+                problem(variant)[0],
+                *rank_half(rank, x, vbar, abar, weights, targets),
+            )
             out = plain(x_r)  # (B/2, 2D)
             v, a = F.normalize(out[:, :D], dim=1), F.normalize(out[:, D:], dim=1)  # (B/2, D) each
             per_sample = robust_xid_loss(v, a, vbar_r, abar_r, None, t_r)[1]  # (B/2,)

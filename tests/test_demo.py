@@ -1,5 +1,6 @@
 """The demo and the generator never write into a user's folder; the demo's tables report paired
 differences with confidence intervals."""
+
 import argparse
 
 import pytest
@@ -15,7 +16,9 @@ def test_the_generator_refuses_a_folder_it_did_not_make(tmp_path):
     with pytest.raises(FileExistsError, match="not made by synthetic.py"):
         synthetic.generate(user, classes=1, train_per_class=1, test_per_class=1, pool=0, size=32, seconds=(2.2, 2.2))
     assert (user / "train.txt").read_text() == "cats/1.mp4\n" and sorted(p.name for p in user.iterdir()) == [
-        "cats", "train.txt"]
+        "cats",
+        "train.txt",
+    ]
 
 
 def test_the_demo_uses_a_user_folder_as_it_is_and_regenerates_only_its_own(tmp_path, capsys, monkeypatch):
@@ -43,7 +46,9 @@ def test_the_demo_uses_a_user_folder_as_it_is_and_regenerates_only_its_own(tmp_p
 
 
 def test_paired_differences_come_with_a_confidence_interval():
-    rows = lambda a, b: {0.5: {"xid": {"R@1": a, "AUROC": None}, "weighted": {"R@1": b, "AUROC": None}}}
+    def rows(a, b):
+        return {0.5: {"xid": {"R@1": a, "AUROC": None}, "weighted": {"R@1": b, "AUROC": None}}}
+
     results = [rows(0.20, 0.25), rows(0.30, 0.33), rows(0.10, 0.16)]
     text = demo.tables(results, 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
     assert "| xID | ✗ | 20.0 ± 8.2 | - |" in text and "over 3 seeds" in text
@@ -65,13 +70,45 @@ def test_the_table_shows_the_soft_targets_column_only_when_a_method_uses_them():
 def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
     """The whole demo at toy size: two noise levels, two seeds, three methods; make test-all."""
     import json
+
     data = tmp_path / "synth"
-    synthetic.generate(data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32,
-                       seconds=(2.2, 2.6))
-    argv = ["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res"),
-            "--figure", "noisy", "--seeds", "0", "1", "--faulty", "0", "0.5", "--warmup-epochs", "1",
-            "--epochs", "1", "--trials", "2", "--workers", "0", "--frames", "4", "--size", "32",
-            "--batch-size", "8", "--num-negatives", "15", "--width", "0.125"]
+    synthetic.generate(
+        data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32, seconds=(2.2, 2.6)
+    )
+    argv = [
+        "--data",
+        str(data),
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(tmp_path / "res"),
+        "--figure",
+        "noisy",
+        "--seeds",
+        "0",
+        "1",
+        "--faulty",
+        "0",
+        "0.5",
+        "--warmup-epochs",
+        "1",
+        "--epochs",
+        "1",
+        "--trials",
+        "2",
+        "--workers",
+        "0",
+        "--frames",
+        "4",
+        "--size",
+        "32",
+        "--batch-size",
+        "8",
+        "--num-negatives",
+        "15",
+        "--width",
+        "0.125",
+    ]
     demo.main(argv)
     text = (tmp_path / "res" / "noisy.md").read_text()
     assert "## 50% injected faulty positives" in text and "| Oracle-xID |" in text and "Δ R@1" in text
@@ -89,13 +126,58 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, c
     """--jobs 2: two (seed, level) settings in two processes at once, one table over both seeds, and
     the time split over both processes' phases."""
     import json
+
     data = tmp_path / "synth"
-    synthetic.generate(data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32,
-                       seconds=(2.2, 2.6), workers=1)
-    demo.main(["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res"),
-               "--methods", "xid", "oracle", "--seeds", "0", "1", "--faulty", "0.5", "--jobs", "2",
-               "--warmup-epochs", "1", "--epochs", "1", "--trials", "2", "--workers", "1", "--no-figures",
-               "--frames", "4", "--size", "32", "--batch-size", "8", "--num-negatives", "15", "--width", "0.125"])
+    synthetic.generate(
+        data,
+        classes=2,
+        train_per_class=8,
+        test_per_class=2,
+        pool=0,
+        faulty=0.25,
+        size=32,
+        seconds=(2.2, 2.6),
+        workers=1,
+    )
+    demo.main(
+        [
+            "--data",
+            str(data),
+            "--runs",
+            str(tmp_path / "runs"),
+            "--results",
+            str(tmp_path / "res"),
+            "--methods",
+            "xid",
+            "oracle",
+            "--seeds",
+            "0",
+            "1",
+            "--faulty",
+            "0.5",
+            "--jobs",
+            "2",
+            "--warmup-epochs",
+            "1",
+            "--epochs",
+            "1",
+            "--trials",
+            "2",
+            "--workers",
+            "1",
+            "--no-figures",
+            "--frames",
+            "4",
+            "--size",
+            "32",
+            "--batch-size",
+            "8",
+            "--num-negatives",
+            "15",
+            "--width",
+            "0.125",
+        ]
+    )
     saved = json.loads((tmp_path / "res" / "demo.json").read_text())
     assert [sorted(r) for r in saved["results"]] == [["0.5"], ["0.5"]]
     files = sorted(p.name for p in (tmp_path / "res" / "demo_settings").iterdir())
@@ -112,9 +194,20 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, c
 def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, monkeypatch):
     """A later checkout (runs/ gone) skips the settings whose small result file was committed."""
     import json
+
     args = argparse.Namespace(
-        data="d", results=str(tmp_path), figure="noisy", warmup_epochs=70, epochs=8, finetune_epochs=0,
-        trials=50, train_args=[], methods=["xid", "oracle"], runs=str(tmp_path / "runs"), workers=0)
+        data="d",
+        results=str(tmp_path),
+        figure="noisy",
+        warmup_epochs=70,
+        epochs=8,
+        finetune_epochs=0,
+        trials=50,
+        train_args=[],
+        methods=["xid", "oracle"],
+        runs=str(tmp_path / "runs"),
+        workers=0,
+    )
     done = demo.setting_file(args, 1, 0.25)
     assert done == tmp_path / "noisy_settings" / "seed1_faulty25.json"
     done.parent.mkdir()
@@ -129,6 +222,7 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
 
     def ran(*a, **k):
         raise Ran
+
     monkeypatch.setattr(demo, "warm_up", ran)
     args.epochs = 9  # other settings: the file is not used
     with pytest.raises(Ran):
@@ -139,8 +233,9 @@ def test_setting_key_holds_the_injection_only_when_something_is_injected(tmp_pat
     """The injection-draw fix and the move to held-out sounds change what is injected at 25-75%, so
     those settings must be rerun; at 0% nothing is drawn, so a 0% setting saved before is still the
     same run. Another pool of sounds is another setting too."""
-    args = argparse.Namespace(data=str(tmp_path), warmup_epochs=75, epochs=8, finetune_epochs=0, trials=50,
-                              train_args=[])
+    args = argparse.Namespace(
+        data=str(tmp_path), warmup_epochs=75, epochs=8, finetune_epochs=0, trials=50, train_args=[]
+    )
     (tmp_path / "_heldout").mkdir()
     (tmp_path / "_heldout" / "a.mp4").write_bytes(b"x")
     before = {0.0: demo.setting_key(args, 0.0), 0.5: demo.setting_key(args, 0.5)}
@@ -158,6 +253,7 @@ def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
     """Seeds 20 points apart, a method always 2 points above the baseline: the paired differences are
     exactly 2 with a zero-width interval, while the per-method means' intervals are wide."""
     from analysis import figures
+
     base = {0.0: [0.9, 0.7, 0.8], 0.5: [0.5, 0.3, 0.4]}
     curves = {"xID": base, "Weighted-xID": {lv: [v + 0.02 for v in vs] for lv, vs in base.items()}}
     diffs = figures.paired_differences(curves, "xID")
@@ -173,34 +269,44 @@ def test_the_main_job_prints_its_table_beside_the_reference():
     import argparse
 
     from experiments import demo
+
     row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
     mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
     reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
     args = argparse.Namespace(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
     text = demo.compare(mine, reference, args)
     assert "| xID | 30.0 / 28.0 (+2.0) |" in text and "| Weighted-xID | 35.0 / 30.0 (+5.0) |" in text
-    assert "the reference has no such setting" in demo.compare(mine, reference, argparse.Namespace(
-        faulty=[0.25], methods=["xid"], compare="x"))
+    assert "the reference has no such setting" in demo.compare(
+        mine, reference, argparse.Namespace(faulty=[0.25], methods=["xid"], compare="x")
+    )
 
 
 def test_make_demo_writes_outside_the_tracked_tree():
     from pathlib import Path
+
     text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
-    line = next(l for l in text.splitlines() if "experiments.demo" in l and "$(PY)" in l)
+    line = next(x for x in text.splitlines() if "experiments.demo" in x and "$(PY)" in x)
     assert "--runs runs/" in line and "--results runs/" in line and "--compare results/demo.json" in line
 
 
 def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_rest(tmp_path):
     from experiments import demo
-    for name, times in (("a", {"warm-up": 120.0, "branch xid": 30.0, "evaluation": 12.0}),
-                        ("b", {"warm-up": 60.0, "evaluation": 6.0})):
+
+    for name, times in (
+        ("a", {"warm-up": 120.0, "branch xid": 30.0, "evaluation": 12.0}),
+        ("b", {"warm-up": 60.0, "evaluation": 6.0}),
+    ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "time_split.json").write_text(__import__("json").dumps(times))
     text = demo.time_split(30.0, [tmp_path / "a", tmp_path / "b"], 300.0)
-    assert text.startswith("Time split: data generation 0.5 min, warm-up 3.0 min, branch xid 0.5 min, evaluation 0.3 min")
+    assert text.startswith(
+        "Time split: data generation 0.5 min, warm-up 3.0 min, branch xid 0.5 min, evaluation 0.3 min"
+    )
     assert "other (start-up, tables, figures) 0.7 min; 5.0 min in all, on " in text
-    assert text.endswith(f"{demo.torch.backends.cpu.get_cpu_capability()}, {demo.torch.get_num_threads()} threads.") \
-        or "AMX" in text  # the CPU kind: the demo's minutes depend on it
+    assert (
+        text.endswith(f"{demo.torch.backends.cpu.get_cpu_capability()}, {demo.torch.get_num_threads()} threads.")
+        or "AMX" in text
+    )  # the CPU kind: the demo's minutes depend on it
     split = {}
     with demo.timed(split, "x"):
         pass
@@ -211,17 +317,22 @@ def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_r
 
 def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_path, monkeypatch):
     import evaluate
+
     seen = {}
     monkeypatch.setattr(demo.train, "main", lambda cfg: None)  # no training: only what evaluation is asked
 
     def fake_evaluate(ckpt, tasks, finetune_args=None, **kwargs):
         seen.update(tasks=tasks, finetune_args=finetune_args)
-        return {"retrieval": {"R@1": 0.5, "R@5": 0.8, "protocol": {}}, "fewshot": {"1-shot": [0.3], "5-shot": [0.4],
-                "protocol": {}}, "weights": {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8},
-                "soft_targets_same_class": {}, "finetune": {"test_acc": 0.9}}
+        return {
+            "retrieval": {"R@1": 0.5, "R@5": 0.8, "protocol": {}},
+            "fewshot": {"1-shot": [0.3], "5-shot": [0.4], "protocol": {}},
+            "weights": {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8},
+            "soft_targets_same_class": {},
+            "finetune": {"test_acc": 0.9},
+        }
+
     monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
-    args = argparse.Namespace(epochs=2, finetune_epochs=7, trials=5, workers=0, figures=False, data="d",
-                              train_args=[])
+    args = argparse.Namespace(epochs=2, finetune_epochs=7, trials=5, workers=0, figures=False, data="d", train_args=[])
     common = ["--preset", "demo", "--data", "d"]
     row = demo.run_branch(args, tmp_path, common, "xid", ["--loss", "xid"])
     assert "finetune" in seen["tasks"] and row["fine-tune"] == 0.9
@@ -234,6 +345,7 @@ def test_delta_follows_the_injected_share_and_is_fixed_at_zero():
     that share of normal scores lies below mu + delta sigma; at 0% the rule has no midpoint, so the
     fixed DELTA_AT_ZERO is used instead of -inf."""
     from statistics import NormalDist
+
     assert demo.paper_delta(0.5) == 0.0
     assert abs(NormalDist().cdf(demo.paper_delta(0.25)) - 0.25) < 1e-9
     assert demo.paper_delta(0.75) > 0 > demo.paper_delta(0.25)

@@ -1,4 +1,5 @@
 """analysis/diagnostics.py on banks with planted structure: each measure finds what was planted, and only that."""
+
 import torch
 import torch.nn.functional as F
 
@@ -45,6 +46,7 @@ def test_own_audio_counts_clean_instances_only_and_a_large_bank_is_subsampled():
 
 def test_bank_report_reads_the_valid_slots_only():
     from memory_bank import MemoryBank
+
     video, labels, _ = clustered(n=30)
     bank = MemoryBank(30, dim=16)
     bank.video.copy_(video), bank.audio.copy_(video)

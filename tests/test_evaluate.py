@@ -1,4 +1,5 @@
 """evaluate.py on hand-made inputs with known answers: the paper's protocols, and no leaks."""
+
 import numpy as np
 import pytest
 import torch
@@ -6,26 +7,32 @@ import torch.nn.functional as F
 
 import evaluate
 from analysis import fewshot
-from media import manifest
-from tools import synthetic
 from config import Config, parse_config
+from media import manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
+from tools import synthetic
 
 
 def test_recall_at_k_is_exact_on_hand_made_features():
-    gallery = torch.eye(4)                      # four gallery videos along the axes
+    gallery = torch.eye(4)  # four gallery videos along the axes
     gallery_labels = torch.tensor([0, 1, 2, 2])
-    query = torch.tensor([[1.0, 0.1, 0, 0],     # nearest: g0 (label 0), then g1
-                          [0.1, 1.0, 0.5, 0],   # nearest: g1 (label 1) ... but its label is 2
-                          [0, 0, 0.2, 1.0]])    # nearest: g3 (label 2)
+    query = torch.tensor(
+        [
+            [1.0, 0.1, 0, 0],  # nearest: g0 (label 0), then g1
+            [0.1, 1.0, 0.5, 0],  # nearest: g1 (label 1) ... but its label is 2
+            [0, 0, 0.2, 1.0],
+        ]
+    )  # nearest: g3 (label 2)
     query_labels = torch.tensor([0, 2, 2])
-    recall, nearest = evaluate.recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 2, 3),
-                                           device=torch.device("cpu"))
+    recall, nearest = evaluate.recall_at_k(
+        query, query_labels, gallery, gallery_labels, ks=(1, 2, 3), device=torch.device("cpu")
+    )
     assert recall == {1: pytest.approx(2 / 3), 2: pytest.approx(1.0), 3: pytest.approx(1.0)}
     assert nearest[:, 0].tolist() == [0, 1, 3]
-    recall, _ = evaluate.recall_at_k(query, torch.tensor([3, 3, 3]), gallery, gallery_labels, ks=(1, 20),
-                                     device=torch.device("cpu"))
+    recall, _ = evaluate.recall_at_k(
+        query, torch.tensor([3, 3, 3]), gallery, gallery_labels, ks=(1, 20), device=torch.device("cpu")
+    )
     assert recall == {1: 0.0, 20: 0.0}  # k larger than the gallery is fine
 
 
@@ -33,17 +40,20 @@ def test_retrieval_ranks_by_euclidean_distance_not_cosine():
     """Fig. 11: Euclidean distance. Here the two disagree: g0 points the query's way but is far."""
     gallery = torch.tensor([[10.0, 0.0], [1.0, 0.5]])
     query = torch.tensor([[1.0, 0.0]])
-    _, nearest = evaluate.recall_at_k(query, torch.tensor([1]), gallery, torch.tensor([0, 1]), ks=(1,),
-                                      device=torch.device("cpu"))
+    _, nearest = evaluate.recall_at_k(
+        query, torch.tensor([1]), gallery, torch.tensor([0, 1]), ks=(1,), device=torch.device("cpu")
+    )
     assert nearest[0, 0] == 1  # cosine would pick g0 (cos 1.0 against 0.89)
 
 
 def test_few_shot_separable_features_are_perfect_and_random_labels_are_not():
     g = torch.Generator().manual_seed(0)
     centres = torch.randn(5, 32, generator=g) * 5
+
     def make(n):
         y = torch.arange(5).repeat_interleave(n)
         return centres[y] + torch.randn(len(y), 32, generator=g), y
+
     (xtr, ytr), (xte, yte) = make(20), make(10)
     res = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=5)
     assert res[1][0] == pytest.approx(1.0) and res[5] == (pytest.approx(1.0), pytest.approx(0.0))
@@ -55,11 +65,18 @@ def test_few_shot_uses_raw_features_unless_asked():
     """The paper's SVM sees the raw features. One dimension carries the class at a tiny scale and
     another is large noise: C=1 on raw features cannot use the tiny one; standardising can."""
     g = torch.Generator().manual_seed(1)
+
     def make(n):
         y = torch.arange(2).repeat_interleave(n)
-        x = torch.stack([1e-3 * (2 * y - 1).float() + 1e-5 * torch.randn(len(y), generator=g),
-                         100 * torch.randn(len(y), generator=g)], 1)
+        x = torch.stack(
+            [
+                1e-3 * (2 * y - 1).float() + 1e-5 * torch.randn(len(y), generator=g),
+                100 * torch.randn(len(y), generator=g),
+            ],
+            1,
+        )
         return x, y
+
     (xtr, ytr), (xte, yte) = make(20), make(50)
     raw = fewshot.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5)[5][0]
     scaled = fewshot.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5, standardise=True)[5][0]
@@ -163,7 +180,9 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
     assert (root / "train.txt").exists() and (root / "test.txt").exists()
     assert not {p for p, _ in items} & {p for p, _ in test_items}
     assert len(test_items) == 2 and {k for _, k in test_items} == {0, 1}  # round(0.2 * 5) = 1 per class
-    assert (root / "test.txt").read_text() == manifest.folder_split(tmp_path / "ds", items + test_items)["test"].read_text()
+    assert (root / "test.txt").read_text() == manifest.folder_split(tmp_path / "ds", items + test_items)[
+        "test"
+    ].read_text()
     # retrieval on the split: the queries are not in the gallery, so R@1 is not trivially 100%
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--no-preload"])
     tr, te = evaluate.eval_set(cfg, "train")[0], evaluate.eval_set(cfg, "test")[0]
@@ -182,18 +201,28 @@ def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_nami
     """No compatibility code for old formats: an older train.py's checkpoint is refused with a message
     that names the file and says what to do; so is one with a setting this version does not know."""
     from dataclasses import asdict
-    from persistence import checkpoint
+
     from model import AVModel
+    from persistence import checkpoint
+
     cfg = Config(video_depth=9, width=0.125)
-    state = {"model": AVModel(video_depth=9, width=0.125).state_dict(), "bank": MemoryBank(20, seed=0).state_dict(),
-             "config": asdict(cfg), "model_args": {"video_depth": 9, "width": 0.125}, "instances": None, "epoch": 3}
+    state = {
+        "model": AVModel(video_depth=9, width=0.125).state_dict(),
+        "bank": MemoryBank(20, seed=0).state_dict(),
+        "config": asdict(cfg),
+        "model_args": {"video_depth": 9, "width": 0.125},
+        "instances": None,
+        "epoch": 3,
+    }
     torch.save({**state, "format": 2}, tmp_path / "old.pt")
     with pytest.raises(checkpoint.CheckpointError, match=f"{tmp_path / 'old.pt'} has format 2.*retrain it"):
         checkpoint.load_pretrained(tmp_path / "old.pt")
     torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ok.pt")
     assert checkpoint.load_pretrained(tmp_path / "ok.pt")[2].num_items == 20
-    torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT, "config": {**asdict(cfg), "retired_option": 1}},
-               tmp_path / "bad.pt")
+    torch.save(
+        {**state, "format": checkpoint.CHECKPOINT_FORMAT, "config": {**asdict(cfg), "retired_option": 1}},
+        tmp_path / "bad.pt",
+    )
     with pytest.raises(ValueError, match="unknown settings \\['retired_option'\\]"):
         checkpoint.load_pretrained(tmp_path / "bad.pt")
 
@@ -222,6 +251,7 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_in_a_log(monkeypatch, caps
     class Terminal(io.StringIO):
         def isatty(self):
             return True
+
     for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
         monkeypatch.setattr("sys.stderr", stream)
         evaluate.say("fine-tune epoch 1/3: loss 2.3000, train accuracy 0.100")

@@ -1,8 +1,7 @@
 """The exercises' checker (exercises/check.py): the reference solutions pass, the untouched student file
 says what is left, and a wrong piece is caught with a message that says how it differs."""
-import types
 
-import torch
+import types
 
 from exercises import check, solutions
 
@@ -21,7 +20,9 @@ def test_the_untouched_student_file_says_each_exercise_is_not_done():
 
 def test_a_wrong_piece_is_caught_and_the_message_says_how_it_differs(monkeypatch):
     wrong = types.ModuleType("wrong")
-    wrong.sample_weights = lambda s, mu, sigma, delta, kappa, w_min: solutions.sample_weights(s, mu, sigma, delta, kappa, 0.25)
+    wrong.sample_weights = lambda s, mu, sigma, delta, kappa, w_min: solutions.sample_weights(
+        s, mu, sigma, delta, kappa, 0.25
+    )
     wrong.ccp_targets = lambda vbar, abar, lam, tau_s, tau_t: solutions.ccp_targets(vbar, abar, 1 - lam, tau_s, tau_t)
     wrong.ema_update = lambda m, idx, f, momentum: solutions.ema_update(m, idx, f, 1 - momentum)
     wrong.xid_video_gradient = lambda v, abar, tau: solutions.xid_video_gradient(v, abar, tau)[:, :-1]
@@ -35,6 +36,7 @@ def test_a_wrong_piece_is_caught_and_the_message_says_how_it_differs(monkeypatch
 
 def test_unknown_exercise_names_fail_loudly(capsys):
     import pytest
+
     with pytest.raises(SystemExit):
         check.main(["softmax"])
     assert "unknown exercise 'softmax'" in capsys.readouterr().err

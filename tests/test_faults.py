@@ -1,6 +1,7 @@
 """Faults while training, each made real: a full disk at the checkpoint write, no permission, a
 truncated checkpoint, a kill between the checkpoint and its log line. Nothing is lost or counted
 twice, and every message names the file."""
+
 import json
 import os
 import subprocess
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from persistence import checkpoint
-from test_train import ROOT, log, run, tiny_data  # noqa: F401 - tiny_data is a fixture
+from test_train import ROOT, log, run
 
 STATE = {"config": {}, "model": {}}
 
@@ -28,19 +29,22 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(mnt)], check=True)
 
 
-def test_a_full_disk_names_the_file_and_the_free_space_and_keeps_the_last_good_checkpoint(small_disk, tmp_path,
-                                                                                        monkeypatch):
+def test_a_full_disk_names_the_file_and_the_free_space_and_keeps_the_last_good_checkpoint(
+    small_disk, tmp_path, monkeypatch
+):
     folder = small_disk or tmp_path
     ckpt = folder / "ckpt.pt"
     checkpoint.save_checkpoint(ckpt, **STATE, epoch=0, weights=torch.zeros(1000))  # 4 kB: fits
     good = ckpt.read_bytes()
     if small_disk is None:  # no tmpfs here: the write fails as a full disk does, with ENOSPC
+
         def full(obj, f):
             f.write(b"x" * 100)
             raise OSError(28, "No space left on device")
+
         monkeypatch.setattr(checkpoint.torch, "save", full)
     with pytest.raises(checkpoint.CheckpointError) as err:
-        checkpoint.save_checkpoint(ckpt, **STATE, epoch=1, weights=torch.zeros(2 ** 20))  # 4 MiB: does not
+        checkpoint.save_checkpoint(ckpt, **STATE, epoch=1, weights=torch.zeros(2**20))  # 4 MiB: does not
     message = str(err.value)
     assert str(ckpt) in message and "the disk is full" in message and "MiB free" in message
     assert ckpt.read_bytes() == good and checkpoint.load_checkpoint(ckpt)["epoch"] == 0
@@ -67,26 +71,27 @@ def test_a_folder_that_cannot_be_written_is_named(tmp_path):
     assert str(folder / "ckpt.pt") in str(err.value) and not any(folder.iterdir())
 
 
-def test_a_truncated_checkpoint_is_moved_aside_and_the_previous_one_resumes(tiny_data, tmp_path):  # noqa: F811
+def test_a_truncated_checkpoint_is_moved_aside_and_the_previous_one_resumes(tiny_data, tmp_path):
     run(tiny_data, tmp_path, "--warmup-epochs", "3", "--epochs", "0")
     ckpt = tmp_path / "ckpt.pt"
     assert checkpoint.load_checkpoint(checkpoint.previous(ckpt))["epoch"] == 1  # the one before is kept
     data = ckpt.read_bytes()
-    ckpt.write_bytes(data[:len(data) // 2])
+    ckpt.write_bytes(data[: len(data) // 2])
     # evaluation says what is wrong, with no traceback
-    ev = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "retrieval", str(ckpt)], cwd=ROOT,
-                        capture_output=True, text=True)
+    ev = subprocess.run(
+        [sys.executable, str(ROOT / "evaluate.py"), "retrieval", str(ckpt)], cwd=ROOT, capture_output=True, text=True
+    )
     assert ev.returncode != 0 and f"the checkpoint {ckpt} cannot be read" in ev.stderr
     assert "Traceback" not in ev.stderr
     # training names it, moves it aside and goes on from epoch 1's checkpoint
     text = run(tiny_data, tmp_path, "--warmup-epochs", "4", "--epochs", "0", "--allow-config-change")
     assert f"the checkpoint {ckpt} cannot be read" in text and "resuming from the previous checkpoint" in text
-    assert (tmp_path / "ckpt.pt.corrupt").read_bytes() == data[:len(data) // 2]
+    assert (tmp_path / "ckpt.pt.corrupt").read_bytes() == data[: len(data) // 2]
     assert [r["epoch"] for r in log(tmp_path)] == [0, 1, 2, 3]  # epoch 2 again, once
     assert checkpoint.load_checkpoint(ckpt)["epoch"] == 3
 
 
-def test_the_log_holds_each_epoch_once_whichever_side_of_the_checkpoint_a_kill_fell(tiny_data, tmp_path):  # noqa: F811
+def test_the_log_holds_each_epoch_once_whichever_side_of_the_checkpoint_a_kill_fell(tiny_data, tmp_path):
     """The two states a kill can leave: the log line of an epoch whose checkpoint was never written
     (the order before this fix), and a checkpoint whose log line was never written."""
     run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0")
@@ -101,13 +106,14 @@ def test_the_log_holds_each_epoch_once_whichever_side_of_the_checkpoint_a_kill_f
     assert [r["epoch"] for r in log(tmp_path)] == [0, 1, 2, 3]
 
 
-def test_sigterm_mid_epoch_saves_at_the_next_step_and_the_resume_ends_where_an_unstopped_run_does(tiny_data,  # noqa: F811
-                                                                                                   tmp_path):
+def test_sigterm_mid_epoch_saves_at_the_next_step_and_the_resume_ends_where_an_unstopped_run_does(tiny_data, tmp_path):
     """What torchrun, SLURM and the clouds send: the run stops at a step boundary, keeps that step's
     work, and the same command continues in the same data order to the same weights."""
     import signal
     import time
+
     from test_train import assert_same_state, weights
+
     args = ("--warmup-epochs", "2", "--epochs", "1", "--batch-size", "2", "--num-negatives", "7")  # 8 steps an epoch
     run(tiny_data, tmp_path / "whole", *args)
     proc = run(tiny_data, tmp_path / "stopped", *args, wait=False)
@@ -134,14 +140,14 @@ def test_sigterm_mid_epoch_saves_at_the_next_step_and_the_resume_ends_where_an_u
     assert abs(whole[1]["loss"] - resumed[1]["loss"]) < 1e-5  # the stopped epoch's record counts every step once
 
 
-def test_a_file_corrupted_after_the_scan_leaves_the_bank_whole(tiny_data, tmp_path):  # noqa: F811
+def test_a_file_corrupted_after_the_scan_leaves_the_bank_whole(tiny_data, tmp_path):
     """The file decodes at the scan and fails in training: each epoch logs it as skipped, its slot is
     out of the bank (never trained, never a negative), and no other slot is harmed."""
     import shutil
 
-    from media import manifest
     import train
     from config import parse_config
+    from media import manifest
     from memory_bank import MemoryBank
     from test_train import TINY
 
@@ -151,8 +157,25 @@ def test_a_file_corrupted_after_the_scan_leaves_the_bank_whole(tiny_data, tmp_pa
     assert (root / "manifest.csv").exists()
     bad = 5
     Path(records[bad].path).write_bytes(b"\x00" * 4096)  # corrupted after the scan
-    cfg = parse_config(["--preset", "demo", "--data", str(root), "--out", str(tmp_path / "run"), "--no-preload",
-                        "--warmup-epochs", "2", "--epochs", "0", "--max-bad-fraction", "0.2"] + TINY + ["--workers", "0"])
+    cfg = parse_config(
+        [
+            "--preset",
+            "demo",
+            "--data",
+            str(root),
+            "--out",
+            str(tmp_path / "run"),
+            "--no-preload",
+            "--warmup-epochs",
+            "2",
+            "--epochs",
+            "0",
+            "--max-bad-fraction",
+            "0.2",
+        ]
+        + TINY
+        + ["--workers", "0"]
+    )
     sampled = []
     original = MemoryBank.sample
     MemoryBank.sample = lambda self, idx, k: sampled.append(original(self, idx, k)) or sampled[-1]
@@ -167,4 +190,4 @@ def test_a_file_corrupted_after_the_scan_leaves_the_bank_whole(tiny_data, tmp_pa
     assert torch.equal(bank.video[bad], fresh.video[bad]) and torch.equal(bank.audio[bad], fresh.audio[bad])
     assert not torch.equal(bank.video[bad + 1], fresh.video[bad + 1])  # the others trained
     torch.testing.assert_close(bank.video.norm(dim=1), torch.ones(len(records)))
-    assert all((c != bad).all() for c in sampled[len(sampled) // 2:])  # epoch 1: never a candidate
+    assert all((c != bad).all() for c in sampled[len(sampled) // 2 :])  # epoch 1: never a candidate

@@ -1,4 +1,5 @@
 """gpu_check.py: harmless without CUDA, and every part of it runs on the CPU at toy sizes."""
+
 import torch
 
 from tools import gpu_check

@@ -1,22 +1,24 @@
 """Faulty positives are injected as the paper does (Sec. 5.2): "a randomly selected audio that is
 not part of the training set". What goes wrong when they are not: the donor effect."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from persistence import checkpoint
-from tools import synthetic
 import train
 from config import parse_config
 from losses import xid_loss
 from memory_bank import MemoryBank
+from persistence import checkpoint
+from tools import synthetic
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    synthetic.generate(out, classes=2, train_per_class=10, test_per_class=3, pool=2, faulty=0.1, size=32,
-                       seconds=(2.2, 2.6), workers=1)
+    synthetic.generate(
+        out, classes=2, train_per_class=10, test_per_class=3, pool=2, faulty=0.1, size=32, seconds=(2.2, 2.6), workers=1
+    )
     return out
 
 
@@ -37,7 +39,9 @@ def test_no_injected_audio_comes_from_a_training_or_test_file(small):
 
 def test_a_pool_that_holds_files_of_either_split_is_refused(small, tmp_path):
     with pytest.raises(SystemExit, match="training or test videos"):  # the whole dataset as the pool
-        train.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-pool", small / "class00_disk_horizontal"))
+        train.build_train_set(
+            config(small, "--faulty-fraction", 0.5, "--faulty-pool", small / "class00_disk_horizontal")
+        )
     with pytest.raises(SystemExit, match=r"does not exist\. Pass --faulty-pool DIR"):
         train.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-pool", tmp_path / "missing"))
     with pytest.raises(ValueError, match=r"holds 2 audio files.*injects 10 of 20"):  # the noise pool is small
@@ -56,7 +60,7 @@ def toy_bank_scores(source, seed, n=256, dim=8, steps=400):
     x = torch.randn(n, dim, generator=g)  # (N, dim) pictures
     mix = torch.randn(dim, dim, generator=g)
     sound = x @ mix + 0.3 * torch.randn(n, dim, generator=g)  # (N, dim) each picture's own sound
-    injected = torch.randperm(n, generator=g)[:n // 2]  # (N/2,)
+    injected = torch.randperm(n, generator=g)[: n // 2]  # (N/2,)
     j = torch.randint(0, n - 1, (len(injected),), generator=g)
     j = j + (j >= injected).long()  # (N/2,) a donor for each, never itself
     heard = sound.clone()  # (N, dim)
@@ -64,7 +68,8 @@ def toy_bank_scores(source, seed, n=256, dim=8, steps=400):
         heard[injected] = sound[j]
     else:
         heard[injected] = torch.randn(len(injected), dim, generator=g) @ mix + 0.3 * torch.randn(
-            len(injected), dim, generator=g)
+            len(injected), dim, generator=g
+        )
     torch.manual_seed(seed)
     f_v, f_a = (torch.nn.Sequential(torch.nn.Linear(dim, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)) for _ in "va")
     opt = torch.optim.Adam([*f_v.parameters(), *f_a.parameters()], lr=3e-3)

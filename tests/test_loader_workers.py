@@ -1,4 +1,5 @@
 """media/loader_workers.py: which cores DataLoader workers are held to, and that a held worker runs one thread."""
+
 import os
 
 import pytest
@@ -32,10 +33,12 @@ class _WhereAmI(torch.utils.data.Dataset):
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity on this OS")
 def test_a_loader_worker_is_held_to_its_core_with_one_thread():
     cores = sorted(os.sched_getaffinity(0))
-    loader = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
-                                         worker_init_fn=loader_workers.worker_init_fn(1, "on"))
+    loader = torch.utils.data.DataLoader(
+        _WhereAmI(), batch_size=None, num_workers=1, worker_init_fn=loader_workers.worker_init_fn(1, "on")
+    )
     for where, threads in loader:
         assert where.tolist() == [cores[-1]] and threads == 1
-    free = torch.utils.data.DataLoader(_WhereAmI(), batch_size=None, num_workers=1,
-                                       worker_init_fn=loader_workers.worker_init_fn(1, "off"))
+    free = torch.utils.data.DataLoader(
+        _WhereAmI(), batch_size=None, num_workers=1, worker_init_fn=loader_workers.worker_init_fn(1, "off")
+    )
     assert next(iter(free))[0].tolist() == cores

@@ -1,10 +1,19 @@
 """Invariants of losses.py: gradients against the paper's analytic forces, limits, target rows."""
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from losses import (SOFT_TARGET_STRATEGIES, robust_xid_loss, VARIANTS, weighted_mean, sample_weights, soft_targets, soft_xid_loss,
-                    xid_loss)
+from losses import (
+    SOFT_TARGET_STRATEGIES,
+    VARIANTS,
+    robust_xid_loss,
+    sample_weights,
+    soft_targets,
+    soft_xid_loss,
+    weighted_mean,
+    xid_loss,
+)
 
 B, K, D = 6, 9, 16
 
@@ -49,8 +58,9 @@ def test_soft_xid_gradient_matches_the_analytic_forces(strategy):
 def test_xid_is_cross_entropy_on_column_zero():
     v, a, vbar, abar, _ = batch()
     tau = 0.1
-    ref = (F.cross_entropy(torch.einsum("bd,bkd->bk", v, abar) / tau, torch.zeros(B, dtype=torch.long), reduction="none")
-           + F.cross_entropy(torch.einsum("bd,bkd->bk", a, vbar) / tau, torch.zeros(B, dtype=torch.long), reduction="none"))
+    ref = F.cross_entropy(
+        torch.einsum("bd,bkd->bk", v, abar) / tau, torch.zeros(B, dtype=torch.long), reduction="none"
+    ) + F.cross_entropy(torch.einsum("bd,bkd->bk", a, vbar) / tau, torch.zeros(B, dtype=torch.long), reduction="none")
     torch.testing.assert_close(xid_loss(v, a, vbar, abar, tau=tau).double(), ref, rtol=1e-5, atol=1e-5)
 
 
@@ -79,7 +89,10 @@ def test_soft_strategies_are_the_paper_posteriors():
     vi, ai = vbar[:, 0], abar[:, 0]
     p_a_given_v = torch.softmax(torch.einsum("bd,bkd->bk", vi, abar) / tau_s, 1).float()  # P(abar_j|vbar_i)
     p_v_given_a = torch.softmax(torch.einsum("bd,bkd->bk", ai, vbar) / tau_s, 1).float()  # P(vbar_j|abar_i)
-    S = lambda strat: soft_targets(vbar, abar, strat, lam=1.0, tau_s=tau_s, tau_t=tau_t)  # lam=1: T = S
+
+    def S(strat):
+        return soft_targets(vbar, abar, strat, lam=1.0, tau_s=tau_s, tau_t=tau_t)  # lam=1: T = S
+
     torch.testing.assert_close(S("bootstrap"), (p_a_given_v, p_v_given_a))
     torch.testing.assert_close(S("swapped"), (p_v_given_a, p_a_given_v))
     self_j = (vbar * abar).sum(2)
@@ -93,8 +106,8 @@ def test_ccp_prefers_negatives_that_correspond_well():
     # Two negatives equally similar to abar_i; the one whose own vbar_j . abar_j is high gets more mass.
     D2 = 4
     e = torch.eye(D2)
-    vbar = torch.stack([e[0], e[1], e[1]])[None]          # (1, 3, D)
-    abar = torch.stack([e[0], e[1], -e[1]])[None]         # candidate 1 corresponds, candidate 2 does not
+    vbar = torch.stack([e[0], e[1], e[1]])[None]  # (1, 3, D)
+    abar = torch.stack([e[0], e[1], -e[1]])[None]  # candidate 1 corresponds, candidate 2 does not
     T_v, _ = soft_targets(vbar, abar, "ccp", lam=1.0)
     assert T_v[0, 1] > 10 * T_v[0, 2]
     T_swap, _ = soft_targets(vbar, abar, "swapped", lam=1.0)
@@ -123,7 +136,7 @@ def test_weights_lie_in_range_and_rise_with_the_score():
     w_mid = sample_weights(torch.tensor([0.3 + 1.5 * 0.2]), mu=0.3, sigma=0.2, delta=1.5)
     torch.testing.assert_close(w_mid, torch.tensor([0.25 + 0.75 * 0.5]))
     # one sigma*sqrt(kappa) above the midpoint is Phi(1) = 0.8413
-    w_up = sample_weights(torch.tensor([0.3 + 0.2 * 0.5 ** 0.5]), mu=0.3, sigma=0.2, delta=0.0, kappa=0.5)
+    w_up = sample_weights(torch.tensor([0.3 + 0.2 * 0.5**0.5]), mu=0.3, sigma=0.2, delta=0.0, kappa=0.5)
     torch.testing.assert_close(w_up, torch.tensor([0.25 + 0.75 * 0.841345]), rtol=1e-5, atol=1e-5)
 
 
@@ -144,14 +157,18 @@ def test_robust_xid_loss_switches_give_the_four_methods_of_table_2():
     T = soft_targets(vbar.detach(), abar.detach(), "ccp")
     xid = xid_loss(v, a, vbar, abar)
     soft = soft_xid_loss(v, a, vbar, abar, *T)
-    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar)[0], xid.mean())                 # xID
+    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar)[0], xid.mean())  # xID
     torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, w)[0], (w * xid).sum() / w.sum())  # Weighted
-    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, None, T)[0], soft.mean())       # Soft
+    torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, None, T)[0], soft.mean())  # Soft
     torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, w, T)[0], (w * soft).sum() / w.sum())  # Robust
     assert not torch.allclose(xid, soft)
     assert {k: (x.weights, x.soft) for k, x in VARIANTS.items()} == {
-        "xid": ("none", False), "weighted": ("scores", False), "oracle": ("oracle", False),
-        "soft": ("none", True), "robust": ("scores", True)}
+        "xid": ("none", False),
+        "weighted": ("scores", False),
+        "oracle": ("oracle", False),
+        "soft": ("none", True),
+        "robust": ("scores", True),
+    }
 
 
 def test_loss_is_float32_under_autocast():
@@ -168,13 +185,16 @@ def test_robust_xid_loss_passes_its_temperature_to_both_losses():
     for tau in (0.03, 0.2):
         torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, tau=tau)[1], xid_loss(v, a, vbar, abar, tau))
         T = soft_targets(vbar, abar, "ccp", lam=0.5)
-        torch.testing.assert_close(robust_xid_loss(v, a, vbar, abar, targets=T, tau=tau)[1],
-                                   soft_xid_loss(v, a, vbar, abar, *T, tau=tau))
+        torch.testing.assert_close(
+            robust_xid_loss(v, a, vbar, abar, targets=T, tau=tau)[1], soft_xid_loss(v, a, vbar, abar, *T, tau=tau)
+        )
 
 
 def test_sample_weights_defaults_are_the_papers_kappa_and_w_min():
     s = torch.linspace(-1, 1, 9)
-    torch.testing.assert_close(sample_weights(s, 0.1, 0.4, 0.3), sample_weights(s, 0.1, 0.4, 0.3, kappa=0.5, w_min=0.25))
+    torch.testing.assert_close(
+        sample_weights(s, 0.1, 0.4, 0.3), sample_weights(s, 0.1, 0.4, 0.3, kappa=0.5, w_min=0.25)
+    )
 
 
 def test_weighted_mean_is_scale_free_for_small_weights_and_keeps_the_losses_dtype():

@@ -1,4 +1,5 @@
 """Invariants of memory_bank.py: sampling never returns the sample as a negative, EMA rule, state round trip."""
+
 import torch
 import torch.nn.functional as F
 
@@ -119,6 +120,7 @@ def test_exclusions_survive_a_state_dict_round_trip():
 
 def test_a_bank_needs_two_items_and_says_so():
     import pytest
+
     with pytest.raises(ValueError, match="num_items=1"):
         MemoryBank(1, dim=4)
     assert MemoryBank(2, dim=4).sample(torch.tensor([0, 1]), 5)[:, 1:].tolist() == [[1] * 5, [0] * 5]

@@ -1,7 +1,7 @@
 """Shapes and basics of model.py for both paper settings."""
+
 import pytest
 import torch
-
 
 from model import AudioEncoder, AVModel, VideoEncoder, count_parameters
 
@@ -37,6 +37,7 @@ def test_video_depth_counts_the_weight_layers_on_the_main_path(depth):
     9 for R(2+1)D-9 (AVID's encoder counts conv layers) and 17 for R(2+1)D-18, whose name counts
     the final classifier too, as ResNet-18's does."""
     from torchvision.models.video.resnet import Conv2Plus1D
+
     enc = VideoEncoder(depth, width=0.125)
     stem = [m for m in enc.stem if isinstance(m, torch.nn.Conv3d)]
     assert [c.kernel_size for c in stem] == [(1, 7, 7), (3, 1, 1)]  # one factorised (2+1)D layer
@@ -59,8 +60,10 @@ def test_avmodel_outputs_unit_vectors_and_backprops_into_both_encoders():
 def test_a_checkpoint_with_the_retired_options_at_their_one_value_still_loads():
     """--head, --lr-ramp and --bank-init served probes that did not go on; a checkpoint that used them at
     the value every run now has reads as before, and one that used the probe's value is refused by name."""
-    from config import Config, config_from_dict
     from dataclasses import asdict
+
+    from config import Config, config_from_dict
+
     saved = asdict(Config()) | {"head": "mlp", "lr_ramp": 0, "bank_init": "random"}
     assert config_from_dict(saved) == Config()
     with pytest.raises(ValueError, match="head"):

@@ -1,13 +1,12 @@
 """prepare.py: the re-encoded copy keeps frames, audio alignment, layout and labels."""
+
 import av
 import numpy as np
 import pytest
 
-import data
-from media import decode, manifest
-from tools import prepare
-from tools import synthetic
 from conftest import RATE, clicks, counter_frames
+from media import decode, manifest
+from tools import prepare, synthetic
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +15,9 @@ def prepared(tmp_path_factory):
     for cls in ("a", "b"):
         (src / cls).mkdir()
     # 25 fps with x264's default keyframe interval, as downloads come; 10 fps repeats frames
-    synthetic.write_mp4(src / "a" / "c25.mp4", counter_frames(3.0, 25, size=48), clicks(3.0, (0.5, 1.5, 2.5)), 25, RATE, gop=250)
+    synthetic.write_mp4(
+        src / "a" / "c25.mp4", counter_frames(3.0, 25, size=48), clicks(3.0, (0.5, 1.5, 2.5)), 25, RATE, gop=250
+    )
     synthetic.write_mp4(src / "b" / "c10.mp4", counter_frames(3.0, 10, size=48), clicks(3.0, (1.0,)), 10, RATE)
     (src / "_pool").mkdir()
     synthetic.write_mp4(src / "_pool" / "noise.mp4", None, clicks(4.0, (3.0,)), 25, RATE)
@@ -89,6 +90,7 @@ def test_other_containers_keep_their_names_and_stay_readable(tmp_path):
     """An MPEG-PS .mpg cannot hold H.264 + PCM: the prepared file is Matroska under the same name,
     so split lists still match, and PyAV reads it by its content."""
     from test_data import _write_mpeg_ps
+
     src = tmp_path / "src"
     (src / "a").mkdir(parents=True)
     _write_mpeg_ps(src / "a" / "old.mpg")

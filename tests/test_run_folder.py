@@ -1,6 +1,7 @@
 """One run per folder, made real with processes: a second train.py (or a torchrun job, or an evaluation)
 on a folder that a live run holds stops within seconds and names the holder; a run killed by SIGKILL
 leaves nothing that blocks the next, which resumes."""
+
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import time
 import pytest
 
 from persistence import runstate
-from test_train import ROOT, TINY, log, run, tiny_data  # noqa: F401 - tiny_data is a fixture
+from test_train import ROOT, TINY, log, run
 
 LONG = ("--warmup-epochs", "40", "--epochs", "0")  # outlives the checks below
 
@@ -33,8 +34,12 @@ def holder_pid(out):
 
 
 def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(tmp_path):
-    probe = [sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from persistence import runstate\n"
-             f"with runstate.hold_folder({str(tmp_path)!r}, 'other'): pass"]
+    probe = [
+        sys.executable,
+        "-c",
+        "import sys; sys.path.insert(0, '.'); from persistence import runstate\n"
+        f"with runstate.hold_folder({str(tmp_path)!r}, 'other'): pass",
+    ]
     with runstate.hold_folder(tmp_path, "first"):
         with pytest.raises(runstate.FolderHeld, match=f"first on host {socket.gethostname()}, pid {os.getpid()}"):
             with runstate.hold_folder(tmp_path, "second"):
@@ -46,8 +51,7 @@ def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(
         assert json.loads((tmp_path / runstate.LOCK_NAME).read_text())["who"] == "third"
 
 
-def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_logs_each_epoch_once(tiny_data,  # noqa: F811
-                                                                                                 tmp_path):
+def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_logs_each_epoch_once(tiny_data, tmp_path):
     first = run(tiny_data, tmp_path, "--warmup-epochs", "15", "--epochs", "0", wait=False)
     try:
         wait_until(lambda: holder_pid(tmp_path) == first.pid, first)
@@ -64,7 +68,7 @@ def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_log
     assert [r["epoch"] for r in log(tmp_path)] == list(range(15))
 
 
-def test_a_run_killed_by_sigkill_does_not_block_the_next_which_resumes(tiny_data, tmp_path):  # noqa: F811
+def test_a_run_killed_by_sigkill_does_not_block_the_next_which_resumes(tiny_data, tmp_path):
     first = run(tiny_data, tmp_path, *LONG, wait=False)
     wait_until(lambda: (tmp_path / "log.jsonl").exists() and (tmp_path / "log.jsonl").read_text().strip(), first)
     os.kill(first.pid, signal.SIGKILL)  # no handler runs: only the kernel releases the lock
@@ -76,12 +80,17 @@ def test_a_run_killed_by_sigkill_does_not_block_the_next_which_resumes(tiny_data
     assert epochs == sorted(set(epochs)) and epochs[-1] == 2 and epochs[0] == 0
 
 
-def test_evaluation_refuses_a_folder_that_is_still_training(tiny_data, tmp_path):  # noqa: F811
+def test_evaluation_refuses_a_folder_that_is_still_training(tiny_data, tmp_path):
     first = run(tiny_data, tmp_path, *LONG, wait=False)
     try:
         wait_until(lambda: (tmp_path / "ckpt.pt").exists() and holder_pid(tmp_path) == first.pid, first)
-        ev = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "retrieval", str(tmp_path / "ckpt.pt")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+        ev = subprocess.run(
+            [sys.executable, str(ROOT / "evaluate.py"), "retrieval", str(tmp_path / "ckpt.pt")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert ev.returncode != 0 and f"pid {first.pid}" in ev.stderr and "Traceback" not in ev.stderr, ev.stderr
         assert not (tmp_path / "eval.json").exists()
     finally:
@@ -89,15 +98,31 @@ def test_evaluation_refuses_a_folder_that_is_still_training(tiny_data, tmp_path)
         first.communicate()
 
 
-def test_every_torchrun_rank_stops_when_the_folder_is_held(tiny_data, tmp_path):  # noqa: F811
+def test_every_torchrun_rank_stops_when_the_folder_is_held(tiny_data, tmp_path):
     """Rank 0 holds the folder for the job; when it cannot, it tells the others, and none waits in a
     collective for a rank that left."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "train.py"),
-           "--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--warmup-epochs", "1",
-           "--epochs", "0"] + TINY
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "train.py"),
+        "--preset",
+        "demo",
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(tmp_path),
+        "--warmup-epochs",
+        "1",
+        "--epochs",
+        "0",
+    ] + TINY
     with runstate.hold_folder(tmp_path, "a test"):
-        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        res = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"}
+        )
     text = res.stdout + res.stderr
     assert res.returncode != 0, text
     assert f"in use by a test on host {socket.gethostname()}, pid {os.getpid()}" in text, text

@@ -1,13 +1,14 @@
 """The pictures of the mechanism for any run folder: train.py logs the bank scores' histogram every
 epoch, and `python -m analysis.figures RUN_DIR` draws the training curves and the scores under the eq. (6)
 weights at several epochs."""
+
 import subprocess
 import sys
 
 import torch
 
 from analysis.diagnostics import score_histogram
-from test_train import ROOT, log, run, tiny_data  # noqa: F401 - tiny_data is a fixture
+from test_train import ROOT, log, run
 
 
 def test_the_score_histogram_counts_every_score_once_by_kind():
@@ -17,20 +18,43 @@ def test_the_score_histogram_counts_every_score_once_by_kind():
     assert len(h["clean"]) == len(h["faulty"]) == 20 and h["lo"] < h["hi"]
     inside = (scores >= h["lo"]) & (scores <= h["hi"])
     assert sum(h["clean"]) == int((inside & ~faulty).sum()) and sum(h["faulty"]) == int((inside & faulty).sum())
-    centre = lambda counts: sum(i * c for i, c in enumerate(counts)) / sum(counts)  # noqa: E731
+
+    def centre(counts):
+        return sum(i * c for i, c in enumerate(counts)) / sum(counts)
+
     assert centre(h["faulty"]) < centre(h["clean"])  # the faults score lower, so their bins lie lower
 
 
-def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tmp_path):  # noqa: F811
+def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tmp_path):
     run(tiny_data, tmp_path / "warmup", "--warmup-epochs", "3", "--epochs", "0", "--faulty-fraction", "0.25")
-    run(tiny_data, tmp_path / "weighted", "--init", tmp_path / "warmup" / "ckpt.pt", "--warmup-epochs", "0",
-        "--epochs", "1", "--loss", "weighted", "--delta", "-0.67", "--faulty-fraction", "0.25")
+    run(
+        tiny_data,
+        tmp_path / "weighted",
+        "--init",
+        tmp_path / "warmup" / "ckpt.pt",
+        "--warmup-epochs",
+        "0",
+        "--epochs",
+        "1",
+        "--loss",
+        "weighted",
+        "--delta",
+        "-0.67",
+        "--faulty-fraction",
+        "0.25",
+    )
     assert all("score_hist" in r for r in log(tmp_path / "warmup"))
-    res = subprocess.run([sys.executable, "-m", "analysis.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "analysis.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0, res.stderr
     for png in ("curves.png", "scores_over_training.png"):
         assert (tmp_path / png).stat().st_size > 10_000
-    bad = subprocess.run([sys.executable, "-m", "analysis.figures", str(tmp_path / "nothing")], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "analysis.figures", str(tmp_path / "nothing")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode != 0 and "not a run folder" in bad.stderr and "Traceback" not in bad.stderr

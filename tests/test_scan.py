@@ -1,18 +1,18 @@
 """The scan at dataset size: the same manifest with any number of processes, and a stopped scan that
 resumes without probing a file twice (its journal, ROOT/manifest.csv.partial, written as it goes)."""
+
 import io
 import os
 import subprocess
 import sys
 
 from media import manifest
-from test_data import files, make_bad_folder  # noqa: F401 - files is a fixture
-from tools import synthetic
+from test_data import make_bad_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def many(tmp_path, files, n=12):  # noqa: F811
+def many(tmp_path, files, n=12):
     """A folder of n good videos (copies) and the bad ones of test_data, in class folders."""
     root = make_bad_folder(tmp_path / "set", files)
     for k in range(n):
@@ -20,7 +20,7 @@ def many(tmp_path, files, n=12):  # noqa: F811
     return root
 
 
-def test_two_processes_give_the_manifest_and_the_reports_of_one(tmp_path, files):  # noqa: F811
+def test_two_processes_give_the_manifest_and_the_reports_of_one(tmp_path, files):
     root = many(tmp_path, files)
     one, two = io.StringIO(), io.StringIO()
     rows1 = manifest.scan(root, out=one, jobs=1, progress=False)
@@ -29,7 +29,7 @@ def test_two_processes_give_the_manifest_and_the_reports_of_one(tmp_path, files)
     assert one.getvalue() == two.getvalue() and one.getvalue().count("unusable:") == 5
 
 
-def test_a_stopped_scan_resumes_without_probing_a_file_twice(tmp_path, files, monkeypatch):  # noqa: F811
+def test_a_stopped_scan_resumes_without_probing_a_file_twice(tmp_path, files, monkeypatch):
     root = many(tmp_path, files)
     journal = tmp_path / "m.csv.partial"
     everything = sorted(p for p in root.iterdir() if p.suffix == ".mp4")
@@ -48,13 +48,23 @@ def test_a_stopped_scan_resumes_without_probing_a_file_twice(tmp_path, files, mo
     assert probed == [everything[0].name]
 
 
-def test_the_cli_writes_the_manifest_and_removes_its_journal(tmp_path, files):  # noqa: F811
+def test_the_cli_writes_the_manifest_and_removes_its_journal(tmp_path, files):
     root = many(tmp_path, files, n=3)
-    res = subprocess.run([sys.executable, "-m", "media.manifest", "scan", str(root), "--jobs", "2"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "media.manifest", "scan", str(root), "--jobs", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "4 usable videos" in res.stdout and "file/s" in res.stderr or "s/file" in res.stderr  # tqdm's rate
     assert (root / "manifest.csv").exists() and not (root / "manifest.csv.partial").exists()
-    res = subprocess.run([sys.executable, "-m", "media.manifest", "scan", str(tmp_path / "nowhere")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "media.manifest", "scan", str(tmp_path / "nowhere")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode != 0 and "dataset folder not found" in res.stderr and "Traceback" not in res.stderr

@@ -1,4 +1,5 @@
 """The synthetic set is honest: nothing in a faulty positive's sound alone gives it away."""
+
 import csv
 
 import numpy as np
@@ -11,8 +12,9 @@ from tools.honesty import audio_statistics, best_auroc
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    synthetic.generate(out, classes=4, train_per_class=24, test_per_class=0, pool=20, faulty=0.5, size=32,
-                       seconds=(2.2, 2.6), seed=1)
+    synthetic.generate(
+        out, classes=4, train_per_class=24, test_per_class=0, pool=20, faulty=0.5, size=32, seconds=(2.2, 2.6), seed=1
+    )
     return out
 
 
@@ -47,8 +49,19 @@ def test_the_injection_pool_holds_no_file_of_either_split_and_leaves_them_unchan
     assert all(not p.with_suffix("").name.startswith(("train", "test")) for p in held)
     # its own random stream: without it the generator writes the very same videos
     other = tmp_path / "no_pool"
-    synthetic.generate(other, classes=4, train_per_class=24, test_per_class=0, heldout=0, pool=20, faulty=0.5,
-                       size=32, seconds=(2.2, 2.6), seed=1, workers=1)
+    synthetic.generate(
+        other,
+        classes=4,
+        train_per_class=24,
+        test_per_class=0,
+        heldout=0,
+        pool=20,
+        faulty=0.5,
+        size=32,
+        seconds=(2.2, 2.6),
+        seed=1,
+        workers=1,
+    )
     assert (other / "manifest.csv").read_bytes() == (synth / "manifest.csv").read_bytes()
     assert (other / "ground_truth.csv").read_bytes() == (synth / "ground_truth.csv").read_bytes()
     assert not any((other / "_heldout").iterdir())
@@ -81,6 +94,7 @@ def test_the_shape_stays_in_the_central_region_that_training_crops_keep():
 
 def test_the_honesty_command_passes_a_generated_set_and_fails_a_leaking_split(synth, tmp_path):
     from tools import honesty
+
     with pytest.raises(SystemExit) as ok:
         honesty.main([str(synth), "--n", "30"])
     assert ok.value.code == 0

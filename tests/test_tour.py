@@ -2,6 +2,7 @@
 a line) and the outcome the tour predicts. Each goes through the functions train.py itself calls
 (train.objective with a real memory bank and a parsed config), so a change that broke the switch
 in the training code, not just in losses.py, would fail here."""
+
 import re
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def test_a_faulty_positive_is_pulled_towards_its_meaningless_target():
     bank.audio[0] = F.normalize(torch.randn(D), dim=0)  # the faulty positive's target
     torch.manual_seed(1)
     loss, _ = train.objective(v, a, idx, bank, cfg, "xid", truth)
-    gv, = torch.autograd.grad(loss, (v,))
+    (gv,) = torch.autograd.grad(loss, (v,))
     stepped = F.normalize(v[0] - 0.05 * gv[0], dim=0)
     assert stepped @ bank.audio[0] > v[0] @ bank.audio[0]  # pulled towards the unrelated sound
     assert stepped @ bank.video[0] < v[0] @ bank.video[0]  # and so away from its own picture's memory
@@ -93,6 +94,7 @@ def test_lending_training_audio_makes_clean_donors_look_faulty():
     """--faulty-source train instead of the paper's held-out sounds: at toy size, the lenders'
     scores fall below the other clean instances' (tests/test_injection.py has the full check)."""
     from test_injection import toy_bank_scores
+
     scores, injected, donors, others = toy_bank_scores("train", seed=0)
     assert scores[donors].mean() < scores[others].mean()
     scores, injected, donors, others = toy_bank_scores("heldout", seed=0)

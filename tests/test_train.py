@@ -1,5 +1,6 @@
 """train.py end to end on a tiny generated dataset: learning, DDP replicas, kill-and-resume, variant
 equivalence, the resume guard, --init, and the oracle's weights."""
+
 import json
 import os
 import signal
@@ -11,31 +12,47 @@ from pathlib import Path
 import pytest
 import torch
 
-from persistence import checkpoint
-from tools import synthetic
-from persistence import runstate
 import train
 from config import Config, parse_config
 from memory_bank import MemoryBank
+from persistence import checkpoint, runstate
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--frames", "4", "--size", "32", "--n-mels", "40", "--n-time", "40", "--width", "0.125",
-        "--batch-size", "8", "--num-negatives", "15", "--workers", "1", "--lr", "2e-3", "--lr-min", "2e-4"]
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
-    out = tmp_path_factory.mktemp("synth")
-    synthetic.main(["--out", str(out), "--classes", "2", "--train-per-class", "8", "--test-per-class", "2", "--pool", "4",
-               "--faulty", "0.25", "--size", "32", "--seconds", "2.2", "2.6", "--noise", "0.5"])
-    return out
+TINY = [
+    "--frames",
+    "4",
+    "--size",
+    "32",
+    "--n-mels",
+    "40",
+    "--n-time",
+    "40",
+    "--width",
+    "0.125",
+    "--batch-size",
+    "8",
+    "--num-negatives",
+    "15",
+    "--workers",
+    "1",
+    "--lr",
+    "2e-3",
+    "--lr-min",
+    "2e-4",
+]
 
 
 def run(tiny_data, out, *args, env=None, wait=True):
     cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--data", str(tiny_data), "--out", str(out)]
     cmd += TINY + [str(a) for a in args]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
     if not wait:
         return proc
     text, _ = proc.communicate(timeout=300)
@@ -72,11 +89,22 @@ def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
     """preload and amp change the numbers (AAC's restart after a seek; rounding), so they are result
     settings a resume must keep; the rest of the engineering group is bookkeeping and speed."""
     from config import result_changes
+
     base = parse_config(["--preset", "demo"])
-    changed = lambda *opts: set(result_changes(base, parse_config(["--preset", "demo", *opts])))  # noqa: E731
+
+    def changed(*opts):
+        return set(result_changes(base, parse_config(["--preset", "demo", *opts])))
+
     assert changed("--no-preload") == {"preload"} and changed("--amp", "bf16") == {"amp"}
-    for opts in (["--workers", "3"], ["--pin-workers", "off"], ["--out", "elsewhere"], ["--init", "a.pt"],
-                 ["--no-channels-last"], ["--max-bad-fraction", "0.2"], ["--allow-config-change"]):
+    for opts in (
+        ["--workers", "3"],
+        ["--pin-workers", "off"],
+        ["--out", "elsewhere"],
+        ["--init", "a.pt"],
+        ["--no-channels-last"],
+        ["--max-bad-fraction", "0.2"],
+        ["--allow-config-change"],
+    ):
         assert changed(*opts) == set(), opts
 
 
@@ -98,8 +126,20 @@ def test_a_short_run_lowers_the_loss(tiny_data, tmp_path):
 
 def test_robust_with_lambda_zero_and_w_min_one_is_xid_step_for_step(tiny_data, tmp_path):
     run(tiny_data, tmp_path / "xid", "--warmup-epochs", "1", "--epochs", "2", "--loss", "xid")
-    run(tiny_data, tmp_path / "rob", "--warmup-epochs", "1", "--epochs", "2", "--loss", "robust",
-        "--lam", "0", "--w-min", "1")
+    run(
+        tiny_data,
+        tmp_path / "rob",
+        "--warmup-epochs",
+        "1",
+        "--epochs",
+        "2",
+        "--loss",
+        "robust",
+        "--lam",
+        "0",
+        "--w-min",
+        "1",
+    )
     assert [r["loss"] for r in log(tmp_path / "xid")] == [r["loss"] for r in log(tmp_path / "rob")]
     assert_same_state(weights(tmp_path / "xid"), weights(tmp_path / "rob"))
     # and the default robust stage really is different
@@ -130,9 +170,26 @@ def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
     """The branch starts from the warm-up's model and bank, with a fresh optimizer and epoch 0."""
     run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
     warm = weights(tmp_path / "warm")
-    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path / "branch"),
-                        "--warmup-epochs", "0", "--epochs", "1", "--loss", "weighted",
-                        "--init", str(tmp_path / "warm" / "ckpt.pt")] + TINY + ["--workers", "0"])
+    cfg = parse_config(
+        [
+            "--preset",
+            "demo",
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path / "branch"),
+            "--warmup-epochs",
+            "0",
+            "--epochs",
+            "1",
+            "--loss",
+            "weighted",
+            "--init",
+            str(tmp_path / "warm" / "ckpt.pt"),
+        ]
+        + TINY
+        + ["--workers", "0"]
+    )
     dataset = train.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     fresh = {k: v.clone() for k, v in parts.model.state_dict().items()}
@@ -140,8 +197,18 @@ def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
     assert_same_state(warm, {"model": parts.model.state_dict(), "bank": parts.bank.state_dict()})
     assert not all(torch.equal(fresh[k], warm["model"][k]) for k in fresh)  # so the load did something
     assert parts.optimizer.state_dict()["state"] == {}  # a fresh optimizer
-    run(tiny_data, tmp_path / "branch", "--warmup-epochs", "0", "--epochs", "1", "--loss", "weighted",
-        "--init", tmp_path / "warm" / "ckpt.pt")
+    run(
+        tiny_data,
+        tmp_path / "branch",
+        "--warmup-epochs",
+        "0",
+        "--epochs",
+        "1",
+        "--loss",
+        "weighted",
+        "--init",
+        tmp_path / "warm" / "ckpt.pt",
+    )
     assert [r["stage"] for r in log(tmp_path / "branch")] == ["weighted"]
 
 
@@ -161,6 +228,7 @@ def test_a_checkpoint_made_with_other_injected_positives_is_refused():
     """Resuming or branching off a bank trained on other faulty positives (an older injection draw)
     would mix two experiments silently."""
     import types
+
     ds = types.SimpleNamespace(injected=torch.tensor([True, False, False, True]))
     runstate.same_injection({"instances": {"injected": ds.injected.clone()}}, ds, "same.pt")  # no error
     with pytest.raises(SystemExit, match="other.pt was trained with other injected faulty positives"):
@@ -171,8 +239,25 @@ def test_a_checkpoint_made_with_other_injected_positives_is_refused():
 def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
     """A bf16 or fp32 run saves an empty GradScaler state; resuming it in fp16 must not load it."""
     run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0", "--amp", "off")
-    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--amp", "fp16",
-                        "--warmup-epochs", "2", "--epochs", "0", "--allow-config-change"] + TINY + ["--workers", "0"])
+    cfg = parse_config(
+        [
+            "--preset",
+            "demo",
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path),
+            "--amp",
+            "fp16",
+            "--warmup-epochs",
+            "2",
+            "--epochs",
+            "0",
+            "--allow-config-change",
+        ]
+        + TINY
+        + ["--workers", "0"]
+    )
     dataset = train.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     assert parts.scaler.is_enabled()
@@ -182,8 +267,24 @@ def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
 def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
     """Oracle-xID (Sec. 5.2): w_i = 0 on the injected faulty positives, 1 on every other instance,
     the natural faulty positives of the data included."""
-    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--faulty-fraction", "0.5", "--loss", "oracle",
-                        "--warmup-epochs", "0", "--epochs", "1"] + TINY + ["--workers", "0"])
+    cfg = parse_config(
+        [
+            "--preset",
+            "demo",
+            "--data",
+            str(tiny_data),
+            "--faulty-fraction",
+            "0.5",
+            "--loss",
+            "oracle",
+            "--warmup-epochs",
+            "0",
+            "--epochs",
+            "1",
+        ]
+        + TINY
+        + ["--workers", "0"]
+    )
     dataset = train.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     n = len(dataset)
@@ -207,11 +308,27 @@ def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
 
 
 def test_torchrun_gloo_keeps_replicas_identical(tiny_data, tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(ROOT / "tests" / "ddp_worker.py"), "--preset", "demo", "--data", str(tiny_data),
-           "--out", str(tmp_path), "--warmup-epochs", "1", "--epochs", "1"] + TINY
-    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "tests" / "ddp_worker.py"),
+        "--preset",
+        "demo",
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(tmp_path),
+        "--warmup-epochs",
+        "1",
+        "--epochs",
+        "1",
+    ] + TINY
+    res = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     assert_same_state(r0, r1)
@@ -220,19 +337,37 @@ def test_torchrun_gloo_keeps_replicas_identical(tiny_data, tmp_path):
 
 
 def test_a_non_finite_loss_stops_the_run_naming_the_step(tiny_data, tmp_path):
-    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--tau", "0",
-                              "--warmup-epochs", "1", "--epochs", "0"] + TINY + ["--workers", "0"])
+    cfg = parse_config(
+        [
+            "--preset",
+            "demo",
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path),
+            "--tau",
+            "0",
+            "--warmup-epochs",
+            "1",
+            "--epochs",
+            "0",
+        ]
+        + TINY
+        + ["--workers", "0"]
+    )
     with pytest.raises(SystemExit, match=r"non-finite loss .* at or before step 0 \(epoch 0\)"):
         train.main(cfg)
 
 
 def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figures(tiny_data, tmp_path):
     import evaluate
+
     run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0", "--faulty-fraction", "0.25")
-    res = evaluate.evaluate(tmp_path / "ckpt.pt", ["retrieval", "fewshot", "analysis"], workers=0, shots=(1,),
-                            trials=2)
+    res = evaluate.evaluate(tmp_path / "ckpt.pt", ["retrieval", "fewshot", "analysis"], workers=0, shots=(1,), trials=2)
     saved = json.loads((tmp_path / "eval.json").read_text())
-    assert "Euclidean" in saved["retrieval"]["protocol"]["text"] and saved["fewshot"]["protocol"]["standardise"] is False
+    assert (
+        "Euclidean" in saved["retrieval"]["protocol"]["text"] and saved["fewshot"]["protocol"]["standardise"] is False
+    )
     assert res["weights"]["faulty_auroc"] is not None and 0 <= res["weights"]["faulty_auroc"] <= 1
     for png in ("scores_weights.png", "per_class_r1.png", "retrievals.png"):  # Fig. 5, 10, 11
         assert (tmp_path / png).stat().st_size > 1000
@@ -243,17 +378,45 @@ def test_two_nodes_through_torchrun_rendezvous_keep_replicas_identical_and_resum
     process each) meet at a c10d rendezvous on localhost, gloo; the run folder and data are shared.
     Only rank 0 writes the checkpoint and the log, and a relaunch of both resumes from it."""
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
 
     def launch(epochs, run_id, *more):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
-               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_id}",
-               str(ROOT / "tests" / "ddp_worker.py"), "--preset", "demo", "--data", str(tiny_data),
-               "--out", str(tmp_path), "--warmup-epochs", str(epochs), "--epochs", "0", *more] + TINY
-        nodes = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                  env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=2",
+            "--nproc_per_node=1",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint=127.0.0.1:{port}",
+            f"--rdzv-id={run_id}",
+            str(ROOT / "tests" / "ddp_worker.py"),
+            "--preset",
+            "demo",
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path),
+            "--warmup-epochs",
+            str(epochs),
+            "--epochs",
+            "0",
+            *more,
+        ] + TINY
+        nodes = [
+            subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )
+            for _ in range(2)
+        ]
         texts = [p.communicate(timeout=300)[0] for p in nodes]
         assert all(p.returncode == 0 for p in nodes), "\n".join(texts)
         return "\n".join(texts)
@@ -272,13 +435,30 @@ def test_two_nodes_through_torchrun_rendezvous_keep_replicas_identical_and_resum
 
 def test_a_run_resumes_under_another_world_size_with_each_epoch_logged_once_and_the_bank_whole(tiny_data, tmp_path):
     """2 processes -> 1 -> 2, at epoch boundaries: the global batch is the same, so is the bank."""
+
     def torchrun(epochs):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               str(ROOT / "tests" / "ddp_worker.py"), "--preset", "demo", "--data", str(tiny_data),
-               "--out", str(tmp_path), "--warmup-epochs", str(epochs), "--epochs", "0",
-               "--allow-config-change"] + TINY
-        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(ROOT / "tests" / "ddp_worker.py"),
+            "--preset",
+            "demo",
+            "--data",
+            str(tiny_data),
+            "--out",
+            str(tmp_path),
+            "--warmup-epochs",
+            str(epochs),
+            "--epochs",
+            "0",
+            "--allow-config-change",
+        ] + TINY
+        res = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         return res.stdout
 
@@ -301,7 +481,21 @@ def test_a_run_resumes_under_another_world_size_with_each_epoch_logged_once_and_
 
 
 def test_a_missing_dataset_is_one_line_naming_the_folder_and_how_to_make_it(tmp_path):
-    res = subprocess.run([sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--data", str(tmp_path / "synth2000"),
-                          "--out", str(tmp_path / "run")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "--preset",
+            "demo",
+            "--data",
+            str(tmp_path / "synth2000"),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert f"dataset folder not found: {tmp_path / 'synth2000'} (--data). make demo makes it" in res.stderr

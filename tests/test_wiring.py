@@ -2,9 +2,10 @@
 together by hand from losses.py (which bank statistics eq. (6) receives, the oracle's and the soft
 targets' inputs), and train.train_step's order (the loss from the old memory, then the EMA update).
 These catch wrong wiring that the equation tests cannot; mutation testing (README, "Tests") measures it."""
+
+import pytest
 import torch
 import torch.nn.functional as F
-import pytest
 
 import train
 from augment import ClipAugment
@@ -16,8 +17,26 @@ from model import AVModel
 
 N, B, D = 40, 6, 8
 # Every knob distinct and away from its default, so that a swapped or dropped argument shows.
-FLAGS = ["--preset", "demo", "--num-negatives", "13", "--tau", "0.11", "--tau-s", "0.05", "--tau-t", "0.3",
-         "--lam", "0.35", "--delta", "0.4", "--kappa", "0.7", "--w-min", "0.15"]
+FLAGS = [
+    "--preset",
+    "demo",
+    "--num-negatives",
+    "13",
+    "--tau",
+    "0.11",
+    "--tau-s",
+    "0.05",
+    "--tau-t",
+    "0.3",
+    "--lam",
+    "0.35",
+    "--delta",
+    "0.4",
+    "--kappa",
+    "0.7",
+    "--w-min",
+    "0.15",
+]
 
 
 def setting(soft_targets_strategy="ccp"):
@@ -46,8 +65,9 @@ def by_hand(v, a, idx, bank, cfg, truth, stage, cand):
         weights = 1.0 - truth["injected"][idx].float()  # (B,)
     targets = None
     if stage in ("soft", "robust"):  # eqs. (8)-(9) from the bank targets, labels of the candidates for 'oracle'
-        targets = soft_targets(vbar, abar, cfg.soft_targets, lam=cfg.lam, tau_s=cfg.tau_s, tau_t=cfg.tau_t,
-                               labels=truth["labels"][cand])
+        targets = soft_targets(
+            vbar, abar, cfg.soft_targets, lam=cfg.lam, tau_s=cfg.tau_s, tau_t=cfg.tau_t, labels=truth["labels"][cand]
+        )
     loss, _ = robust_xid_loss(v, a, vbar, abar, weights=weights, targets=targets, tau=cfg.tau)
     return loss, weights, targets, scores
 
@@ -63,8 +83,18 @@ def objective_and_candidates(stage, strategy="ccp"):
     return loss, stats, by_hand(v, a, idx, bank, cfg, truth, stage, drawn[0]), cfg
 
 
-@pytest.mark.parametrize("stage,strategy", [("xid", "ccp"), ("weighted", "ccp"), ("oracle", "ccp"), ("soft", "ccp"),
-                                            ("robust", "ccp"), ("soft", "oracle"), ("robust", "bootstrap")])
+@pytest.mark.parametrize(
+    "stage,strategy",
+    [
+        ("xid", "ccp"),
+        ("weighted", "ccp"),
+        ("oracle", "ccp"),
+        ("soft", "ccp"),
+        ("robust", "ccp"),
+        ("soft", "oracle"),
+        ("robust", "bootstrap"),
+    ],
+)
 def test_objective_is_eq17_fed_with_the_bank_statistics_and_the_variants_inputs(stage, strategy):
     loss, stats, (expected, weights, targets, scores), cfg = objective_and_candidates(stage, strategy)
     torch.testing.assert_close(loss, expected)
@@ -86,25 +116,34 @@ def test_the_setting_tells_the_variants_apart():
 def tiny_parts(cfg, n=N):
     spec = ClipSpec(frames=4, size=64, fps=16, audio_rate=11025, audio_seconds=2.0, n_mels=40, n_time=40)
     model = AVModel(video_depth=9, width=0.125)
-    return train.Parts(model=model, augment=ClipAugment(spec, train=True), bank=MemoryBank(n, seed=0),
-                       optimizer=torch.optim.Adam(model.parameters(), lr=cfg.lr),
-                       scaler=torch.amp.GradScaler("cpu", enabled=False), autocast=torch.autocast("cpu", enabled=False),
-                       video_format=torch.contiguous_format,
-                       truth={"labels": torch.arange(n) % 3, "injected": torch.arange(n) % 4 == 1}), spec
+    return train.Parts(
+        model=model,
+        augment=ClipAugment(spec, train=True),
+        bank=MemoryBank(n, seed=0),
+        optimizer=torch.optim.Adam(model.parameters(), lr=cfg.lr),
+        scaler=torch.amp.GradScaler("cpu", enabled=False),
+        autocast=torch.autocast("cpu", enabled=False),
+        video_format=torch.contiguous_format,
+        truth={"labels": torch.arange(n) % 3, "injected": torch.arange(n) % 4 == 1},
+    ), spec
 
 
 def loader_batch(spec, idx, failed=None):
     g = torch.Generator().manual_seed(0)
-    batch = {"video": torch.randint(0, 255, (len(idx), 3, spec.frames, spec.size, spec.size), dtype=torch.uint8,
-                                    generator=g),
-             "audio": 0.1 * torch.randn(len(idx), int(spec.audio_seconds * spec.audio_rate), generator=g),
-             "index": idx}
+    batch = {
+        "video": torch.randint(
+            0, 255, (len(idx), 3, spec.frames, spec.size, spec.size), dtype=torch.uint8, generator=g
+        ),
+        "audio": 0.1 * torch.randn(len(idx), int(spec.audio_seconds * spec.audio_rate), generator=g),
+        "index": idx,
+    }
     if failed is not None:
         batch["failed"] = failed
     return batch
 
 
-def run_step(stage, failed=None, idx=torch.tensor([5, 9, 2, 30])):
+def run_step(stage, failed=None, idx=None):
+    idx = torch.tensor([5, 9, 2, 30]) if idx is None else idx  # (B,)
     cfg = parse_config(FLAGS)
     parts, spec = tiny_parts(cfg)
     old_video, old_audio = parts.bank.video.clone(), parts.bank.audio.clone()
@@ -142,7 +181,7 @@ def test_train_step_takes_the_loss_from_the_old_memory_then_updates_the_bank_onc
 @pytest.mark.parametrize("slot", [0, 12])
 def test_train_step_keeps_a_substitute_out_of_the_bank_and_its_failed_slot_out_for_good(slot):
     failed = torch.tensor([-1, -1, slot, -1])  # row 2 stands in for `slot`, whose file failed
-    idx = torch.tensor([5, 9, 5, 30])          # ... and is slot 5 again
+    idx = torch.tensor([5, 9, 5, 30])  # ... and is slot 5 again
     cfg, parts, seen, loss, stats, old_video, old_audio, _, _ = run_step("xid", failed, idx)
     v = seen["va"][0].detach()
     assert not parts.bank.valid[slot] and parts.bank.num_valid == N - 1

@@ -6,7 +6,7 @@
     python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
     python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
-    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/manifest.py scan: files/s per process count
+    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/manifest.py scan: files/s per processes
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -15,6 +15,7 @@ the function the training loop calls, on device-resident batches. The step/model
 figure that matters: everything but the encoders (augmentation, spectrograms, bank sampling,
 targets, soft targets, weights, loss, bank update) should cost little. Figures: BENCHMARKS.md.
 """
+
 import argparse
 import itertools
 import time
@@ -24,18 +25,17 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from persistence import checkpoint
 import data
-from media import decode, loader_workers
-from analysis import fewshot
-from media import manifest
-from media.decode import DECODER_THREADS, SWSCALE_THREADS
-from tools import prepare
 import train
+from analysis import fewshot
 from augment import ClipAugment
 from config import parse_config
+from media import decode, loader_workers, manifest
+from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
 from model import AVModel
+from persistence import checkpoint
+from tools import prepare
 
 
 def bench_data(args):
@@ -50,13 +50,18 @@ def bench_data(args):
             print(f"prepare: {time.perf_counter() - t0:.1f}s")
         roots.append(("prepared", args.prepared))
     torch.set_num_threads(1)
-    print(f"data ({args.preset}): clip {spec.frames}x{spec.size}x{spec.size} at {spec.fps:g} fps, "
-          f"audio {spec.audio_rate} Hz -> {spec.n_mels}x{spec.n_time}, first {args.n} train videos")
-    print(f"  {'source':14s} {'decoder':>7s} {'swscale':>7s} {'pin':>4s} {'decode ms':>10s} {'item ms':>8s} "
-          + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers) + "   (DataLoader clips/s per worker)")
+    print(
+        f"data ({args.preset}): clip {spec.frames}x{spec.size}x{spec.size} at {spec.fps:g} fps, "
+        f"audio {spec.audio_rate} Hz -> {spec.n_mels}x{spec.n_time}, first {args.n} train videos"
+    )
+    print(
+        f"  {'source':14s} {'decoder':>7s} {'swscale':>7s} {'pin':>4s} {'decode ms':>10s} {'item ms':>8s} "
+        + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers)
+        + "   (DataLoader clips/s per worker)"
+    )
     table = []
     for name, root in roots:
-        records = manifest.load_records(cfg.layout, root, "train")[0][:args.n]
+        records = manifest.load_records(cfg.layout, root, "train")[0][: args.n]
         ds = data.AVDataset(records, spec, train=True)
         for threads, sws in itertools.product(args.decoder_threads, args.sws_threads):  # back to back, one run
             decode.DECODER_THREADS, decode.SWSCALE_THREADS = threads, sws  # forked workers inherit them
@@ -70,18 +75,34 @@ def bench_data(args):
             item = 1e3 * (time.perf_counter() - t0) / len(ds)
             for pin in args.pin:
                 rates = [loader_rate(ds, w, pin) for w in args.workers]
-                print(f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode_ms:10.1f} {item:8.1f} "
-                      + " ".join(f"{r:12.1f}" for r in rates))
-                table.append({"source": name, "decoder_threads": threads, "sws_threads": sws, "pin": pin, "decode_ms": decode_ms,
-                              "item_ms": item, "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)}})
+                print(
+                    f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode_ms:10.1f} {item:8.1f} "
+                    + " ".join(f"{r:12.1f}" for r in rates)
+                )
+                table.append(
+                    {
+                        "source": name,
+                        "decoder_threads": threads,
+                        "sws_threads": sws,
+                        "pin": pin,
+                        "decode_ms": decode_ms,
+                        "item_ms": item,
+                        "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)},
+                    }
+                )
     decode.DECODER_THREADS, decode.SWSCALE_THREADS = DECODER_THREADS, SWSCALE_THREADS
     return table
 
 
 def loader_rate(ds, n_workers, pin):
     """DataLoader clips/s per worker, worker start-up left out."""
-    loader = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=n_workers, worker_init_fn=loader_workers.worker_init_fn(
-        n_workers, pin), sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)))
+    loader = torch.utils.data.DataLoader(
+        ds,
+        batch_size=8,
+        num_workers=n_workers,
+        worker_init_fn=loader_workers.worker_init_fn(n_workers, pin),
+        sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)),
+    )
     it = iter(loader)
     next(it)
     t0, n = time.perf_counter(), 0
@@ -121,63 +142,92 @@ def bench_model_and_step(args):
     gpu = torch.cuda.is_available()
     settings = [("fp32", False, False)] + ([("bf16", True, False), ("bf16+cl3d", True, True)] if gpu else [])
     table = []
-    print(f"{args.preset} preset, batch {args.batch}, {'GPU ' + torch.cuda.get_device_name() if gpu else 'CPU'}, "
-          f"{torch.get_num_threads()} threads")
-    print(f"  {'setting':10s} {'GFLOP/clip':>10s} {'model clips/s':>14s} {'TFLOP/s':>8s} {'peak GiB':>9s} "
-          f"{'step clips/s':>13s} {'step/model':>11s} {'peak GiB':>9s}")
+    print(
+        f"{args.preset} preset, batch {args.batch}, {'GPU ' + torch.cuda.get_device_name() if gpu else 'CPU'}, "
+        f"{torch.get_num_threads()} threads"
+    )
+    print(
+        f"  {'setting':10s} {'GFLOP/clip':>10s} {'model clips/s':>14s} {'TFLOP/s':>8s} {'peak GiB':>9s} "
+        f"{'step clips/s':>13s} {'step/model':>11s} {'peak GiB':>9s}"
+    )
     for name, amp, cl in settings:
-        cfg, device, model, fmt, autocast = _setup(args, amp, cl)
-        spec = data.clip_spec(cfg)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-        scaler = torch.amp.GradScaler(device.type, enabled=False)
-        bank = MemoryBank(args.bank, momentum=cfg.momentum).to(device)
-        augment = ClipAugment(spec).to(device)
-        B = args.batch
-        batch = {"video": torch.randint(0, 256, (B, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8, device=device),
-                 "audio": torch.randn(B, int(spec.audio_seconds * spec.audio_rate), device=device) * 0.1,
-                 "index": torch.randint(0, args.bank, (B,), device=device)}
-        video, audio = augment(batch["video"], batch["audio"])  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
-        video = video.to(memory_format=fmt)
-
-        def model_step():  # the floor: encoders, heads and Adam on a stand-in loss
-            with autocast:
-                v, a = model(video, audio)
-            loss = -(v.float() * a.float()).sum()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-        parts = train.Parts(model=model, augment=augment, bank=bank, optimizer=opt, scaler=scaler, autocast=autocast,
-                            video_format=fmt, truth={})
-
-        def full_step():  # what the training loop does per step, less data loading and DDP
-            batch["index"] = torch.randint(0, args.bank, (B,), device=device)
-            train.train_step(parts, batch, cfg, "robust", cfg.lr)
-
-        with FlopCounterMode(display=False) as counter:
-            model_step()
-        gflop = counter.get_total_flops() / B / 1e9  # forward + backward per clip
-        t_model = _time(model_step, args.steps, device)
-        mem_model = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")  # nan: not tracked on a CPU
-        t_step, mem_step = float("nan"), float("nan")
-        if args.cmd == "step":
-            t_step = _time(full_step, args.steps, device)
-            mem_step = torch.cuda.max_memory_allocated() / 2 ** 30 if gpu else float("nan")
-        print(f"  {name:10s} {gflop:10.2f} {B / t_model:14.1f} {gflop * B / t_model / 1e3:8.3f} {mem_model:9.2f} "
-              f"{B / t_step:13.1f} {t_model / t_step:11.2f} {mem_step:9.2f}")
-        table.append({"setting": name, "gflop_per_clip": gflop, "model_clips_per_s": B / t_model,
-                      "tflops": gflop * B / t_model / 1e3, "model_peak_gib": mem_model, "step_clips_per_s": B / t_step,
-                      "step_over_model": t_model / t_step, "step_peak_gib": mem_step})
-        del model, opt, bank, parts  # free the GPU memory before the next setting
-        if gpu:
+        table.append(_bench_setting(args, name, amp, cl))
+        if gpu:  # the setting's model and bank are gone with its function: free their memory
             torch.cuda.empty_cache()
     return table
+
+
+def _bench_setting(args, name, amp, cl):
+    """One row of `model` / `step`: a fresh model, optimizer and bank at one precision and layout."""
+    gpu = torch.cuda.is_available()
+    cfg, device, model, fmt, autocast = _setup(args, amp, cl)
+    spec = data.clip_spec(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    scaler = torch.amp.GradScaler(device.type, enabled=False)
+    bank = MemoryBank(args.bank, momentum=cfg.momentum).to(device)
+    augment = ClipAugment(spec).to(device)
+    B = args.batch
+    batch = {
+        "video": torch.randint(0, 256, (B, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8, device=device),
+        "audio": torch.randn(B, int(spec.audio_seconds * spec.audio_rate), device=device) * 0.1,
+        "index": torch.randint(0, args.bank, (B,), device=device),
+    }
+    video, audio = augment(batch["video"], batch["audio"])  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
+    video = video.to(memory_format=fmt)
+
+    def model_step():  # the floor: encoders, heads and Adam on a stand-in loss
+        with autocast:
+            v, a = model(video, audio)
+        loss = -(v.float() * a.float()).sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    parts = train.Parts(
+        model=model,
+        augment=augment,
+        bank=bank,
+        optimizer=opt,
+        scaler=scaler,
+        autocast=autocast,
+        video_format=fmt,
+        truth={},
+    )
+
+    def full_step():  # what the training loop does per step, less data loading and DDP
+        batch["index"] = torch.randint(0, args.bank, (B,), device=device)
+        train.train_step(parts, batch, cfg, "robust", cfg.lr)
+
+    with FlopCounterMode(display=False) as counter:
+        model_step()
+    gflop = counter.get_total_flops() / B / 1e9  # forward + backward per clip
+    t_model = _time(model_step, args.steps, device)
+    mem_model = torch.cuda.max_memory_allocated() / 2**30 if gpu else float("nan")  # nan: not tracked on a CPU
+    t_step, mem_step = float("nan"), float("nan")
+    if args.cmd == "step":
+        t_step = _time(full_step, args.steps, device)
+        mem_step = torch.cuda.max_memory_allocated() / 2**30 if gpu else float("nan")
+    print(
+        f"  {name:10s} {gflop:10.2f} {B / t_model:14.1f} {gflop * B / t_model / 1e3:8.3f} {mem_model:9.2f} "
+        f"{B / t_step:13.1f} {t_model / t_step:11.2f} {mem_step:9.2f}"
+    )
+    return {
+        "setting": name,
+        "gflop_per_clip": gflop,
+        "model_clips_per_s": B / t_model,
+        "tflops": gflop * B / t_model / 1e3,
+        "model_peak_gib": mem_model,
+        "step_clips_per_s": B / t_step,
+        "step_over_model": t_model / t_step,
+        "step_peak_gib": mem_step,
+    }
 
 
 def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
     import evaluate
+
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = evaluate.device_default()
     encoder = AVModel(**checkpoint.model_args(cfg)).video
@@ -187,7 +237,13 @@ def bench_eval(args):
         t0 = time.perf_counter()
         feats[split] = evaluate.extract_features(encoder, ds, device, workers=args.workers[0])
         dt = time.perf_counter() - t0
-        rows.append((f"features, {split} ({len(ds)} videos x {ds.num_clips} clips)", dt, f"{len(ds) * ds.num_clips / dt:.0f} clips/s"))
+        rows.append(
+            (
+                f"features, {split} ({len(ds)} videos x {ds.num_clips} clips)",
+                dt,
+                f"{len(ds) * ds.num_clips / dt:.0f} clips/s",
+            )
+        )
     tr, te = feats["train"], feats["test"]
     t0 = time.perf_counter()
     evaluate.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
@@ -199,8 +255,11 @@ def bench_eval(args):
     n, results, base = max(2, torch.get_num_threads()), [], None
     for jobs, when in ((1, ""), (n, ", starting processes"), (n, ", processes running")):
         t0 = time.perf_counter()
-        results.append(fewshot.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20),
-                                        trials=50, jobs=jobs))
+        results.append(
+            fewshot.few_shot(
+                tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20), trials=50, jobs=jobs
+            )
+        )
         dt = time.perf_counter() - t0
         base = base or dt
         ratio = "" if jobs == 1 else f"{base / dt:.2f}x, same numbers: {results[-1] == results[0]}"
@@ -214,7 +273,9 @@ def bench_scan(args):
     """files/s of manifest.scan over every video under --root, once per process count, alternated
     twice (the page cache is warm after the first pass); the manifests must agree."""
     import io
+
     from media import manifest
+
     rows, lines = {}, []
     for rep, jobs in itertools.product(range(2), args.workers):
         t0 = time.perf_counter()
@@ -233,12 +294,27 @@ def main(argv=None):
     p.add_argument("--prepared", default="", help="its prepared copy, made with `prepare` if missing (data)")
     p.add_argument("--n", type=int, default=100, help="videos for the data benchmark")
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--decoder-threads", type=int, nargs="+", default=[DECODER_THREADS],
-                   help="FFmpeg threads per stream to compare (data); 0 is FFmpeg's default, one per core")
-    p.add_argument("--sws-threads", type=int, nargs="+", default=[SWSCALE_THREADS],
-                   help="swscale threads per frame conversion to compare (data); 0 is PyAV's default, one per core")
-    p.add_argument("--pin", nargs="+", default=["auto"], choices=["auto", "on", "off"],
-                   help="loader worker pinning policies to compare (data; loader_workers.worker_cores)")
+    p.add_argument(
+        "--decoder-threads",
+        type=int,
+        nargs="+",
+        default=[DECODER_THREADS],
+        help="FFmpeg threads per stream to compare (data); 0 is FFmpeg's default, one per core",
+    )
+    p.add_argument(
+        "--sws-threads",
+        type=int,
+        nargs="+",
+        default=[SWSCALE_THREADS],
+        help="swscale threads per frame conversion to compare (data); 0 is PyAV's default, one per core",
+    )
+    p.add_argument(
+        "--pin",
+        nargs="+",
+        default=["auto"],
+        choices=["auto", "on", "off"],
+        help="loader worker pinning policies to compare (data; loader_workers.worker_cores)",
+    )
     p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
     p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")

@@ -19,6 +19,7 @@ unaffected; `--cpu-smoke` runs every part on the CPU at toy sizes (tests/test_gp
 
     python -m tools.gpu_check [--out results/gpu.md] [--work runs/gpu_check]
 """
+
 import argparse
 import math
 import os
@@ -30,28 +31,31 @@ from types import SimpleNamespace
 
 import torch
 
-from tools import bench
-import data
-from media import decode
 import evaluate
+from media import decode
 from persistence import runstate
-from tools import synthetic
+from tools import bench, synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def step_section(smoke):
     presets = [("demo", 4, 1)] if smoke else [("ablation", 112, 20), ("sota", 64, 20)]
-    lines = ["| preset | batch | setting | GFLOP/clip | TFLOP/s | model clips/s | step clips/s | step/model "
-             "| peak GiB |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| preset | batch | setting | GFLOP/clip | TFLOP/s | model clips/s | step clips/s | step/model | peak GiB |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     best, everything = {}, []
     for preset, batch, steps in presets:
-        rows = bench.bench_model_and_step(SimpleNamespace(cmd="step", preset=preset, batch=batch, steps=steps,
-                                                          bank=300 if smoke else 50000))
+        rows = bench.bench_model_and_step(
+            SimpleNamespace(cmd="step", preset=preset, batch=batch, steps=steps, bank=300 if smoke else 50000)
+        )
         for r in rows:
-            lines.append(f"| {preset} | {batch} | {r['setting']} | {r['gflop_per_clip']:.2f} | {r['tflops']:.2f} "
-                         f"| {r['model_clips_per_s']:.0f} | {r['step_clips_per_s']:.0f} | {r['step_over_model']:.2f} "
-                         f"| {r['step_peak_gib']:.1f} |")
+            lines.append(
+                f"| {preset} | {batch} | {r['setting']} | {r['gflop_per_clip']:.2f} | {r['tflops']:.2f} "
+                f"| {r['model_clips_per_s']:.0f} | {r['step_clips_per_s']:.0f} | {r['step_over_model']:.2f} "
+                f"| {r['step_peak_gib']:.1f} |"
+            )
         best[preset] = max(r["step_clips_per_s"] for r in rows)
         everything += rows
     fast = [r for r in everything if r["setting"] == "bf16+cl3d"]  # the goal's setting (GPU only)
@@ -61,20 +65,43 @@ def step_section(smoke):
 def data_section(work, smoke, step_rate):
     raw, prepared = work / "raw", work / "raw_prepared"
     if not (raw / "manifest.csv").exists():
-        synthetic.generate(raw, classes=2 if smoke else 4, train_per_class=3 if smoke else 25, test_per_class=0,
-                           pool=0, size=64 if smoke else 256, fps=30, gop=250, audio_rate=44100,
-                           seconds=(2.5, 2.5) if smoke else (10.0, 10.0), workers=os.cpu_count())
+        synthetic.generate(
+            raw,
+            classes=2 if smoke else 4,
+            train_per_class=3 if smoke else 25,
+            test_per_class=0,
+            pool=0,
+            size=64 if smoke else 256,
+            fps=30,
+            gop=250,
+            audio_rate=44100,
+            seconds=(2.5, 2.5) if smoke else (10.0, 10.0),
+            workers=os.cpu_count(),
+        )
     cores = os.cpu_count() or 1
     workers = [1] if smoke else sorted({1, 4, 8, cores})
-    rows = bench.bench_data(SimpleNamespace(preset="demo" if smoke else "ablation", root=str(raw),
-                                            prepared=str(prepared), n=6 if smoke else 100, workers=workers,
-                                            decoder_threads=[decode.DECODER_THREADS],
-                                            sws_threads=[decode.SWSCALE_THREADS], pin=["auto"]))  # the defaults
-    lines = ["| source | decode ms/clip | " + " | ".join(f"{w} workers clips/s" for w in workers)
-             + " | step clips/s |", "|---|---:|" + "---:|" * (len(workers) + 1)]
+    rows = bench.bench_data(
+        SimpleNamespace(
+            preset="demo" if smoke else "ablation",
+            root=str(raw),
+            prepared=str(prepared),
+            n=6 if smoke else 100,
+            workers=workers,
+            decoder_threads=[decode.DECODER_THREADS],
+            sws_threads=[decode.SWSCALE_THREADS],
+            pin=["auto"],
+        )
+    )  # the defaults
+    lines = [
+        "| source | decode ms/clip | " + " | ".join(f"{w} workers clips/s" for w in workers) + " | step clips/s |",
+        "|---|---:|" + "---:|" * (len(workers) + 1),
+    ]
     for r in rows:
-        lines.append(f"| {r['source']} | {r['decode_ms']:.1f} | "
-                     + " | ".join(f"{r['clips_per_s'][w]:.0f}" for w in workers) + f" | {step_rate:.0f} |")
+        lines.append(
+            f"| {r['source']} | {r['decode_ms']:.1f} | "
+            + " | ".join(f"{r['clips_per_s'][w]:.0f}" for w in workers)
+            + f" | {step_rate:.0f} |"
+        )
     top = max(rows[-1]["clips_per_s"].values())
     verdict = "the GPU step" if top >= step_rate else f"the loader ({top:.0f} < {step_rate:.0f} clips/s)"
     return lines + ["", f"Limit at the ablation preset: {verdict}."], top >= step_rate
@@ -82,8 +109,14 @@ def data_section(work, smoke, step_rate):
 
 def _torchrun(nproc, script, args, env=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", str(script)]
-    res = subprocess.run(cmd + [str(a) for a in args], cwd=ROOT, capture_output=True, text=True, timeout=1800,
-                         env={**os.environ, **(env or {})})
+    res = subprocess.run(
+        cmd + [str(a) for a in args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, **(env or {})},
+    )
     if res.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     return res.stdout
@@ -92,8 +125,15 @@ def _torchrun(nproc, script, args, env=None):
 def train_section(work, smoke):
     synth = work / "synth"
     if not (synth / "manifest.csv").exists():
-        synthetic.generate(synth, **(dict(classes=2, train_per_class=8, test_per_class=2, pool=0, size=32,
-                                          seconds=(2.2, 2.6)) if smoke else {}), workers=os.cpu_count())
+        synthetic.generate(
+            synth,
+            **(
+                dict(classes=2, train_per_class=8, test_per_class=2, pool=0, size=32, seconds=(2.2, 2.6))
+                if smoke
+                else {}
+            ),
+            workers=os.cpu_count(),
+        )
     out = work / "train"
     tiny = ["--size", "32", "--frames", "4", "--batch-size", "8", "--num-negatives", "15"] if smoke else []
     common = ["--preset", "demo", "--data", synth, "--out", out, "--workers", "1" if smoke else "6", *tiny]
@@ -101,31 +141,56 @@ def train_section(work, smoke):
     first, second = ("off", "off") if smoke else ("bf16", "fp16")
     t0 = time.time()
     _torchrun(1, ROOT / "train.py", common + ["--amp", first, "--warmup-epochs", 2 if smoke else 4, "--epochs", 0])
-    text = _torchrun(1, ROOT / "train.py", common + ["--amp", second, "--warmup-epochs", 3 if smoke else 5,
-                                                      "--epochs", 0, "--allow-config-change"])
+    text = _torchrun(
+        1,
+        ROOT / "train.py",
+        common + ["--amp", second, "--warmup-epochs", 3 if smoke else 5, "--epochs", 0, "--allow-config-change"],
+    )
     wall = time.time() - t0
     log = runstate.read_log(out / "log.jsonl")
     losses = [r["loss"] for r in log]
-    res = evaluate.evaluate(out / "ckpt.pt", ["retrieval", "fewshot"], workers=2, shots=(1, 5),
-                            trials=5 if smoke else 50, figures=False)
-    checks = {"losses finite": all(map(math.isfinite, losses)),
-              "loss fell": losses[-1] < losses[0],
-              "resumed": "resuming from" in text and [r["epoch"] for r in log] == list(range(len(log))),
-              "epochs logged": len(log) == (3 if smoke else 5)}
+    res = evaluate.evaluate(
+        out / "ckpt.pt", ["retrieval", "fewshot"], workers=2, shots=(1, 5), trials=5 if smoke else 50, figures=False
+    )
+    checks = {
+        "losses finite": all(map(math.isfinite, losses)),
+        "loss fell": losses[-1] < losses[0],
+        "resumed": "resuming from" in text and [r["epoch"] for r in log] == list(range(len(log))),
+        "epochs logged": len(log) == (3 if smoke else 5),
+    }
     lines = ["| epoch | amp | loss | clips/s |", "|---:|---|---:|---:|"]
-    lines += [f"| {r['epoch']} | {second if i == len(log) - 1 else first} | {r['loss']:.3f} | {r['clips_per_s']:.0f} |"
-              for i, r in enumerate(log)]
-    lines += ["", f"R@1 {100 * res['retrieval']['R@1']:.1f}, 5-shot {100 * res['fewshot']['5-shot'][0]:.1f} "
-              f"(a few epochs: a check that evaluation runs, not a result); wall {wall:.0f} s. Checks: "
-              + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in checks.items())]
+    lines += [
+        f"| {r['epoch']} | {second if i == len(log) - 1 else first} | {r['loss']:.3f} | {r['clips_per_s']:.0f} |"
+        for i, r in enumerate(log)
+    ]
+    lines += [
+        "",
+        f"R@1 {100 * res['retrieval']['R@1']:.1f}, 5-shot {100 * res['fewshot']['5-shot'][0]:.1f} "
+        f"(a few epochs: a check that evaluation runs, not a result); wall {wall:.0f} s. Checks: "
+        + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in checks.items()),
+    ]
     return lines, all(checks.values())
 
 
 def ddp_section(work, smoke):
     two_gpus = torch.cuda.device_count() >= 2
     out = work / "ddp"
-    args = ["--preset", "demo", "--data", work / "synth", "--out", out, "--warmup-epochs", 1, "--epochs", 1,
-            "--workers", 1, "--batch-size", 8 if smoke else 32]
+    args = [
+        "--preset",
+        "demo",
+        "--data",
+        work / "synth",
+        "--out",
+        out,
+        "--warmup-epochs",
+        1,
+        "--epochs",
+        1,
+        "--workers",
+        1,
+        "--batch-size",
+        8 if smoke else 32,
+    ]
     if smoke:
         args += ["--size", "32", "--frames", "4", "--num-negatives", "15"]
     env = {} if two_gpus else {"CUDA_VISIBLE_DEVICES": ""}  # one GPU: NCCL wants a GPU per rank, so gloo
@@ -133,7 +198,9 @@ def ddp_section(work, smoke):
     r0, r1 = (torch.load(out / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     same = all(torch.equal(r0[k][n], r1[k][n]) for k in ("model", "bank") for n in r0[k])
     backend = "NCCL, 2 GPUs" if two_gpus else "gloo on the CPU (one GPU: NCCL needs a GPU per rank)"
-    return [f"torchrun --nproc_per_node=2 ({backend}): model and bank replicas identical: {'yes' if same else 'NO'}"], same
+    return [
+        f"torchrun --nproc_per_node=2 ({backend}): model and bank replicas identical: {'yes' if same else 'NO'}"
+    ], same
 
 
 def main(argv=None):
@@ -149,8 +216,10 @@ def main(argv=None):
     work, smoke = Path(args.work), args.cpu_smoke
     work.mkdir(parents=True, exist_ok=True)
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (smoke run, toy sizes)"
-    text = [f"# gpu-check: {device}, torch {torch.__version__}, {os.cpu_count()} cores\n",
-            f"`python -m tools.gpu_check {' '.join(argv if argv is not None else sys.argv[1:])}`\n"]
+    text = [
+        f"# gpu-check: {device}, torch {torch.__version__}, {os.cpu_count()} cores\n",
+        f"`python -m tools.gpu_check {' '.join(argv if argv is not None else sys.argv[1:])}`\n",
+    ]
     verdict, step_rate = {}, 0.0
     if "step" in args.parts:
         lines, best, verdict["step/model >= 0.9"] = step_section(smoke)
@@ -165,8 +234,9 @@ def main(argv=None):
     if "ddp" in args.parts:
         lines, verdict["DDP replicas identical"] = ddp_section(work, smoke)
         text += ["## d. DDP\n", *lines, ""]
-    text += ["## Verdict\n"] + [f"- {k}: {'n/a (no GPU)' if v is None else 'yes' if v else 'NO'}"
-                                 for k, v in verdict.items()]
+    text += ["## Verdict\n"] + [
+        f"- {k}: {'n/a (no GPU)' if v is None else 'yes' if v else 'NO'}" for k, v in verdict.items()
+    ]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(text) + "\n")
     print("\n".join(text))

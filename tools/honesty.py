@@ -9,6 +9,7 @@
 
 tests/test_synthetic.py runs the same functions on a small generated set.
 """
+
 import argparse
 import csv
 import random
@@ -30,9 +31,13 @@ def audio_statistics(path, rate=22050):
     n = 2 ** int(np.log2(len(wav)))
     spec = np.abs(np.fft.rfft(wav[:n] * np.hanning(n))) + 1e-9
     freqs = np.fft.rfftfreq(n, 1 / rate)
-    env = np.abs(wav[:len(wav) // 441 * 441]).reshape(-1, 441).mean(1)  # 20 ms blocks
-    return (np.exp(np.mean(np.log(spec))) / np.mean(spec), np.sqrt(np.mean(wav ** 2)),
-            (freqs * spec).sum() / spec.sum(), env.std() / (env.mean() + 1e-9))
+    env = np.abs(wav[: len(wav) // 441 * 441]).reshape(-1, 441).mean(1)  # 20 ms blocks
+    return (
+        np.exp(np.mean(np.log(spec))) / np.mean(spec),
+        np.sqrt(np.mean(wav**2)),
+        (freqs * spec).sum() / spec.sum(),
+        env.std() / (env.mean() + 1e-9),
+    )
 
 
 def best_auroc(x_pos, x_neg):
@@ -48,7 +53,10 @@ def check(root, n=300, seed=0):
     splits = {s: set((root / f"{s}.txt").read_text().split()) for s in ("train", "test")}
     rows = [r for r in csv.DictReader(open(root / "ground_truth.csv")) if r["path"] in splits["train"]]
     rng = random.Random(seed)
-    pick = lambda items: rng.sample(items, min(n, len(items)))  # noqa: E731
+
+    def pick(items):
+        return rng.sample(items, min(n, len(items)))
+
     faulty = pick([root / r["path"] for r in rows if r["faulty_audio"] == "1"])
     clean = pick([root / r["path"] for r in rows if r["faulty_audio"] == "0"])
     held = pick(sorted((root / "_heldout").iterdir()))
@@ -57,10 +65,15 @@ def check(root, n=300, seed=0):
     pool = max(best_auroc([stats[p] for p in held], [stats[p] for p in clean]))
     shared = len(splits["train"] & splits["test"])
     leaked = sum(1 for s in splits.values() for line in s if line.startswith("_heldout/"))
-    return {f"natural faulty vs clean, best audio-only AUROC ({len(faulty)} vs {len(clean)} files)": (natural, natural < LIMIT),
-            f"held-out pool vs clean, best audio-only AUROC ({len(held)} files)": (pool, pool < LIMIT),
-            "videos in both train.txt and test.txt": (shared, shared == 0),
-            "_heldout/ files in train.txt or test.txt": (leaked, leaked == 0)}
+    return {
+        f"natural faulty vs clean, best audio-only AUROC ({len(faulty)} vs {len(clean)} files)": (
+            natural,
+            natural < LIMIT,
+        ),
+        f"held-out pool vs clean, best audio-only AUROC ({len(held)} files)": (pool, pool < LIMIT),
+        "videos in both train.txt and test.txt": (shared, shared == 0),
+        "_heldout/ files in train.txt or test.txt": (leaked, leaked == 0),
+    }
 
 
 def main(argv=None):
@@ -72,8 +85,11 @@ def main(argv=None):
         raise SystemExit(f"tools.honesty: {args.root} has no ground_truth.csv: not a set made by tools/synthetic.py")
     results = check(args.root, args.n)
     for name, (value, ok) in results.items():
-        print(f"{'ok  ' if ok else 'FAIL'} {name}: {value:.3f}" if isinstance(value, float) else
-              f"{'ok  ' if ok else 'FAIL'} {name}: {value}")
+        print(
+            f"{'ok  ' if ok else 'FAIL'} {name}: {value:.3f}"
+            if isinstance(value, float)
+            else f"{'ok  ' if ok else 'FAIL'} {name}: {value}"
+        )
     sys.exit(0 if all(ok for _, ok in results.values()) else 1)
 
 

@@ -24,6 +24,7 @@ from the content, not the extension.
 
     python -m tools.prepare data/raw data/prepared [--short-side 128 --fps 16 --gop 16 --audio-rate 11025]
 """
+
 import argparse
 import os
 import shutil
@@ -54,8 +55,9 @@ def add_arguments(p):
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
 
 
-def prepare(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_codec="pcm_s16le", crf=23,
-            workers=None):
+def prepare(
+    src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_codec="pcm_s16le", crf=23, workers=None
+):
     """Re-encode every video under src into dst, copy the other files, scan the copy."""
     src, dst, t0 = Path(src), Path(dst), time.time()
     settings = (short_side, fps, gop, audio_rate, audio_codec, crf)
@@ -79,9 +81,18 @@ def prepare(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_
             shutil.copy2(path, out)
             copied += 1
     before = done_before(dst)
-    with Pool(max(1, workers or os.cpu_count())) as pool, tqdm(
-            total=len(jobs) + before, initial=before, unit="video",
-            desc=f"prepare {dst}", file=sys.stderr, disable=not jobs, smoothing=0.05) as bar:  # videos/s, time left
+    with (
+        Pool(max(1, workers or os.cpu_count())) as pool,
+        tqdm(
+            total=len(jobs) + before,
+            initial=before,
+            unit="video",
+            desc=f"prepare {dst}",
+            file=sys.stderr,
+            disable=not jobs,
+            smoothing=0.05,
+        ) as bar,
+    ):  # videos/s, time left
         failed = []
         for r in pool.imap_unordered(_prepare_one, jobs, chunksize=4):
             bar.update()
@@ -93,14 +104,19 @@ def prepare(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_
     rows = manifest.scan(dst, jobs=workers, journal=manifest.partial(dst / "manifest.csv"))
     manifest.write_manifest(rows, dst / "manifest.csv")
     manifest.partial(dst / "manifest.csv").unlink(missing_ok=True)
-    print(f"prepared {len(jobs) - len(failed)} videos ({len(failed)} failed, {copied} other files copied) "
-          f"-> {dst}, {len(rows)} usable in its manifest ({time.time() - t0:.1f}s)")
+    print(
+        f"prepared {len(jobs) - len(failed)} videos ({len(failed)} failed, {copied} other files copied) "
+        f"-> {dst}, {len(rows)} usable in its manifest ({time.time() - t0:.1f}s)"
+    )
 
 
 def done_before(dst):
     """Videos an earlier, stopped run already wrote (for the progress bar's start)."""
-    return sum(1 for p in dst.rglob("*") if p.suffix.lower() in manifest.VIDEO_EXTENSIONS
-               and not p.name.startswith(".")) if dst.exists() else 0
+    return (
+        sum(1 for p in dst.rglob("*") if p.suffix.lower() in manifest.VIDEO_EXTENSIONS and not p.name.startswith("."))
+        if dst.exists()
+        else 0
+    )
 
 
 def _prepare_one(job):
@@ -129,8 +145,11 @@ def reencode(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio
             vin.thread_type = "AUTO"
             w, h = vin.codec_context.width, vin.codec_context.height
             scale = min(1.0, short_side / min(w, h))
-            vs = out.add_stream("libx264", rate=int(fps), options={
-                "preset": "veryfast", "crf": str(crf), "g": str(gop), "keyint_min": str(gop), "bf": "0"})
+            vs = out.add_stream(
+                "libx264",
+                rate=int(fps),
+                options={"preset": "veryfast", "crf": str(crf), "g": str(gop), "keyint_min": str(gop), "bf": "0"},
+            )
             vs.width, vs.height = 2 * round(w * scale / 2), 2 * round(h * scale / 2)  # yuv420p needs even sides
             vs.pix_fmt = "yuv420p"
         if wav is not None:

@@ -34,6 +34,7 @@ is empty, or carries that marker: never into a user's dataset.
 
     python -m tools.synthetic --out data/synth [--classes 10 --train-per-class 50 --test-per-class 30]
 """
+
 import argparse
 import csv
 import shutil
@@ -57,13 +58,19 @@ def add_arguments(p):
     p.add_argument("--classes", type=int, default=10, help="number of classes (at most 25)")
     p.add_argument("--train-per-class", type=int, default=50)
     p.add_argument("--test-per-class", type=int, default=30, help="30: one test video is not one point of R@1")
-    p.add_argument("--heldout", type=int, default=None,
-                   help="injection pool (_heldout/): sounds of videos in neither split; default: one per train video")
+    p.add_argument(
+        "--heldout",
+        type=int,
+        default=None,
+        help="injection pool (_heldout/): sounds of videos in neither split; default: one per train video",
+    )
     p.add_argument("--pool", type=int, default=100, help="audio-only files that belong to no class (_pool/)")
     p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with another video's audio")
     p.add_argument("--size", type=int, default=64, help="frame side in pixels")
     p.add_argument("--fps", type=int, default=24)
-    p.add_argument("--gop", type=int, default=12, help="keyframe interval (x264's own default, 250, is what downloads have)")
+    p.add_argument(
+        "--gop", type=int, default=12, help="keyframe interval (x264's own default, 250, is what downloads have)"
+    )
     p.add_argument("--audio-rate", type=int, default=22050)
     p.add_argument("--seconds", type=float, nargs=2, default=(3.0, 4.0), help="duration range")
     p.add_argument("--noise", type=float, default=0.3, help="background clutter and audio noise, 0..1")
@@ -142,7 +149,7 @@ def render_audio(p, rate):
     if p["timbre"] is None:
         tempo, f0 = rng.uniform(0.4, 3.0), rng.uniform(150, 2000)
         env = (np.sin(2 * np.pi * tempo * t + rng.uniform(0, 6.3)) > 0.3).astype(np.float64)
-        chirp = np.sin(2 * np.pi * (f0 * t + rng.uniform(-200, 200) * t ** 2))
+        chirp = np.sin(2 * np.pi * (f0 * t + rng.uniform(-200, 200) * t**2))
         wav = 0.3 * env * chirp + 0.3 * rng.normal(0, 1, t.shape) * (1 - env) * rng.uniform(0.2, 1)
     else:
         f = p["pitch"]
@@ -159,7 +166,7 @@ def render_audio(p, rate):
         else:  # fm
             tone = np.sin(ph + 2.0 * np.sin(ph * 1.5))
         env = 0.5 + 0.5 * np.sin(2 * np.pi * p["freq"] * t + p["phase"])  # beats with the motion
-        wav = 0.3 * env ** 2 * tone / np.abs(tone).max()
+        wav = 0.3 * env**2 * tone / np.abs(tone).max()
         wav = wav + 0.05 * p["noise"] * rng.normal(0, 1, t.shape)
     return np.clip(wav, -1, 1).astype(np.float32)
 
@@ -189,12 +196,24 @@ def _video_params(rng, c, seconds, noise):
     shape, path, timbre, register = class_signature(c)
     dshape = SHAPES[rng.integers(5)]
     return dict(
-        shape=shape, path=path, timbre=timbre, seconds=float(rng.uniform(*seconds)), noise=noise,
-        freq=float(rng.uniform(0.6, 2.0)), phase=float(rng.uniform(0, 2 * np.pi)),
-        x0=float(rng.uniform(-0.2, 0.2)), y0=float(rng.uniform(-0.2, 0.2)), radius=float(rng.uniform(0.35, 0.5)),
-        colour=rng.uniform(60, 255, 3), dshape=dshape, dcolour=rng.uniform(0, 255, 3),
-        distractor=rng.uniform(-0.5, 0.5, 2), dfreq=float(rng.uniform(0.5, 3)),
-        pitch=float(220 * 2 ** (register * 0.75 + rng.uniform(-0.25, 0.25))), seed=int(rng.integers(2 ** 31)))
+        shape=shape,
+        path=path,
+        timbre=timbre,
+        seconds=float(rng.uniform(*seconds)),
+        noise=noise,
+        freq=float(rng.uniform(0.6, 2.0)),
+        phase=float(rng.uniform(0, 2 * np.pi)),
+        x0=float(rng.uniform(-0.2, 0.2)),
+        y0=float(rng.uniform(-0.2, 0.2)),
+        radius=float(rng.uniform(0.35, 0.5)),
+        colour=rng.uniform(60, 255, 3),
+        dshape=dshape,
+        dcolour=rng.uniform(0, 255, 3),
+        distractor=rng.uniform(-0.5, 0.5, 2),
+        dfreq=float(rng.uniform(0.5, 3)),
+        pitch=float(220 * 2 ** (register * 0.75 + rng.uniform(-0.25, 0.25))),
+        seed=int(rng.integers(2**31)),
+    )
 
 
 def _make_one(job):
@@ -208,16 +227,34 @@ def is_synthetic(folder):
     return (Path(folder) / MARKER).is_file()
 
 
-def generate(out, classes=10, train_per_class=50, test_per_class=30, heldout=None, pool=100, faulty=0.1, size=64, fps=24, gop=12,
-             audio_rate=22050, seconds=(3.0, 4.0), noise=0.3, seed=0, workers=2):
+def generate(
+    out,
+    classes=10,
+    train_per_class=50,
+    test_per_class=30,
+    heldout=None,
+    pool=100,
+    faulty=0.1,
+    size=64,
+    fps=24,
+    gop=12,
+    audio_rate=22050,
+    seconds=(3.0, 4.0),
+    noise=0.3,
+    seed=0,
+    workers=2,
+):
     """Write the dataset described in the module docstring under `out`."""
     from media import manifest  # the scan that writes the manifest
+
     if not 1 <= classes <= 25:
         raise ValueError(f"classes={classes}: expected 1..25 (5 shapes x 5 paths)")
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not is_synthetic(out):
-        raise FileExistsError(f"{out} exists and was not made by synthetic.py (no {MARKER} in it): "
-                              f"refusing to write into it; choose a new --out")
+        raise FileExistsError(
+            f"{out} exists and was not made by synthetic.py (no {MARKER} in it): "
+            f"refusing to write into it; choose a new --out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text("made by synthetic.py; the folder may be regenerated\n")
     t0 = time.time()
@@ -236,10 +273,19 @@ def generate(out, classes=10, train_per_class=50, test_per_class=30, heldout=Non
                     audio_p = _video_params(rng, audio_class, (p["seconds"], p["seconds"]), noise)
                 jobs.append((out / rel, p, audio_p, size, fps, audio_rate, gop))
                 splits[split].append(rel)
-                truth.append({"path": rel, "label": c, "class": name, "split": split,
-                              "faulty_audio": int(audio_p is not p), "audio_class": audio_class,
-                              "motion_hz": f"{p['freq']:.3f}", "sound_hz": f"{audio_p['freq']:.3f}",
-                              "pitch_hz": f"{audio_p['pitch']:.1f}"})
+                truth.append(
+                    {
+                        "path": rel,
+                        "label": c,
+                        "class": name,
+                        "split": split,
+                        "faulty_audio": int(audio_p is not p),
+                        "audio_class": audio_class,
+                        "motion_hz": f"{p['freq']:.3f}",
+                        "sound_hz": f"{audio_p['freq']:.3f}",
+                        "pitch_hz": f"{audio_p['pitch']:.1f}",
+                    }
+                )
     (out / "_pool").mkdir(parents=True, exist_ok=True)
     for k in range(pool):  # audio that belongs to no class: out of distribution, for --faulty-source pool
         p = {**_video_params(rng, 0, (4.0, 6.0), noise), "shape": None}
@@ -264,10 +310,12 @@ def generate(out, classes=10, train_per_class=50, test_per_class=30, heldout=Non
     rows = manifest.scan(out)
     manifest.write_manifest(rows, out / "manifest.csv")
     n_faulty = sum(t["faulty_audio"] for t in truth)
-    print(f"synthetic dataset: {classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
-          f"videos ({n_faulty} with unrelated audio), {len(list((out / '_heldout').iterdir()))} held-out sounds "
-          f"for injection, {pool} noise files, {len(rows)} in the manifest "
-          f"-> {out} ({time.time() - t0:.1f}s)")
+    print(
+        f"synthetic dataset: {classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
+        f"videos ({n_faulty} with unrelated audio), {len(list((out / '_heldout').iterdir()))} held-out sounds "
+        f"for injection, {pool} noise files, {len(rows)} in the manifest "
+        f"-> {out} ({time.time() - t0:.1f}s)"
+    )
 
 
 def main(argv=None):
