@@ -156,10 +156,10 @@ PRESETS = {
         epochs=200,
     ),
     # 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide.
-    # 4 frames and lr 1e-3 were chosen by measurement: CLAIMS.md, "The demo's single seed". 2000 videos, 1-s clips
-    # (fps 4) and half the paper's augmentation make the warm-up's scores find the faults at 50% in 25 epochs:
-    # CLAIMS.md, "Why the warm-up learns slowly". workers=0: with the clips preloaded, a loader worker only
-    # competes with the step for 2 cores (BENCHMARKS.md, "The loop").
+    # 4 frames, lr 1e-3, 2000 videos, 1-s clips (fps 4) and half the paper's augmentation were chosen by
+    # measurement: with them the warm-up's scores find the faults at 50% in 25 epochs (results/HISTORY.md,
+    # "How the demo's recipe was found"). workers=0: with the clips preloaded, a loader worker only
+    # competes with the step for 2 cores (BENCHMARKS.md, "The training step on a CPU").
     "demo": dict(
         data="data/synth2000",
         size=64,

@@ -10,8 +10,7 @@ Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, se
 instances gets "a randomly selected audio that is not part of the training set": a file of a pool
 outside both splits (faulty_source="pool", the default), each used once. The deviation
 faulty_source="train" lends the audio of another training video instead; that video's sound then
-sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (README,
-"Injection").
+sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (tests/test_injection.py).
 
 Which files a dataset holds (layouts, split lists, manifest) is media/manifest.py's business; this file
 turns them into items. Decoding is media/decode.py's, preloading media/preload.py's, loader workers

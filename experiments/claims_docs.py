@@ -19,8 +19,8 @@ README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
 
 def readme_rows(res):
     """One line per claim with any seed: its verdict (or how many seeds it still lacks) and the
-    primary endpoints' paired differences. The sweeps' claims join only with all their seeds (the issue:
-    their rows stay out until the sweeps have run)."""
+    primary endpoints' paired differences. The sweeps' claims join only with all their seeds (a sweep
+    half run would show a verdict on fewer seeds than planned)."""
     lines = ["| claim (paired difference) | verdict | Δ 1-shot | Δ 5-shot |", "|---|---|---:|---:|"]
     complete = 0
     for claim, judged in [(c, True) for c in cr.CLAIMS + cr.SWEEP_CLAIMS] + [(c, False) for c in cr.REPORTED]:

@@ -8,9 +8,11 @@ results/claims/finetune.jsonl as it finishes (a run cut short keeps what finishe
     python -m experiments.claims_finetune run .ft/ckpts.tar.xz          # on the GPU machine
     python -m experiments.claims report                                 # the column joins table2.md
 
-HACK: a GPU machine reached through a size-limited copy cannot take twelve 18 MB checkpoints, so
-`pack` keeps only what the fine-tune reads (the video encoder's weights and buffers, the config,
-the model's arguments) and xz-compresses them; `run` rebuilds the encoder from that.
+Why `pack`: a GPU machine is often reached by copying files to it, and twelve full checkpoints
+(18 MB each, with the audio encoder, the bank and Adam's state) are mostly what a fine-tune never
+reads. `pack` keeps only what it reads (the video encoder's weights and buffers, the config, the
+model's arguments), xz-compressed; `run` rebuilds the encoder from that. It is a carrying format,
+not one the project keeps: train.py's checkpoints stay the record.
 """
 
 import argparse
@@ -30,7 +32,7 @@ from experiments.claims import TABLE2
 from persistence.checkpoint import load_checkpoint
 
 RESULTS = Path("results/claims/finetune.jsonl")
-SEEDS, LEVEL = (0, 1, 2), 0.5  # the issue's column: Table 2 at 50%, 3 seeds
+SEEDS, LEVEL = (0, 1, 2), 0.5  # the column PLAN.md's amendment names: Table 2 at 50%, 3 seeds
 
 
 def setting_name(seed, method, faulty=LEVEL):
@@ -38,8 +40,7 @@ def setting_name(seed, method, faulty=LEVEL):
 
 
 def pack(runs, out, seeds=SEEDS, methods=TABLE2, faulty=LEVEL):
-    """Write the slim checkpoints of (seed, method) into one .tar.xz. HACK (the module docstring): for a
-    transfer's size limit, not a format the project keeps."""
+    """Write the slim checkpoints of (seed, method) into one .tar.xz (the module docstring says why)."""
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     with tarfile.open(out, "w:xz", preset=9) as tar:
         for seed in seeds:

@@ -7,7 +7,8 @@ Holm's step-down over the two at family-wise 0.05. R@1 and R@5 are shown, not ju
 
 Table 2's fine-tune column joins table2.md from finetune.jsonl (experiments/claims_finetune.py), and
 the README's verdict table and CLAIMS.md's claims section are remade from the same numbers
-(experiments/claims_docs.py).
+(experiments/claims_docs.py, which claims.py calls after this). The claims modules import in one
+direction: claims -> claims_docs -> claims_report, and claims_finetune -> claims.
 """
 
 import json
@@ -102,6 +103,7 @@ CLAIMS += [
     Claim("T1c neighbour", "CCP > neighbour targets at 0%", THREE, diff(0.0, "soft", 0.0, "soft:neighbor")),
     Claim("T1c swapped", "CCP > swapped targets at 0%", THREE, diff(0.0, "soft", 0.0, "soft:swapped")),
 ]
+SWEEPS = [("delta", 0.5), ("lambda", 0.5), ("delta", 0.25)]  # seeds 0-2, sweep.KNOBS' grids, after the plan
 SWEEP = ("delta", 0.5), ("lambda", 0.5)  # the sweeps' settings keys, beside the levels
 SWEEP_CLAIMS = [  # PLAN.md's S1 and S2; S3 (the best lambda) is read off sweeps.md, not judged
     *(
@@ -258,10 +260,9 @@ def load_sweeps(folder):
 
 
 def sweeps_report(folder):
-    """The appendix's sweeps (claims.SWEEPS) over the seeds whose every value has finished: the sweep's
+    """The appendix's sweeps (SWEEPS) over the seeds whose every value has finished: the sweep's
     own tables (S1 and S2 are judged with the other claims, from load_sweeps)."""
     from experiments import sweep
-    from experiments.claims import SWEEPS
 
     text = [
         "# The appendix's sweeps on the demo's regime\n",
@@ -285,7 +286,7 @@ def sweeps_report(folder):
 TABLE2_ORDER = ["xid", "weighted", "soft", "robust", "oracle", "weighted@shares"]
 
 
-def main(folder, docs=True):
+def main(folder):
     folder = Path(folder)
     res = load(folder)
     levels = sorted(res)
@@ -339,8 +340,4 @@ def main(folder, docs=True):
     (folder / "VERDICT.md").write_text("\n".join(verdict))
     print("\n".join(verdict))
     sweeps_report(folder)
-    if docs:
-        from experiments import claims_docs
-
-        claims_docs.update(folder, res)
     return res

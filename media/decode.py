@@ -15,7 +15,7 @@ import torch
 DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the affinity mask
 # The root cause of slow loader workers on a many-core box: PyAV's frame conversion (to_ndarray ->
 # swscale) defaults to threads=0, a pool of one thread per core of the affinity mask, built and torn
-# down for every frame (measured in BENCHMARKS.md, "Loader threads"); a worker held to one core was
+# down for every frame (measured in BENCHMARKS.md, "Data loading"); a worker held to one core was
 # fast only because its mask sized that pool to 1.
 SWSCALE_THREADS = 1
 

@@ -105,3 +105,33 @@ def test_the_honesty_command_passes_a_generated_set_and_fails_a_leaking_split(sy
     with pytest.raises(SystemExit) as leak:
         honesty.main([str(tmp_path), "--n", "30"])
     assert leak.value.code == 1
+
+
+def test_the_cue_options_at_their_defaults_leave_every_frame_and_sample_as_before():
+    rng = np.random.default_rng(3)
+    p = synthetic._video_params(rng, 4, (1.0, 1.0), 0.3)
+    cued = {**p, "instance_cue": 0.0, "class_cue": 1.0}
+    assert np.array_equal(synthetic.render_video(p, 32, 8), synthetic.render_video(cued, 32, 8))
+    assert np.array_equal(synthetic.render_audio(p, 8000), synthetic.render_audio(cued, 8000))
+
+
+def test_the_instance_cue_puts_the_stripes_height_into_the_pitch_of_its_sound():
+    """Picture and sound of one video share the cue; another video's sound carries another pitch."""
+    rng = np.random.default_rng(5)
+    rate = 8000
+    pitches, heights = [], []
+    for _ in range(6):
+        p = {**synthetic._video_params(rng, 0, (1.0, 1.0), 0.0), "instance_cue": 1.0, "class_cue": 0.05}
+        height, _ = synthetic.instance_cue(p)
+        wav = synthetic.render_audio(p, rate)
+        spectrum = np.abs(np.fft.rfft(wav))
+        freqs = np.fft.rfftfreq(len(wav), 1 / rate)
+        low = (freqs > 200) & (freqs < 1100)
+        pitches.append(freqs[low][spectrum[low].argmax()])
+        heights.append(height)
+        frame = synthetic.render_video(p, 64, 8)[0].astype(float)
+        row = int(round((-0.45 + 0.9 * height + 1) * 32))  # the stripe's centre row
+        same = np.abs(frame[row] - np.median(frame[row], axis=0)).max(axis=1) < 1  # (64,) pixels of one colour
+        assert same.mean() > 0.75  # across the width, but where the shape or the distractor cross it
+    np.testing.assert_allclose(pitches, [250 * 2 ** (2 * h) for h in heights], atol=2.0)
+    assert max(pitches) - min(pitches) > 100  # videos differ: the pitch is not a constant

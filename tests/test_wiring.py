@@ -1,7 +1,8 @@
 """How train.py feeds the memory bank into eq. (17): train.objective against the same objective put
 together by hand from losses.py (which bank statistics eq. (6) receives, the oracle's and the soft
 targets' inputs), and train.train_step's order (the loss from the old memory, then the EMA update).
-These catch wrong wiring that the equation tests cannot; mutation testing (README, "Tests") measures it."""
+These catch wrong wiring that the equation tests cannot; mutation testing measures it (tests/README.md,
+"Mutation testing")."""
 
 import pytest
 import torch

@@ -1,7 +1,7 @@
 """The GPU workstation path in one command, with a verdict: `make gpu-check` (about 10 minutes on an H100).
 
-On a CUDA machine that has torch, torchvision and torchaudio but no internet (README: bring PyAV as
-a wheel), it runs and writes one table to results/gpu.md:
+On a CUDA machine that has torch, torchvision and torchaudio but no internet (OPERATIONS.md, "On a GPU":
+bring PyAV as a wheel), it runs and writes one table to results/gpu.md:
 
   a. step    bench.py step for the ablation and sota presets in fp32, bf16 and bf16 + channels_last_3d:
              GFLOP/clip, TFLOP/s, peak memory, model and step clips/s, step/model (goal >= 0.9)

@@ -23,6 +23,12 @@ No public video dataset can be downloaded here, so the project makes one whose t
            natural faults above (class, tempo, phase and pitch drawn independently). One file per
            training video by default, and train.py draws them without replacement, so no injected
            sound is used twice even at 100% and none sits in two memory-bank slots.
+  cues     two knobs move the balance between what picture and sound share per class and per video.
+           --instance-cue s (0 by default: off) gives each video a full-width stripe whose height
+           and hue, drawn from the video's own seed, set the pitches of two steady tones in its sound
+           (250-1000 Hz and 1500-4000 Hz), mixed at s: the instance, not the class, becomes the easy
+           cross-modal signal, as it is in real video. --class-cue c shrinks the class's shape and
+           lowers the class's sound by c. A faulty positive's sound carries another video's tones.
   _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
            for `--faulty-source noise`.
 
@@ -74,6 +80,19 @@ def add_arguments(p):
     p.add_argument("--audio-rate", type=int, default=22050)
     p.add_argument("--seconds", type=float, nargs=2, default=(3.0, 4.0), help="duration range")
     p.add_argument("--noise", type=float, default=0.3, help="background clutter and audio noise, 0..1")
+    p.add_argument(
+        "--instance-cue",
+        type=float,
+        default=0.0,
+        help="0..1: strength of a cue of each video's own that its picture and sound share (a stripe whose "
+        "height and hue set the pitches of two tones); 0, the default, leaves the set as it was",
+    )
+    p.add_argument(
+        "--class-cue",
+        type=float,
+        default=1.0,
+        help="0..1: size of the class's shape and level of the class's sound (1: as it was)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=2)
 
@@ -121,7 +140,7 @@ def render_video(p, size, fps):
     for i in range(n):
         t = i / fps
         ph = 2 * np.pi * p["freq"] * t + p["phase"]
-        amp, cx, cy, r = 0.3, p["x0"], p["y0"], p["radius"]
+        amp, cx, cy, r = 0.3, p["x0"], p["y0"], p["radius"] * p.get("class_cue", 1.0)
         path = p["path"]
         if path == "horizontal":
             cx = amp * np.sin(ph)
@@ -134,11 +153,30 @@ def render_video(p, size, fps):
         else:  # pulse: grows and shrinks in place
             r = r * (1 + 0.45 * np.sin(ph))
         img = bg + texture + rng.normal(0, 8 * p["noise"], (size, size, 1))
+        if p.get("instance_cue", 0.0) > 0:
+            img = _draw_stripe(img, yy, p)
         img[_mask(p["shape"], xx - cx, yy - cy, r)] = p["colour"]
         dx, dy = p["distractor"][0] + 0.3 * np.sin(t * p["dfreq"]), p["distractor"][1] + 0.3 * np.cos(t * p["dfreq"])
         img[_mask(p["dshape"], xx - dx, yy - dy, 0.12)] = p["dcolour"]
         frames[i] = np.clip(img, 0, 255)
     return frames
+
+
+def instance_cue(p):
+    """The video's own cue, from its seed alone, so that its picture and its sound agree and a faulty
+    positive's sound (another video's parameters) carries another: (height in [0, 1], hue in [0, 0.8])."""
+    u = np.random.default_rng([p["seed"], 7]).uniform(size=2)
+    return float(u[0]), 0.8 * float(u[1])  # hues short of a full turn: red and magenta stay apart
+
+
+def _draw_stripe(img, yy, p):
+    """A full-width stripe (any crop keeps some of it) at the cue's height, in the cue's hue."""
+    height, hue = instance_cue(p)
+    centre = -0.45 + 0.9 * height
+    colour = 255 * np.clip(np.abs((hue * 6 + np.array([0, 4, 2])) % 6 - 3) - 1, 0, 1)  # HSV (hue, 1, 1) -> RGB
+    band = np.abs(yy - centre) < 0.09
+    img[band] = (1 - p["instance_cue"]) * img[band] + p["instance_cue"] * colour
+    return img
 
 
 def render_audio(p, rate):
@@ -166,7 +204,11 @@ def render_audio(p, rate):
         else:  # fm
             tone = np.sin(ph + 2.0 * np.sin(ph * 1.5))
         env = 0.5 + 0.5 * np.sin(2 * np.pi * p["freq"] * t + p["phase"])  # beats with the motion
-        wav = 0.3 * env**2 * tone / np.abs(tone).max()
+        wav = 0.3 * p.get("class_cue", 1.0) * env**2 * tone / np.abs(tone).max()
+        if p.get("instance_cue", 0.0) > 0:  # the stripe's height and hue as two pitches, 250-1000 and 1500-4000 Hz
+            height, hue = instance_cue(p)
+            f1, f2 = 250 * 2 ** (2 * height), 1500 * 2 ** (1.415 * hue / 0.8)
+            wav = wav + 0.15 * p["instance_cue"] * (np.sin(2 * np.pi * f1 * t) + np.sin(2 * np.pi * f2 * t))
         wav = wav + 0.05 * p["noise"] * rng.normal(0, 1, t.shape)
     return np.clip(wav, -1, 1).astype(np.float32)
 
@@ -217,7 +259,8 @@ def _video_params(rng, c, seconds, noise):
 
 
 def _make_one(job):
-    path, p, audio_p, size, fps, rate, gop = job
+    path, p, audio_p, size, fps, rate, gop, cues = job
+    p, audio_p = {**p, **cues}, {**audio_p, **cues}
     frames = render_video(p, size, fps) if p["shape"] is not None else None
     write_mp4(path, frames, render_audio(audio_p, rate), fps, rate, gop)
 
@@ -243,12 +286,19 @@ def generate(
     noise=0.3,
     seed=0,
     workers=2,
+    instance_cue=0.0,
+    class_cue=1.0,
 ):
     """Write the dataset described in the module docstring under `out`."""
     from media import manifest  # the scan that writes the manifest
 
     if not 1 <= classes <= 25:
         raise ValueError(f"classes={classes}: expected 1..25 (5 shapes x 5 paths)")
+    if not (0 <= instance_cue <= 1 and 0 < class_cue <= 1):
+        raise ValueError(f"instance_cue={instance_cue}, class_cue={class_cue}: expected 0..1 and (0, 1]")
+    # Drawn from each video's seed, not from the generator's stream: at the defaults the set is the same
+    # file for file as one made before these options existed.
+    cues = {"instance_cue": instance_cue, "class_cue": class_cue}
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not is_synthetic(out):
         raise FileExistsError(
@@ -271,7 +321,7 @@ def generate(
                 if split == "train" and rng.uniform() < faulty:  # the sound of another, unseen video
                     audio_class = int(rng.integers(classes))
                     audio_p = _video_params(rng, audio_class, (p["seconds"], p["seconds"]), noise)
-                jobs.append((out / rel, p, audio_p, size, fps, audio_rate, gop))
+                jobs.append((out / rel, p, audio_p, size, fps, audio_rate, gop, cues))
                 splits[split].append(rel)
                 truth.append(
                     {
@@ -289,7 +339,7 @@ def generate(
     (out / "_pool").mkdir(parents=True, exist_ok=True)
     for k in range(pool):  # audio that belongs to no class: out of distribution, for --faulty-source pool
         p = {**_video_params(rng, 0, (4.0, 6.0), noise), "shape": None}
-        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, {**p, "timbre": None}, size, fps, audio_rate, gop))
+        jobs.append((out / "_pool" / f"noise_{k:03d}.mp4", p, {**p, "timbre": None}, size, fps, audio_rate, gop, cues))
     # The injection pool draws from a stream of its own, so the train and test videos (and with them
     # the manifest and every 0% run) are the same as a generator without it made.
     shutil.rmtree(out / "_heldout", ignore_errors=True)  # a regenerated set has no stale sounds
@@ -298,7 +348,7 @@ def generate(
     for k in range(classes * train_per_class if heldout is None else heldout):
         c = int(held_rng.integers(classes))  # a class sound, like a natural fault's: the same renderer
         p = {**_video_params(held_rng, c, seconds, noise), "shape": None}
-        jobs.append((out / "_heldout" / f"sound_{k:04d}.mp4", p, p, size, fps, audio_rate, gop))
+        jobs.append((out / "_heldout" / f"sound_{k:04d}.mp4", p, p, size, fps, audio_rate, gop, cues))
     with Pool(workers) as processes:
         processes.map(_make_one, jobs, chunksize=8)
     for split, rels in splits.items():

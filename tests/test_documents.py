@@ -1,0 +1,98 @@
+"""The documents agree with the tree and with the results they quote: no dead link, path, section or
+name (tools/references.py), the README's demo table is results/demo.json's, and the modules import
+one way only."""
+
+import ast
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from tools import references
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_tree_has_no_dead_link_path_section_or_name():
+    assert references.dead_references() == []
+
+
+def test_a_planted_dead_reference_of_each_kind_is_found(tmp_path):
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "kit.py").write_text("def real():\n    pass\n")
+    (tmp_path / "README.md").write_text(
+        "# Title\n\n## Two commands\n\n[ok](#two-commands) [ok](tools/kit.py) `tools/kit.py` `kit.real`\n"
+        'README, "Two commands"\n'
+    )
+    files = ["README.md", "tools/kit.py"]
+    assert references.dead_references(tmp_path, files) == []
+    planted = {
+        "[a](missing.md)": "link to a missing file",
+        "[a](#no-such-heading)": "link to a missing heading",
+        "`tools/gone.py`": "missing path",
+        "`tools/kit.py::test_nothing`": "has no function",
+        "`gone.py`": "no tracked file",
+        "`kit.unreal`": "defines no unreal",
+        'README, "Three commands"': 'no section "Three commands"',
+    }
+    for text, expected in planted.items():
+        (tmp_path / "NOTES.md").write_text(f"# Notes\n\n{text}\n")
+        found = references.dead_references(tmp_path, [*files, "NOTES.md"])
+        assert len(found) == 1 and expected in found[0] and found[0].startswith("NOTES.md:3"), (text, found)
+    # in a Python file only the comments and strings are read: code that looks like a path is not
+    (tmp_path / "tools" / "kit.py").write_text('def real():\n    return a / "b"  # see README, "Nowhere"\n')
+    found = references.dead_references(tmp_path, files)
+    assert len(found) == 1 and 'no section "Nowhere"' in found[0]
+
+
+def test_the_readme_demo_table_is_the_committed_reference():
+    """The README quotes `make demo`'s reference table: each cell is results/demo.json's, rounded."""
+    reference = json.loads((ROOT / "results" / "demo.json").read_text())
+    rows = reference["results"][0]["0.5"]
+    names = {"xID": "xid", "Weighted-xID": "weighted", "Oracle-xID": "oracle"}
+    text = (ROOT / "README.md").read_text()
+    table = text.split("The reference:", 1)[1].split("\n\n", 2)[1]
+    seen = set()
+    for line in table.splitlines()[2:]:
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        method = names[cells[0]]
+        quoted = [float(c) for c in cells[2:]]
+        expected = [round(100 * rows[method][k], 1) for k in ("R@1", "R@5", "1-shot", "5-shot", "AUROC")]
+        assert quoted == expected, (cells[0], quoted, expected)
+        seen.add(method)
+    assert seen == set(names.values())
+
+
+def imports(path: Path, modules: set[str]) -> set[str]:
+    """The tree's modules that `path` imports, at the top or inside a function."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        out |= {n for n in names if n in modules}
+    return out
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    modules = {f[:-3].replace("/", ".").removesuffix(".__init__"): f for f in files}
+    graph = {m: imports(ROOT / f, set(modules)) - {m} for m, f in modules.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        stack, seen = [start], set()
+        while stack:
+            m = stack.pop()
+            if m == goal:
+                return True
+            if m not in seen:
+                seen.add(m)
+                stack += graph.get(m, ())
+        return False
+
+    cycles = sorted((a, b) for a, deps in graph.items() for b in deps if reaches(b, a))
+    assert cycles == []
+    assert re.search(r"from experiments import .*claims_report", (ROOT / "experiments/claims_docs.py").read_text())
