@@ -12,25 +12,68 @@ values of them (train.py), and `ENGINEERING` lists the ones that do not.
 """
 
 import argparse
+import math
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, NamedTuple, NoReturn
 
 from losses import SOFT_TARGET_STRATEGIES, VARIANTS
 
 
-def _opt(default, text, group):
-    return field(default=default, metadata={"help": text, "group": group})
+class Check(NamedTuple):
+    """What values an option allows: a test, and its words for the error message and --help."""
+
+    ok: Callable[[Any], bool]
+    allowed: str
+
+
+def one_of(*values: str) -> Check:
+    return Check(lambda v: v in values, "one of " + ", ".join(values))
+
+
+def at_least(lo: float) -> Check:
+    return Check(lambda v: v >= lo, f"a value of at least {lo:g}")
+
+
+def between(lo: float, hi: float, hi_open: bool = False) -> Check:
+    """lo <= v <= hi, or lo <= v < hi with hi_open (a share: [0, 1))."""
+    return Check(
+        lambda v: lo <= v < hi if hi_open else lo <= v <= hi, f"a value in [{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    )
+
+
+POSITIVE = Check(lambda v: v > 0, "a value above 0")
+SHARE = between(0, 1, hi_open=True)
+ANY = Check(lambda v: True, "any value")
+
+
+def _opt(default: Any, text: str, group: str, check: Check = ANY) -> Any:
+    """A Config field: its default, its --help text, its --help group and the values it allows."""
+    return field(default=default, metadata={"help": text, "group": group, "check": check})
+
+
+FAULTY_SOURCES = ("heldout", "train", "noise")
 
 
 @dataclass
 class Config:
     # data
     data: str = _opt("data/synth", "dataset root", "data")
-    layout: str = _opt("folder", "ucf101 | hmdb51 | kinetics | folder (media/manifest.py)", "data")
+    layout: str = _opt(
+        "folder",
+        "ucf101 | hmdb51 | kinetics | folder (media/manifest.py)",
+        "data",
+        check=one_of("ucf101", "hmdb51", "kinetics", "folder"),
+    )
     split: str = _opt("train", "split to pre-train on", "data")
-    fold: int = _opt(1, "split 1-3 of UCF101 / HMDB51", "data")
+    fold: int = _opt(1, "split 1-3 of UCF101 / HMDB51", "data", check=between(1, 3))
     annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", "data")
     manifest: str = _opt("", "usable-file list; default ROOT/manifest.csv, made by a scan when missing", "data")
-    faulty_fraction: float = _opt(0.0, "share of instances whose audio is replaced (paper Fig. 7: 0 to 0.8)", "data")
+    faulty_fraction: float = _opt(
+        0.0, "share of instances whose audio is replaced (paper Fig. 7: 0 to 0.8)", "data", check=SHARE
+    )
     faulty_source: str = _opt(
         "heldout",
         "where injected audio comes from: 'heldout' (paper, Sec. 5.2: files outside the "
@@ -38,6 +81,7 @@ class Config:
         "deviation, its sound then sits in two bank slots) or 'noise' (the synthetic set's "
         "out-of-distribution ROOT/_pool)",
         "data",
+        check=one_of(*FAULTY_SOURCES),
     )
     faulty_pool: str = _opt(
         "",
@@ -47,65 +91,98 @@ class Config:
         "data",
     )
     # clip
-    frames: int = _opt(8, "frames per clip T (paper: 8; Sec. 6 also fine-tunes on 32)", "clip")
-    fps: float = _opt(16.0, "frame rate (paper: 16)", "clip")
-    size: int = _opt(80, "crop side (paper: 80; Sec. 6: 112)", "clip")
-    audio_rate: int = _opt(11025, "audio sample rate in Hz (paper: 11025; Sec. 6: 24000)", "clip")
-    n_mels: int = _opt(80, "mel bands (paper: 80; Sec. 6: 128)", "clip")
-    n_time: int = _opt(80, "spectrogram time steps over 2 s (paper: 80; Sec. 6: 128)", "clip")
+    frames: int = _opt(8, "frames per clip T (paper: 8; Sec. 6 also fine-tunes on 32)", "clip", check=at_least(1))
+    fps: float = _opt(16.0, "frame rate (paper: 16)", "clip", check=POSITIVE)
+    size: int = _opt(
+        80,
+        "crop side (paper: 80; Sec. 6: 112)",
+        "clip",
+        check=Check(lambda v: v >= 32, "at least 32: the video network's last map has a cell per 32 pixels"),
+    )
+    audio_rate: int = _opt(11025, "audio sample rate in Hz (paper: 11025; Sec. 6: 24000)", "clip", check=at_least(1000))
+    n_mels: int = _opt(80, "mel bands (paper: 80; Sec. 6: 128)", "clip", check=at_least(8))
+    n_time: int = _opt(80, "spectrogram time steps over 2 s (paper: 80; Sec. 6: 128)", "clip", check=at_least(8))
     augment: float = _opt(
         1.0,
         "strength of the video augmentation, scaling the crop's area loss, the colour jitter "
         "and the chances of jitter, greyscale and blur (paper: 1, SimCLR's; 0: flips only)",
         "clip",
+        check=between(0, 1),
     )
     # model
-    video_depth: int = _opt(9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model")
-    width: float = _opt(1.0, "channel multiplier (paper: 1.0; the demo uses 0.25)", "model")
-    # optimisation
-    batch_size: int = _opt(224, "global batch, split over processes (paper: 224; Sec. 6: 512)", "optimisation")
-    lr: float = _opt(
-        1e-4, "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)", "optimisation"
+    video_depth: int = _opt(
+        9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model", check=Check(lambda v: v in (9, 18), "9 or 18")
     )
-    lr_min: float = _opt(1e-5, "end of the cosine (paper: 1e-5; Sec. 6: 5e-5)", "optimisation")
-    warmup_epochs: int = _opt(400, "epochs of xID warm-up, eq. (1) (paper: 400; Sec. 6: 200)", "optimisation")
-    epochs: int = _opt(200, "epochs of the second stage with --loss (paper: 200)", "optimisation")
+    width: float = _opt(1.0, "channel multiplier (paper: 1.0; the demo uses 0.25)", "model", check=POSITIVE)
+    # optimisation
+    batch_size: int = _opt(
+        224,
+        "global batch, split over processes (paper: 224; Sec. 6: 512)",
+        "optimisation",
+        check=Check(lambda v: v >= 2, "at least 2: batch norm needs two clips"),
+    )
+    lr: float = _opt(
+        1e-4,
+        "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)",
+        "optimisation",
+        check=POSITIVE,
+    )
+    lr_min: float = _opt(1e-5, "end of the cosine (paper: 1e-5; Sec. 6: 5e-5)", "optimisation", check=at_least(0))
+    warmup_epochs: int = _opt(
+        400, "epochs of xID warm-up, eq. (1) (paper: 400; Sec. 6: 200)", "optimisation", check=at_least(0)
+    )
+    epochs: int = _opt(200, "epochs of the second stage with --loss (paper: 200)", "optimisation", check=at_least(0))
     # method (Sec. 4)
     loss: str = _opt(
         "robust",
         "second stage: " + " | ".join(f"{k} ({v.name})" for k, v in VARIANTS.items()) + " (paper: robust)",
         "method",
+        check=one_of(*VARIANTS),
     )
-    soft_targets: str = _opt("ccp", " | ".join(SOFT_TARGET_STRATEGIES) + " (paper: ccp; oracle uses labels)", "method")
-    num_negatives: int = _opt(1024, "negatives K per sample (paper: 1024)", "method")
-    tau: float = _opt(0.07, "temperature of eq. (2) (paper: 0.07)", "method")
-    tau_s: float = _opt(0.02, "temperature of the softening scores, eqs. (10)-(14) (paper: 0.02)", "method")
-    tau_t: float = _opt(0.07, "temperature of the cycle terms of CCP, eqs. (13)-(14) (paper: 0.07)", "method")
-    lam: float = _opt(0.5, "mixing coefficient lambda of eqs. (8)-(9) (paper: 0.5)", "method")
-    kappa: float = _opt(0.5, "kappa of eq. (6) (paper: 0.5)", "method")
-    w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", "method")
+    soft_targets: str = _opt(
+        "ccp",
+        " | ".join(SOFT_TARGET_STRATEGIES) + " (paper: ccp; oracle uses labels)",
+        "method",
+        check=one_of(*SOFT_TARGET_STRATEGIES),
+    )
+    num_negatives: int = _opt(1024, "negatives K per sample (paper: 1024)", "method", check=at_least(1))
+    tau: float = _opt(0.07, "temperature of eq. (2) (paper: 0.07)", "method", check=POSITIVE)
+    tau_s: float = _opt(
+        0.02, "temperature of the softening scores, eqs. (10)-(14) (paper: 0.02)", "method", check=POSITIVE
+    )
+    tau_t: float = _opt(
+        0.07, "temperature of the cycle terms of CCP, eqs. (13)-(14) (paper: 0.07)", "method", check=POSITIVE
+    )
+    lam: float = _opt(0.5, "mixing coefficient lambda of eqs. (8)-(9) (paper: 0.5)", "method", check=between(0, 1))
+    kappa: float = _opt(0.5, "kappa of eq. (6) (paper: 0.5)", "method", check=POSITIVE)
+    w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", "method", check=between(0, 1))
     delta: float = _opt(
         -1.0,
         "delta of eq. (6): the weights' midpoint at mu + delta sigma (paper: set from the "
         "known noise level, Sec. 5.2; demo.py does so)",
         "method",
     )
-    momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", "method")
-    seed: int = _opt(0, "seed of the model, bank, sampler, augmentations and injected faults", "method")
+    momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", "method", check=between(0, 1))
+    seed: int = _opt(
+        0, "seed of the model, bank, sampler, augmentations and injected faults", "method", check=at_least(0)
+    )
     # engineering: speed and bookkeeping, not results
-    out: str = _opt("runs/demo", "run folder: ckpt.pt and log.jsonl", "engineering")
+    out: str = _opt(
+        "runs/demo", "run folder: ckpt.pt and log.jsonl", "engineering", check=Check(lambda v: v != "", "a folder")
+    )
     init: str = _opt(
         "",
         "start from this checkpoint's model and bank (branch a second stage off a warm-up), with "
         "a fresh Adam state, where one uninterrupted two-stage run keeps Adam's (the paper does not say)",
         "engineering",
     )
-    workers: int = _opt(4, "DataLoader workers per process", "engineering")
+    workers: int = _opt(4, "DataLoader workers per process", "engineering", check=at_least(0))
     pin_workers: str = _opt(
         "auto",
         "hold each DataLoader worker to a core of its own: auto (where workers + 2 cores "
         "are free, 2 left to the main process: a GPU workstation) | on | off",
         "engineering",
+        check=one_of("auto", "on", "off"),
     )
     preload: bool = _opt(
         False,
@@ -118,15 +195,14 @@ class Config:
         "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision; on some "
         "CPUs bf16 gradients go non-finite: BENCHMARKS.md)",
         "engineering",
+        check=one_of("auto", "bf16", "fp16", "off"),
     )
     channels_last: bool = _opt(True, "channels_last_3d video encoder on a GPU", "engineering")
-    max_bad_fraction: float = _opt(0.05, "stop when more of the files fail to decode", "engineering")
+    max_bad_fraction: float = _opt(0.05, "stop when more of the files fail to decode", "engineering", check=SHARE)
     allow_config_change: bool = _opt(
         False, "resume a run whose checkpoint has other result-changing settings", "engineering"
     )
 
-
-FAULTY_SOURCES = ("heldout", "train", "noise")
 
 # Fields a resume may change, because they change speed or bookkeeping but not what the run computes:
 #   out, allow_config_change, max_bad_fraction  where and whether the run goes on, not its steps
@@ -182,9 +258,62 @@ PRESETS = {
 }
 
 
-def parse_config(argv=None, description=None):
-    """--preset NAME, then any Config field as --field-name VALUE. Unknown options are an error."""
-    parser = argparse.ArgumentParser(description=description)
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, whose errors are one line naming the program, the option and what it allows (its
+    default prints the whole usage first, and a bad value a user typed is not worth a screenful).
+    `add_checked` adds an option with the Check its values must pass when parsed (evaluate.py's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checks: dict[str, tuple[str, Check]] = {}
+
+    def add_checked(self, flag: str, check: Check, **kwargs: Any) -> None:
+        allowed = f" (allowed: {check.allowed})"
+        action = self.add_argument(flag, **{**kwargs, "help": kwargs.get("help", "") + allowed})
+        self.checks[action.dest] = (flag, check)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed = super().parse_args(args, namespace)
+        for dest, (flag, check) in self.checks.items():
+            value = getattr(parsed, dest)
+            problem = None if value is None else check_value(flag, value, check)
+            if problem:
+                self.error(problem)
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (--help lists the options)\n")
+
+
+def check_value(flag: str, value: Any, check: Check) -> str | None:
+    """The complaint about one option's value, or None if it is allowed."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{flag} {value!r}: expected a finite number"
+    if not check.ok(value):
+        return f"{flag} {value!r}: expected {check.allowed}"
+    return None
+
+
+def relations(cfg: "Config") -> list[str]:
+    """Complaints about options that are each allowed but not together."""
+    out = []
+    if cfg.lr_min > cfg.lr:
+        out.append(f"--lr-min {cfg.lr_min!r}: expected at most --lr ({cfg.lr!r}), where the cosine starts")
+    if cfg.warmup_epochs + cfg.epochs < 1:
+        out.append("--warmup-epochs 0 --epochs 0: nothing to train; expected at least one epoch in all")
+    bins = round(2.0 * cfg.audio_rate / cfg.n_time) + 1  # FFT bins of the spectrogram's window (augment.py)
+    if cfg.n_mels > bins:
+        out.append(
+            f"--n-mels {cfg.n_mels}: expected at most {bins} at --audio-rate {cfg.audio_rate} and --n-time "
+            f"{cfg.n_time} (each mel band needs an FFT bin)"
+        )
+    return out
+
+
+def parse_config(argv: list[str] | None = None, description: str | None = None) -> "Config":
+    """--preset NAME, then any Config field as --field-name VALUE. An unknown option, a value a field
+    does not allow (its Check) or options that do not go together exit with one line (status 2)."""
+    parser = OneLineParser(prog=Path(sys.argv[0]).name or "train.py", description=description)
     parser.add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -197,30 +326,25 @@ def parse_config(argv=None, description=None):
         if group not in groups:
             groups[group] = parser.add_argument_group(group)
         kind = argparse.BooleanOptionalAction if f.type is bool else None
+        allowed = "" if f.metadata["check"] is ANY else f"; allowed: {f.metadata['check'].allowed}"
         groups[group].add_argument(
             "--" + f.name.replace("_", "-"),
             type=None if kind else f.type,
             action=kind,
             default=None,
-            help=f"{f.metadata['help']} [default: {f.default!r}]",
+            help=f"{f.metadata['help']} [default: {f.default!r}{allowed}]",
         )
     args = vars(parser.parse_args(argv))
     cfg = Config(**PRESETS[args.pop("preset")])
     for k, v in args.items():
         if v is not None:
             setattr(cfg, k, v)
-    checks = {
-        "loss": tuple(VARIANTS),
-        "soft_targets": SOFT_TARGET_STRATEGIES,
-        "amp": ("auto", "bf16", "fp16", "off"),
-        "faulty_source": FAULTY_SOURCES,
-        "pin_workers": ("auto", "on", "off"),
-    }
-    for name, allowed in checks.items():
-        if getattr(cfg, name) not in allowed:
-            parser.error(f"--{name.replace('_', '-')} {getattr(cfg, name)!r}: expected one of {allowed}")
-    if cfg.video_depth not in (9, 18):
-        parser.error(f"--video-depth {cfg.video_depth}: expected 9 or 18")
+    for f in fields(Config):
+        problem = check_value("--" + f.name.replace("_", "-"), getattr(cfg, f.name), f.metadata["check"])
+        if problem:
+            parser.error(problem)
+    for problem in relations(cfg):
+        parser.error(problem)
     return cfg
 
 

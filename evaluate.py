@@ -23,7 +23,6 @@ file with its gallery (or a test split that shares one with the train split) is 
     python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1
 """
 
-import argparse
 import copy
 import hashlib
 import json
@@ -41,6 +40,7 @@ import augment
 import data
 from analysis import fewshot
 from analysis.diagnostics import faulty_auroc
+from config import POSITIVE, OneLineParser, at_least, between, one_of
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
 from media import loader_workers, manifest
 from persistence import runstate
@@ -504,7 +504,7 @@ def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardis
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "task",
         choices=["retrieval", "fewshot", "finetune", "analysis", "all"],
@@ -513,35 +513,43 @@ def main(argv=None):
     )
     p.add_argument("ckpt", help="train.py checkpoint")
     p.add_argument("--data", help="evaluation dataset root (default: the pre-training data)")
-    p.add_argument("--layout", help="ucf101 | hmdb51 | kinetics | folder")
-    p.add_argument("--fold", type=int, help="split 1-3 of UCF101 / HMDB51")
+    p.add_checked("--layout", one_of("ucf101", "hmdb51", "kinetics", "folder"), help="the evaluation set's layout")
+    p.add_checked("--fold", between(1, 3), type=int, help="split 1-3 of UCF101 / HMDB51")
     p.add_argument("--annotations", help="split files, when not in the layout's default place")
-    p.add_argument("--trials", type=int, default=50, help="few-shot trials (paper: 50)")
+    p.add_checked("--trials", at_least(1), type=int, default=50, help="few-shot trials (paper: 50)")
     p.add_argument("--standardise", action="store_true", help="few-shot on standardised features (paper: raw)")
-    p.add_argument("--finetune-epochs", type=int, default=FINETUNE["epochs"], help="paper: 200")
-    p.add_argument("--finetune-batch", type=int, default=FINETUNE["batch_size"], help="paper: 192")
-    p.add_argument("--finetune-lr", type=float, default=FINETUNE["lr"], help="paper: 1e-4 -> 1e-5 cosine")
-    p.add_argument("--accumulate", type=int, default=1, help="micro-batches per step when a batch does not fit")
-    p.add_argument("--frames", type=int, help="fine-tune on clips of this many frames (paper: 8; Sec. 6 also 32)")
+    p.add_checked("--finetune-epochs", at_least(1), type=int, default=FINETUNE["epochs"], help="paper: 200")
+    p.add_checked("--finetune-batch", at_least(2), type=int, default=FINETUNE["batch_size"], help="paper: 192")
+    p.add_checked("--finetune-lr", POSITIVE, type=float, default=FINETUNE["lr"], help="paper: 1e-4 -> 1e-5 cosine")
+    p.add_checked(
+        "--accumulate", at_least(1), type=int, default=1, help="micro-batches per step when a batch does not fit"
+    )
+    p.add_checked(
+        "--frames", at_least(1), type=int, help="fine-tune on clips of this many frames (paper: 8; Sec. 6 also 32)"
+    )
     p.add_argument(
         "--select-on-val",
         action="store_true",
         help="keep the best epoch on 10%% of the train split (paper: the final epoch)",
     )
-    p.add_argument(
+    p.add_checked(
         "--curve-every",
+        at_least(0),
         type=int,
         default=0,
         help="also record the fine-tune's test accuracy every N epochs (a diagnostic, never used to select)",
     )
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument(
+    p.add_checked("--workers", at_least(0), type=int, default=2, help="DataLoader workers")
+    p.add_checked(
         "--jobs",
+        at_least(1),
         type=int,
         help="processes for the few-shot trials (default: torch's thread count, "
         "the cores; the numbers do not depend on it)",
     )
     args = p.parse_args(argv)
+    if args.finetune_batch % args.accumulate:
+        p.error(f"--accumulate {args.accumulate}: expected a divisor of --finetune-batch ({args.finetune_batch})")
     overrides = {k: v for k in ("data", "layout", "fold", "annotations") if (v := getattr(args, k)) is not None}
     if "data" in overrides:
         overrides["manifest"] = ""  # the evaluation set's own manifest
@@ -572,6 +580,8 @@ def main(argv=None):
         )
     except (CheckpointError, FileNotFoundError, runstate.FolderHeld) as err:
         raise SystemExit(f"evaluate.py: {err}") from err
+    except ValueError as err:  # a dataset that holds nothing usable, a split that does not fit: one line
+        raise SystemExit(f"evaluate.py: {err}") from None
     print(json.dumps(res, indent=1))
 
 

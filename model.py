@@ -64,8 +64,8 @@ class VideoEncoder(nn.Module):
         return nn.Sequential(*layers)
 
     def feature_map(self, x):
-        """The last conv feature map, used for retrieval: (B, 3, T, H, W) -> (B, 512, T/8, H/28, W/28)
-        (rounded up), e.g. (B, 512, 1, 4, 4) for 8x112x112 clips."""
+        """The last conv feature map, used for retrieval: (B, 3, T, H, W) -> (B, 512, ceil(T/8), ceil(H/32),
+        ceil(W/32)), e.g. (B, 512, 1, 4, 4) for 8x112x112 clips and (B, 512, 1, 2, 2) for the demo's 4x64x64."""
         return self.stages(self.stem(x))
 
     def forward(self, x):

@@ -56,19 +56,30 @@ def build_train_set(cfg):
             else 'README, "Real datasets", says how to lay one out'
         )
         raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}")
-    records, classes = manifest.load_records(
-        cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=True
-    )
-    dataset = data.AVDataset(
-        records,
-        data.clip_spec(cfg),
-        train=True,
-        faulty_fraction=cfg.faulty_fraction,
-        **injection(cfg, records),
-        seed=cfg.seed,
-        max_bad_fraction=cfg.max_bad_fraction,
-        preload=cfg.preload,
-    )
+    try:  # a split list, a manifest or a folder that holds nothing usable: one line, not a traceback
+        records, classes = manifest.load_records(
+            cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=True
+        )
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"train.py: {err}") from None
+    if cfg.num_negatives >= len(records):  # eq. (1)'s negatives are other instances: K >= N only repeats them
+        raise SystemExit(
+            f"train.py: --num-negatives {cfg.num_negatives}: expected fewer than the {len(records)} training "
+            f"videos of {cfg.data} (at most {len(records) - 1})"
+        )
+    try:
+        dataset = data.AVDataset(
+            records,
+            data.clip_spec(cfg),
+            train=True,
+            faulty_fraction=cfg.faulty_fraction,
+            **injection(cfg, records),
+            seed=cfg.seed,
+            max_bad_fraction=cfg.max_bad_fraction,
+            preload=cfg.preload,
+        )
+    except ValueError as err:  # e.g. a faulty-positive pool smaller than the share to inject
+        raise SystemExit(f"train.py: {err}") from None
     dataset.classes = classes
     return dataset
 

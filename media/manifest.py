@@ -24,6 +24,7 @@ import mimetypes
 import multiprocessing
 import os
 import sys
+from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,6 +213,8 @@ def load_records(layout, root, split, fold=1, annotations=None, manifest=None, n
                 str(root / path), label, float(r["duration"]), float(r["audio_duration"] or 0), truth.get(path, False)
             )
         )
+    if not records:
+        raise ValueError(no_usable_files(root, split, items, by_path, need_audio))
     if len(records) < len(items):
         print(
             f"data: {len(items) - len(records)} of {len(items)} {split} videos under {root} are not usable "
@@ -219,6 +222,33 @@ def load_records(layout, root, split, fold=1, annotations=None, manifest=None, n
             file=sys.stderr,
         )
     return records, classes
+
+
+def no_usable_files(root, split, items, by_path, need_audio=True):
+    """One line for a split with no usable video: how many files it lists, how many fail for each
+    reason (probed again here, the failure path only), and the command that names each file."""
+    root = Path(root)
+    if not items:
+        return (
+            f"no {split} videos found under {root} (the folder layout is ROOT/CLASS/*.mp4; containers: "
+            f"{' '.join(VIDEO_EXTENSIONS)})"
+        )
+    reasons = Counter()
+    for path, _ in items:
+        row = by_path.get(path)
+        if row is not None:  # in the manifest, so only its audio is missing
+            reasons["no audio stream"] += 1
+            continue
+        try:
+            probe(root / path, need_audio)
+            reasons["not in the manifest (rescan)"] += 1
+        except (ValueError, OSError) as err:
+            reasons[str(err).split(" (")[0].split(":")[0]] += 1
+    counts = ", ".join(f"{n} {why}" for why, n in reasons.most_common())
+    return (
+        f"no usable {split} videos under {root}: {len(items)} found, {sum(reasons.values())} unusable ({counts}); "
+        f"python -m media.manifest scan {root} names each file and its reason"
+    )
 
 
 def audio_pool(folder):

@@ -1,0 +1,152 @@
+"""Bad settings end in one line that names the option, its value and what is allowed: exit status 2
+for train.py's and evaluate.py's options (config.py's checks, beside each option), 1 for a dataset
+that holds nothing usable; never a traceback."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import evaluate
+from config import parse_config
+from test_train import ROOT, TINY
+from tools import synthetic
+
+BAD_TRAIN = {  # option and value -> words the one line must hold
+    ("--faulty-fraction", "1.5"): "[0, 1)",
+    ("--faulty-fraction", "-0.1"): "[0, 1)",
+    ("--delta", "nan"): "finite",
+    ("--lam", "inf"): "finite",
+    ("--size", "8"): "at least 32",
+    ("--frames", "0"): "at least 1",
+    ("--batch-size", "-3"): "at least 2",
+    ("--batch-size", "1"): "at least 2",
+    ("--lr", "-1"): "above 0",
+    ("--tau", "0"): "above 0",
+    ("--tau-s", "-0.02"): "above 0",
+    ("--kappa", "0"): "above 0",
+    ("--w-min", "1.5"): "[0, 1]",
+    ("--lam", "2"): "[0, 1]",
+    ("--momentum", "-0.5"): "[0, 1]",
+    ("--max-bad-fraction", "1"): "[0, 1)",
+    ("--num-negatives", "0"): "at least 1",
+    ("--fold", "4"): "[1, 3]",
+    ("--video-depth", "10"): "9 or 18",
+    ("--width", "0"): "above 0",
+    ("--fps", "0"): "above 0",
+    ("--audio-rate", "100"): "at least 1000",
+    ("--workers", "-1"): "at least 0",
+    ("--seed", "-1"): "at least 0",
+    ("--loss", "wighted"): "one of xid, weighted",
+    ("--layout", "ucf"): "one of ucf101",
+    ("--amp", "fp8"): "one of auto, bf16",
+    ("--lr-min", "1"): "at most --lr",
+    ("--n-mels", "200"): "each mel band needs an FFT bin",
+    ("--frames", "x"): "invalid int value",
+    ("--no-such-option", "1"): "unrecognized arguments",
+}
+
+
+def one_line_error(capsys, argv, parse=parse_config):
+    with pytest.raises(SystemExit) as stop:
+        parse(argv)
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("option,value", sorted(BAD_TRAIN))
+def test_a_bad_training_option_ends_in_one_line_naming_it(capsys, option, value):
+    argv = ["--preset", "demo", option, value]
+    if (option, value) == ("--n-mels", "200"):
+        argv += ["--n-time", "160"]  # 2 s at 11025 Hz in 160 steps: 139 FFT bins
+    err = one_line_error(capsys, argv)
+    assert option in err and BAD_TRAIN[option, value] in err, err
+    if option != "--no-such-option":
+        assert value in err or str(float(value)) in err, err
+
+
+def test_warmup_and_second_stage_of_zero_epochs_are_refused(capsys):
+    err = one_line_error(capsys, ["--warmup-epochs", "0", "--epochs", "0"])
+    assert "nothing to train" in err
+
+
+def test_every_training_option_states_what_it_allows_in_its_help(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("--faulty-fraction", "allowed: a value in [0, 1)", "allowed: a value above 0", "allowed: 9 or 18"):
+        assert words in text
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["--trials", "0"], "--trials 0: expected a value of at least 1"),
+        (["--finetune-lr", "nan"], "--finetune-lr nan: expected a finite number"),
+        (["--accumulate", "5"], "--accumulate 5: expected a divisor of --finetune-batch (192)"),
+        (["--fold", "0"], "--fold 0"),
+        (["--layout", "nope"], "--layout 'nope'"),
+        (["--jobs", "0"], "--jobs 0"),
+    ],
+)
+def test_a_bad_evaluation_option_ends_in_one_line_naming_it(capsys, argv, words):
+    err = one_line_error(capsys, ["fewshot", "ckpt.pt", *argv], parse=evaluate.main)
+    assert words in err, err
+
+
+def run_train(*args):
+    cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", *TINY, *map(str, args)]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_more_negatives_than_training_videos_is_refused_before_training(tiny_data, tmp_path):
+    res = run_train("--data", tiny_data, "--out", tmp_path / "run", "--num-negatives", 100000)
+    last = res.stderr.strip().splitlines()[-1]
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert "--num-negatives 100000: expected fewer than the 16 training videos" in last
+    assert not (tmp_path / "run" / "ckpt.pt").exists()
+
+
+def test_a_folder_of_unusable_files_ends_in_one_line_with_the_count_per_reason(tmp_path):
+    root = tmp_path / "bad"
+    for cls in ("a", "b"):
+        (root / cls).mkdir(parents=True)
+        (root / cls / "empty.mp4").write_bytes(b"")
+        (root / cls / "text.mp4").write_text("not a video")
+        synthetic.write_mp4(root / cls / "silent.mp4", np.zeros((20, 32, 32, 3), np.uint8), None, 10, 22050)
+        (root / cls / "junk.mp4").write_bytes(b"\0" * 100)
+    res = run_train("--data", root, "--out", tmp_path / "run")
+    last = res.stderr.strip().splitlines()[-1]
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert last.startswith("train.py: no usable train videos under") and "python -m media.manifest scan" in last
+    found = int(last.split(": ")[2].split(" found")[0])
+    counts = {why: int(n) for n, why in (c.split(" ", 1) for c in last.split("(")[1].split(")")[0].split(", "))}
+    assert sum(counts.values()) == found and "empty file" in counts and "no audio stream" in counts, counts
+
+
+def test_an_empty_dataset_folder_says_so_in_one_line(tmp_path):
+    (tmp_path / "empty").mkdir()
+    res = run_train("--data", tmp_path / "empty", "--out", tmp_path / "run")
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "no train videos found under" in res.stderr.strip().splitlines()[-1]
+
+
+def test_a_missing_checkpoint_for_evaluation_is_one_line():
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "evaluate.py"), "retrieval", "no/such/ckpt.pt"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == ["evaluate.py: checkpoint not found: no/such/ckpt.pt"]
+
+
+def test_the_options_and_the_values_the_docs_use_pass_the_checks():
+    """The presets themselves, and the tests' tiny setting, are allowed."""
+    for preset in ("ablation", "sota", "demo"):
+        parse_config(["--preset", preset])
+    parse_config(["--preset", "demo", *TINY])
