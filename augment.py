@@ -17,10 +17,16 @@ fixed order.
     used by train.py and evaluate.py; tests: python -m pytest tests/test_augment.py
 """
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchaudio
+from torch import Tensor
+
+if TYPE_CHECKING:  # for annotations only: augment.py needs nothing else of data.py
+    from data import ClipSpec
 
 MEAN, STD = 0.45, 0.225  # per channel, as AVID normalises
 GREY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
@@ -30,7 +36,7 @@ class LogMel(nn.Module):
     """Waveform (..., n) -> log-mel spectrogram (..., 1, n_mels, n_time). The hop is set so that the
     2 s window gives n_time steps (25 ms at 11025 Hz, as in the paper); windows are twice the hop."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: "ClipSpec") -> None:
         super().__init__()
         hop = int(round(spec.audio_seconds * spec.audio_rate / spec.n_time))
         self.n_time = spec.n_time
@@ -38,7 +44,7 @@ class LogMel(nn.Module):
             sample_rate=spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels
         )
 
-    def forward(self, wav):
+    def forward(self, wav: Tensor) -> Tensor:
         spec = torch.log(self.mel(wav.float()) + 1e-6)[..., : self.n_time]  # (..., n_mels, n_time)
         return spec.unsqueeze(-3)  # (..., 1, n_mels, n_time)
 
@@ -49,8 +55,15 @@ class ClipAugment(nn.Module):
     train=False only converts and normalises (evaluation clips)."""
 
     def __init__(
-        self, spec, train=True, jitter=(0.4, 0.4, 0.4, 0.1), p_jitter=0.8, p_grey=0.2, p_blur=0.5, sigma=(0.1, 2.0)
-    ):
+        self,
+        spec: "ClipSpec",
+        train: bool = True,
+        jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1),
+        p_jitter: float = 0.8,
+        p_grey: float = 0.2,
+        p_blur: float = 0.5,
+        sigma: tuple[float, float] = (0.1, 2.0),
+    ) -> None:
         super().__init__()
         k = spec.augment  # strength: 1 is the paper's, 0 leaves colour and sharpness alone
         self.train_mode, self.jitter, self.sigma = train, tuple(k * j for j in jitter), sigma
@@ -58,7 +71,7 @@ class ClipAugment(nn.Module):
         self.logmel = LogMel(spec) if spec.audio_seconds else None
 
     @torch.no_grad()
-    def forward(self, video, wav=None):
+    def forward(self, video: Tensor, wav: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         lead = video.shape[:-4]  # (B,) or (B, clips)
         x = video.reshape(-1, *video.shape[-4:])  # x: (N, 3, T, H, W) uint8
         if self.train_mode:
@@ -67,17 +80,17 @@ class ClipAugment(nn.Module):
         audio = None if wav is None or self.logmel is None else self.logmel(wav)
         return x, audio
 
-    def augment(self, x):
+    def augment(self, x: Tensor) -> Tensor:
         """x: (N, 3, T, H, W) in [0, 1]; one random draw per clip. Every op runs on the whole batch
         and torch.where picks per clip: selecting the clips by index instead would save a little CPU
         time but cost a host sync per op on a GPU."""
         n, dev = x.shape[0], x.device
         b, c, s, h = self.jitter
 
-        def uniform(lo, hi):
+        def uniform(lo: float, hi: float) -> Tensor:
             return torch.empty(n, device=dev).uniform_(lo, hi)
 
-        def chance(p):
+        def chance(p: float) -> Tensor:
             return torch.rand(n, device=dev) < p
 
         on = chance(self.p_jitter)  # (N,) clips that get colour jitter; the others get factor 1 / shift 0
@@ -90,37 +103,37 @@ class ClipAugment(nn.Module):
         return x
 
 
-def normalise(x):
+def normalise(x: Tensor) -> Tensor:
     """Frames in [0, 1] (float) or 0..255 (uint8) -> normalised float, any shape."""
     x = x.float() / 255 if x.dtype == torch.uint8 else x
     return (x - MEAN) / STD
 
 
-def _bcast(t):
+def _bcast(t: Tensor) -> Tensor:
     return t.view(-1, 1, 1, 1, 1)  # (N,) -> (N, 1, 1, 1, 1)
 
 
-def grey(x):
+def grey(x: Tensor) -> Tensor:
     """(N, 3, T, H, W) -> (N, 1, T, H, W), torchvision's luma weights."""
     w = x.new_tensor(GREY).view(1, 3, 1, 1, 1)
     return (x * w).sum(1, keepdim=True)
 
 
-def brightness(x, f):
+def brightness(x: Tensor, f: Tensor) -> Tensor:
     return (x * _bcast(f)).clamp(0, 1)
 
 
-def contrast(x, f):
+def contrast(x: Tensor, f: Tensor) -> Tensor:
     """Blend with the mean grey level of each frame, as torchvision does per image."""
     m = grey(x).mean(dim=(1, 3, 4), keepdim=True)  # (N, 1, T, 1, 1)
     return (_bcast(f) * x + (1 - _bcast(f)) * m).clamp(0, 1)
 
 
-def saturation(x, f):
+def saturation(x: Tensor, f: Tensor) -> Tensor:
     return (_bcast(f) * x + (1 - _bcast(f)) * grey(x)).clamp(0, 1)
 
 
-def hue(x, shift):
+def hue(x: Tensor, shift: Tensor) -> Tensor:
     """Shift the HSV hue of each clip by `shift` (in turns), as torchvision's adjust_hue. Which channel
     holds the maximum is a mask, as in torchvision's _rgb2hsv (the first of r, g, b on ties): an
     argmax (`max(1)` with indices) or nested torch.where give the same bits, but those CPU kernels
@@ -141,7 +154,7 @@ def hue(x, shift):
     return v[:, None] - cr[:, None] * torch.minimum(k, 4 - k).clamp_(0, 1)  # (N, 3, T, H, W)
 
 
-def blur(x, sigma, k=5):
+def blur(x: Tensor, sigma: Tensor, k: int = 5) -> Tensor:
     """Separable k x k Gaussian blur with one sigma per clip, reflect padding (torchvision's)."""
     n, ch, t, h, w = x.shape
     r = torch.arange(k, device=x.device, dtype=x.dtype) - (k - 1) / 2  # (k,)

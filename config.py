@@ -294,7 +294,7 @@ def check_value(flag: str, value: Any, check: Check) -> str | None:
     return None
 
 
-def relations(cfg: "Config") -> list[str]:
+def relations(cfg: Config) -> list[str]:
     """Complaints about options that are each allowed but not together."""
     out = []
     if cfg.lr_min > cfg.lr:
@@ -310,7 +310,7 @@ def relations(cfg: "Config") -> list[str]:
     return out
 
 
-def parse_config(argv: list[str] | None = None, description: str | None = None) -> "Config":
+def parse_config(argv: list[str] | None = None, description: str | None = None) -> Config:
     """--preset NAME, then any Config field as --field-name VALUE. An unknown option, a value a field
     does not allow (its Check) or options that do not go together exit with one line (status 2)."""
     parser = OneLineParser(prog=Path(sys.argv[0]).name or "train.py", description=description)
@@ -352,7 +352,7 @@ def parse_config(argv: list[str] | None = None, description: str | None = None) 
 RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random"}
 
 
-def config_from_dict(saved, source="checkpoint"):
+def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Config:
     """A Config from a saved dict (a checkpoint's). Fields added since it was written take their
     defaults; a retired option at the only value it now has is dropped; any other field this version
     does not know is an error that names it."""
@@ -364,7 +364,7 @@ def config_from_dict(saved, source="checkpoint"):
     return Config(**saved)
 
 
-def result_changes(old, new):
+def result_changes(old: Config, new: Config) -> dict[str, tuple[Any, Any]]:
     """Fields, other than ENGINEERING ones, whose values differ between two Configs: {name: (old, new)}."""
     a, b = asdict(old), asdict(new)
     return {k: (a[k], b[k]) for k in a if k not in ENGINEERING and a[k] != b[k]}

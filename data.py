@@ -19,15 +19,22 @@ media/loader_workers.py's. Tests: tests/test_data.py
 
 import itertools
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch import Tensor
 from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from media.decode import read_clip
+from media.manifest import Record
 from media.preload import decode_many
+
+if TYPE_CHECKING:  # for annotations only
+    from config import Config
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ class ClipSpec:
     augment: float = 1.0  # video augmentation strength; 1 is the paper's (augment.py)
 
     @property
-    def seconds(self):
+    def seconds(self) -> float:
         return self.frames / self.fps
 
 
@@ -52,7 +59,7 @@ SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
 
-def clip_spec(cfg, audio=True):
+def clip_spec(cfg: "Config", audio: bool = True) -> ClipSpec:
     """The ClipSpec of a config.Config (or anything with the same fields); audio=False for
     evaluation, which reads video only."""
     return ClipSpec(
@@ -67,7 +74,7 @@ def clip_spec(cfg, audio=True):
     )
 
 
-def video_transform(size, train, strength=1.0):
+def video_transform(size: int, train: bool, strength: float = 1.0) -> Callable[[Tensor], Tensor]:
     """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
     shrinks the clip before it leaves the worker (augment.py does colour, blur, normalisation on the
     device). strength scales the area a crop may lose (0.6 at the paper's 1). Wrapping the clip as a
@@ -78,7 +85,7 @@ def video_transform(size, train, strength=1.0):
         ops = [v2.Resize(size, antialias=True), v2.CenterCrop(size)]
     pipeline = v2.Compose(ops)
 
-    def apply(frames):
+    def apply(frames: Tensor) -> Tensor:
         video = tv_tensors.Video(frames.permute(0, 3, 1, 2))  # (T, 3, H, W)
         return pipeline(video).permute(1, 0, 2, 3).contiguous()  # (3, T, size, size)
 
@@ -107,18 +114,18 @@ class AVDataset(torch.utils.data.Dataset):
 
     def __init__(
         self,
-        records,
-        spec=ClipSpec(),
-        train=True,
-        audio=True,
-        num_clips=10,
-        faulty_fraction=0.0,
-        faulty_source="pool",
-        pool=(),
-        seed=0,
-        max_bad_fraction=0.05,
-        preload=False,
-    ):
+        records: Sequence[Record],
+        spec: ClipSpec = ClipSpec(),
+        train: bool = True,
+        audio: bool = True,
+        num_clips: int = 10,
+        faulty_fraction: float = 0.0,
+        faulty_source: str = "pool",
+        pool: Sequence[tuple[str, float]] = (),
+        seed: int = 0,
+        max_bad_fraction: float = 0.05,
+        preload: bool = False,
+    ) -> None:
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
         self.records, self.train, self.num_clips = list(records), train, num_clips
@@ -140,7 +147,7 @@ class AVDataset(torch.utils.data.Dataset):
                 zip(videos + sounds, decode_many(videos, self.spec, True) + decode_many(sounds, self.spec, False))
             )
 
-    def inject(self, faulty_fraction, faulty_source, pool, seed):
+    def inject(self, faulty_fraction: float, faulty_source: str, pool: Sequence[tuple[str, float]], seed: int) -> None:
         """Draw the injected instances and their replacement audio (sets `injected` and `donor`)."""
         n = len(self.records)
         # A stream of its own: the loader's DistributedSampler shuffles with torch.randperm seeded by
@@ -167,7 +174,9 @@ class AVDataset(torch.utils.data.Dataset):
         else:
             raise ValueError(f"faulty_source {faulty_source!r}: expected 'pool' or 'train'")
 
-    def read(self, path, start, audio_path=None, audio_start=None):
+    def read(
+        self, path: str, start: float, audio_path: str | None = None, audio_start: float | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         """read_clip, or the same cut from memory when preloaded."""
         if self.memory is None:
             return read_clip(path, start, self.spec, audio_path, audio_start)
@@ -187,20 +196,20 @@ class AVDataset(torch.utils.data.Dataset):
         wav = wav[k : k + n]
         return clip, torch.nn.functional.pad(wav, (0, n - len(wav)))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.records)
 
     @property
-    def labels(self):
+    def labels(self) -> Tensor:
         return torch.tensor([r.label for r in self.records])
 
-    def clip_starts(self, rec):
+    def clip_starts(self, rec: Record) -> list[float]:
         room = max(0.0, rec.duration - self.spec.seconds)
         if self.train:
             return [float(torch.rand(()) * room)]
         return list(np.linspace(0, room, self.num_clips))
 
-    def load(self, i):
+    def load(self, i: int) -> dict[str, Any]:
         rec = self.records[i]
         clips = []
         for start in self.clip_starts(rec):
@@ -227,7 +236,7 @@ class AVDataset(torch.utils.data.Dataset):
             item["audio"] = audio[0] if self.train else audio
         return item
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
         """key: an index, or (index, seed) from SeededSampler: the item's random draws then depend
         on the seed alone, not on which worker made it or what that worker made before."""
         if not isinstance(key, tuple):  # int, or numpy's from a Subset
@@ -240,7 +249,7 @@ class AVDataset(torch.utils.data.Dataset):
             torch.default_generator.manual_seed(seed)
             return self._get(i)
 
-    def _get(self, i):
+    def _get(self, i: int) -> dict[str, Any]:
         """load(i), or where its file fails, another item's, marked with `failed` = i (else -1): the
         substitute trains as itself, and train.py keeps it out of the bank update and i out of the bank."""
         failed = -1
@@ -267,17 +276,17 @@ class SeededSampler(torch.utils.data.Sampler):
     function of (seed, epoch, index). Augmentations are then the same for any number of workers,
     for persistent workers, and for a run resumed at an epoch boundary or in the middle of one."""
 
-    def __init__(self, sampler, seed=0):
+    def __init__(self, sampler: torch.utils.data.Sampler, seed: int = 0) -> None:
         self.sampler, self.seed, self.epoch, self.skip = sampler, seed, 0, 0
 
-    def set_epoch(self, epoch, skip=0):
+    def set_epoch(self, epoch: int, skip: int = 0) -> None:
         """skip: how many of the epoch's indices were trained on before a stop (none are loaded)."""
         self.epoch, self.skip = epoch, skip
         self.sampler.set_epoch(epoch)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[int, int]]:
         base = (self.seed * 1_000_003 + self.epoch) * 10_000_019
         return ((i, base + i) for i in itertools.islice(self.sampler, self.skip, None))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.sampler)

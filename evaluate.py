@@ -28,21 +28,25 @@ import hashlib
 import json
 import math
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch import Tensor
 from tqdm import tqdm
 
 import augment
 import data
 from analysis import fewshot
 from analysis.diagnostics import faulty_auroc
-from config import POSITIVE, OneLineParser, at_least, between, one_of
+from config import POSITIVE, Config, OneLineParser, at_least, between, one_of
 from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
 from media import loader_workers, manifest
+from memory_bank import MemoryBank
 from persistence import runstate
 from persistence.checkpoint import CheckpointError, load_pretrained
 
@@ -51,18 +55,25 @@ FINETUNE = dict(
 )  # Sec. 5.1
 
 
-def device_default():
+def device_default() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def split_records(cfg, split):
+def split_records(cfg: Config, split: str) -> tuple[list[manifest.Record], list[str]]:
     """The usable videos of one split, video only (UCF101/HMDB51 videos often have no audio)."""
     return manifest.load_records(
         cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=False
     )
 
 
-def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None, preload=None):
+def eval_set(
+    cfg: Config,
+    split: str,
+    train_mode: bool = False,
+    num_clips: int = 10,
+    keep: Sequence[int] | None = None,
+    preload: bool | None = None,
+) -> tuple[data.AVDataset, list[str]]:
     """Video-only dataset of one split; `keep` selects records by position (a held-out validation
     part); preload defaults to the config's."""
     records, classes = split_records(cfg, split)
@@ -79,7 +90,7 @@ def eval_set(cfg, split, train_mode=False, num_clips=10, keep=None, preload=None
     ), classes
 
 
-def check_disjoint(query, gallery, what="query and gallery"):
+def check_disjoint(query: Iterable[str], gallery: Iterable[str], what: str = "query and gallery") -> None:
     """Refuse an evaluation whose two sets (datasets or record lists) share a video file: it would
     find every query itself."""
     paths = [{r.path for r in getattr(s, "records", s)} for s in (query, gallery)]
@@ -91,7 +102,9 @@ def check_disjoint(query, gallery, what="query and gallery"):
         )
 
 
-def loader(dataset, batch_size, workers, shuffle=False, seed=0):
+def loader(
+    dataset: torch.utils.data.Dataset, batch_size: int, workers: int, shuffle: bool = False, seed: int = 0
+) -> torch.utils.data.DataLoader:
     g = torch.Generator().manual_seed(seed)
     return torch.utils.data.DataLoader(
         dataset,
@@ -107,19 +120,21 @@ def loader(dataset, batch_size, workers, shuffle=False, seed=0):
 # ----------------------------------------------------------------------------- features
 
 
-def progress(iterable, desc, **kwargs):
+def progress(iterable: Iterable[Any], desc: str, **kwargs: Any) -> Iterable[Any]:
     """A tqdm bar on a terminal, nothing in a log file or a test (as train.py's bar)."""
     return tqdm(iterable, desc=desc, disable=not sys.stderr.isatty(), leave=False, **kwargs)
 
 
-def say(text):
+def say(text: str) -> None:
     """A progress line on a terminal only."""
     if sys.stderr.isatty():
         print(text, file=sys.stderr)
 
 
 @torch.no_grad()
-def extract_features(encoder, dataset, device, batch_size=8, workers=2):
+def extract_features(
+    encoder: nn.Module, dataset: data.AVDataset, device: torch.device, batch_size: int = 8, workers: int = 2
+) -> dict[str, Tensor]:
     """Per video, averaged over its clips: `fmap` the last conv feature map, flattened (retrieval),
     `pooled` the global max-pooled feature (few-shot); and the labels.
 
@@ -138,7 +153,9 @@ def extract_features(encoder, dataset, device, batch_size=8, workers=2):
     return {"fmap": torch.cat(fmaps), "pooled": torch.cat(pooled), "labels": torch.cat(labels)}
 
 
-def cached_features(ckpt, cfg, encoder, split, device, workers=2):
+def cached_features(
+    ckpt: str | Path, cfg: Config, encoder: nn.Module, split: str, device: torch.device, workers: int = 2
+) -> tuple[dict[str, Tensor], list[manifest.Record]]:
     """extract_features of a split, saved next to the checkpoint under a key of checkpoint, data
     settings and files; returns the features and the split's records (they name the files). The
     dataset is built, and decoded, only when the features are not cached."""
@@ -171,7 +188,15 @@ def cached_features(ckpt, cfg, encoder, split, device, workers=2):
 # ----------------------------------------------------------------------------- retrieval and few-shot
 
 
-def recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 5, 20), device=None, chunk=1024):
+def recall_at_k(
+    query: Tensor,
+    query_labels: Tensor,
+    gallery: Tensor,
+    gallery_labels: Tensor,
+    ks: Sequence[int] = (1, 5, 20),
+    device: torch.device | None = None,
+    chunk: int = 1024,
+) -> tuple[dict[int, float], Tensor]:
     """R@k by Euclidean distance (Fig. 11): the share of queries with a same-label video among their
     k nearest. Returns ({k: R@k}, per-query indices of the nearest max(ks) gallery videos)."""
     device = device or device_default()
@@ -194,16 +219,22 @@ def recall_at_k(query, query_labels, gallery, gallery_labels, ks=(1, 5, 20), dev
 class Classifier(nn.Module):
     """The pre-trained video encoder, dropout after its global max pooling, and a linear layer."""
 
-    def __init__(self, encoder, num_classes, dropout=0.5):
+    def __init__(self, encoder: nn.Module, num_classes: int, dropout: float = 0.5) -> None:
         super().__init__()
         self.encoder, self.dropout = encoder, nn.Dropout(dropout)
         self.fc = nn.Linear(encoder.out_dim, num_classes)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.fc(self.dropout(self.encoder(x)))  # (B, classes)
 
 
-def finetune_optimizer(clf, lr, backbone_lr_scale=0.1, weight_decay=1e-3, freeze_backbone=False):
+def finetune_optimizer(
+    clf: Classifier,
+    lr: float,
+    backbone_lr_scale: float = 0.1,
+    weight_decay: float = 1e-3,
+    freeze_backbone: bool = False,
+) -> torch.optim.Optimizer:
     for p in clf.encoder.parameters():
         p.requires_grad_(not freeze_backbone)
     groups = [{"params": clf.fc.parameters(), "lr": lr}]
@@ -214,7 +245,14 @@ def finetune_optimizer(clf, lr, backbone_lr_scale=0.1, weight_decay=1e-3, freeze
     return torch.optim.Adam(groups, weight_decay=weight_decay)
 
 
-def finetune_step(clf, optimizer, video, label, freeze_backbone=False, accumulate=1):
+def finetune_step(
+    clf: Classifier,
+    optimizer: torch.optim.Optimizer,
+    video: Tensor,
+    label: Tensor,
+    freeze_backbone: bool = False,
+    accumulate: int = 1,
+) -> tuple[float, int]:
     """One optimiser step over `accumulate` equal micro-batches of (video, label): the gradient of
     the mean loss of the whole batch. BatchNorm sees the micro-batches (the only difference).
     Returns the batch's mean loss and how many of its clips were classified right."""
@@ -234,7 +272,7 @@ def finetune_step(clf, optimizer, video, label, freeze_backbone=False, accumulat
 
 
 @torch.no_grad()
-def video_accuracy(clf, dataset, device, workers=2):
+def video_accuracy(clf: Classifier, dataset: data.AVDataset, device: torch.device, workers: int = 2) -> float:
     """Top-1 of video-level predictions: softmax averaged over each video's clips."""
     clf.eval()
     correct = total = 0
@@ -247,22 +285,22 @@ def video_accuracy(clf, dataset, device, workers=2):
 
 
 def finetune(
-    encoder,
-    cfg,
-    epochs=FINETUNE["epochs"],
-    lr=FINETUNE["lr"],
-    lr_min=FINETUNE["lr_min"],
-    batch_size=FINETUNE["batch_size"],
-    accumulate=1,
-    frames=None,
-    select_on_val=False,
-    val_fraction=0.1,
-    freeze_backbone=False,
-    device=None,
-    workers=2,
-    seed=0,
-    curve_every=0,
-):
+    encoder: nn.Module,
+    cfg: Config,
+    epochs: int = FINETUNE["epochs"],
+    lr: float = FINETUNE["lr"],
+    lr_min: float = FINETUNE["lr_min"],
+    batch_size: int = FINETUNE["batch_size"],
+    accumulate: int = 1,
+    frames: int | None = None,
+    select_on_val: bool = False,
+    val_fraction: float = 0.1,
+    freeze_backbone: bool = False,
+    device: torch.device | None = None,
+    workers: int = 2,
+    seed: int = 0,
+    curve_every: int = 0,
+) -> dict[str, Any]:
     """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
     select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
     that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
@@ -330,7 +368,7 @@ def finetune(
 # ----------------------------------------------------------------------------- analysis
 
 
-def weight_analysis(bank, faulty, cfg):
+def weight_analysis(bank: MemoryBank, faulty: Tensor, cfg: Config) -> tuple[dict[str, Any], Tensor, Tensor, Tensor]:
     """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at
     k = number of faulty instances, ranking by increasing weight. Slots excluded from the bank (files
     that failed to decode) are left out."""
@@ -351,7 +389,9 @@ def weight_analysis(bank, faulty, cfg):
 
 
 @torch.no_grad()
-def soft_target_analysis(bank, labels, cfg, num_negatives=None, seed=0):
+def soft_target_analysis(
+    bank: MemoryBank, labels: Tensor, cfg: Config, num_negatives: int | None = None, seed: int = 0
+) -> dict[str, float]:
     """Share of soft-target mass S(j|i), j != i, on same-class candidates (faulty negatives), per
     strategy, and the share expected by chance (the same-class share of the candidates)."""
     torch.manual_seed(seed)
@@ -370,7 +410,7 @@ def soft_target_analysis(bank, labels, cfg, num_negatives=None, seed=0):
 # ----------------------------------------------------------------------------- command line
 
 
-def protocol_of(task, **settings):
+def protocol_of(task: str, **settings: Any) -> dict[str, Any]:
     """What a task ran, as printed and stored beside its numbers."""
     text = {
         "retrieval": "last conv map ({feature_dim} values; the paper's is 4x4x512 at 112x112) averaged over 10 "
@@ -391,18 +431,18 @@ def protocol_of(task, **settings):
 
 
 def evaluate(
-    ckpt,
-    tasks,
-    overrides=None,
-    workers=2,
-    device=None,
-    shots=(1, 5, 20),
-    trials=50,
-    standardise=False,
-    finetune_args=None,
-    figures=True,
-    jobs=None,
-):
+    ckpt: str | Path,
+    tasks: list[str],
+    overrides: dict[str, Any] | None = None,
+    workers: int = 2,
+    device: torch.device | None = None,
+    shots: Sequence[int] = (1, 5, 20),
+    trials: int = 50,
+    standardise: bool = False,
+    finetune_args: dict[str, Any] | None = None,
+    figures: bool = True,
+    jobs: int | None = None,
+) -> dict[str, Any]:
     """Run `tasks` on a checkpoint; returns {task: results} with each task's protocol, and merges
     them into CKPT_DIR/eval.json. It writes into the run folder (feature caches, eval.json, plots), so
     it holds the folder as train.py does: a checkpoint whose run is still training is refused."""
@@ -414,7 +454,19 @@ def evaluate(
         )
 
 
-def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs):
+def _evaluate(
+    ckpt: str | Path,
+    tasks: list[str],
+    overrides: dict[str, Any] | None,
+    workers: int,
+    device: torch.device | None,
+    shots: Sequence[int],
+    trials: int,
+    standardise: bool,
+    finetune_args: dict[str, Any] | None,
+    figures: bool,
+    jobs: int | None,
+) -> dict[str, Any]:
     from analysis import figures as figs
 
     device = device or device_default()
@@ -503,7 +555,7 @@ def _evaluate(ckpt, tasks, overrides, workers, device, shots, trials, standardis
     return results
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     p = OneLineParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "task",

@@ -22,10 +22,13 @@ them (python -m pytest tests/test_losses.py).
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 
 SOFT_TARGET_STRATEGIES = ("bootstrap", "swapped", "neighbor", "ccp", "oracle")
 
@@ -48,12 +51,12 @@ VARIANTS = {  # the --loss choices of train.py; demo.py and the tests use the sa
 }
 
 
-def _float32(fn):
+def _float32(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run `fn` with autocast off and float32 inputs: a softmax over 1+K logits at temperature
     0.02-0.07 loses most of its precision in bf16/fp16, so the loss is always computed in fp32."""
 
-    def wrapped(*args, **kwargs):
-        def fp32(t):
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        def fp32(t: Any) -> Any:
             return t.float() if torch.is_tensor(t) and t.is_floating_point() else t
 
         with torch.autocast(device_type=args[0].device.type, enabled=False):
@@ -63,18 +66,18 @@ def _float32(fn):
     return wrapped
 
 
-def candidate_dot(s, tbar):
+def candidate_dot(s: Tensor, tbar: Tensor) -> Tensor:
     """s_i . tbar_{i,j} for every candidate j: (B, D), (B, 1+K, D) -> (B, 1+K)."""
     return torch.einsum("bd,bkd->bk", s, tbar)  # (B, 1+K)
 
 
-def log_posterior(s, tbar, tau):
+def log_posterior(s: Tensor, tbar: Tensor, tau: float) -> Tensor:
     """log P(tbar_j | s_i; tau), eq. (2) [avid2]: a softmax over the 1+K candidates. -> (B, 1+K)"""
     return torch.log_softmax(candidate_dot(s, tbar) / tau, dim=1)  # (B, 1+K)
 
 
 @_float32
-def xid_loss(v, a, vbar, abar, tau=0.07):
+def xid_loss(v: Tensor, a: Tensor, vbar: Tensor, abar: Tensor, tau: float = 0.07) -> Tensor:
     """eq. (1) [avid]: L_xID(v_i, a_i) = -log P(abar_i | v_i; tau) - log P(vbar_i | a_i; tau). -> (B,)
 
     The positive is column 0 of the candidates, so this is cross-entropy with target 0."""
@@ -85,7 +88,15 @@ def xid_loss(v, a, vbar, abar, tau=0.07):
 
 @torch.no_grad()
 @_float32
-def soft_targets(vbar, abar, strategy, lam=0.5, tau_s=0.02, tau_t=0.07, labels=None):
+def soft_targets(
+    vbar: Tensor,
+    abar: Tensor,
+    strategy: str,
+    lam: float = 0.5,
+    tau_s: float = 0.02,
+    tau_t: float = 0.07,
+    labels: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """eqs. (8)-(9) [bts-trg-v/a]: T(j|i) = (1 - lam) 1[i=j] + lam S(j|i), with S from Sec. 4.2:
     bootstrap eq. (10), swapped eq. (11), neighbor eq. (12), ccp eqs. (13)-(14), oracle (Table 1).
 
@@ -124,7 +135,9 @@ def soft_targets(vbar, abar, strategy, lam=0.5, tau_s=0.02, tau_t=0.07, labels=N
 
 
 @_float32
-def soft_xid_loss(v, a, vbar, abar, T_v, T_a, tau=0.07):
+def soft_xid_loss(
+    v: Tensor, a: Tensor, vbar: Tensor, abar: Tensor, T_v: Tensor, T_a: Tensor, tau: float = 0.07
+) -> Tensor:
     """eq. (7) [soft-xID]: -sum_j T_v(j|i) log P(abar_j|v_i) - sum_j T_a(j|i) log P(vbar_j|a_i). -> (B,)
 
     Its gradient is -dL/dv_i = (1/tau) sum_j abar_j (T_v(j|i) - P(abar_j|v_i)). The printed
@@ -136,7 +149,9 @@ def soft_xid_loss(v, a, vbar, abar, T_v, T_a, tau=0.07):
     return -(T_v * logp_v).sum(1) - (T_a * logp_a).sum(1)  # (B,)
 
 
-def sample_weights(scores, mu, sigma, delta, kappa=0.5, w_min=0.25):
+def sample_weights(
+    scores: Tensor, mu: Tensor | float, sigma: Tensor | float, delta: float, kappa: float = 0.5, w_min: float = 0.25
+) -> Tensor:
     """eq. (6) [weigths]: w_i = t_{w_min}(C_N(s_i; mu + delta sigma, kappa sigma^2)).
 
     C_N is the CDF of a normal with mean mu + delta*sigma and variance kappa*sigma^2, and
@@ -149,7 +164,7 @@ def sample_weights(scores, mu, sigma, delta, kappa=0.5, w_min=0.25):
     return w_min + (1 - w_min) * torch.special.ndtr(z)
 
 
-def weighted_mean(losses, weights):
+def weighted_mean(losses: Tensor, weights: Tensor) -> Tensor:
     """eq. (5) [wavid]: sum_i w_i L_i / sum_i w_i over the batch. -> scalar
 
     Weights are constants (they come from the memory bank or the ground truth): no gradient flows
@@ -170,7 +185,15 @@ def weighted_mean(losses, weights):
     return numerator / denominator.clamp_min(1e-12)
 
 
-def robust_xid_loss(v, a, vbar, abar, weights=None, targets=None, tau=0.07):
+def robust_xid_loss(
+    v: Tensor,
+    a: Tensor,
+    vbar: Tensor,
+    abar: Tensor,
+    weights: Tensor | None = None,
+    targets: tuple[Tensor, Tensor] | None = None,
+    tau: float = 0.07,
+) -> tuple[Tensor, Tensor]:
     """eq. (17) [loss]: L = sum_i w_i L_Soft-xID(v_i, a_i) / sum_k w_k. -> (scalar, per-sample (B,))
 
     The two switches of the paper's Table 2: `weights` (B,) are the w_i (None: all ones, no

@@ -17,10 +17,11 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from torch import Tensor
 
 
 class MemoryBank(nn.Module):
-    def __init__(self, num_items, dim=128, momentum=0.5, seed=0):
+    def __init__(self, num_items: int, dim: int = 128, momentum: float = 0.5, seed: int = 0) -> None:
         super().__init__()
         if num_items < 2:
             raise ValueError(f"MemoryBank needs at least 2 items to draw negatives from, got num_items={num_items}")
@@ -34,13 +35,13 @@ class MemoryBank(nn.Module):
         self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_num_valid", None))
 
     @property
-    def num_valid(self):
+    def num_valid(self) -> int:
         if self._num_valid is None:  # after load_state_dict: counted once
             self._num_valid = int(self.valid.sum())
         return self._num_valid
 
     @torch.no_grad()
-    def exclude(self, slots):
+    def exclude(self, slots: Tensor) -> None:
         """Take slots out of the bank for good (files that failed to decode): never a negative again,
         and out of the score statistics. slots: (n,) long."""
         self.valid[torch.as_tensor(slots, dtype=torch.long, device=self.valid.device)] = False
@@ -52,7 +53,7 @@ class MemoryBank(nn.Module):
             )
 
     @torch.no_grad()
-    def sample(self, idx, num_negatives=1024):
+    def sample(self, idx: Tensor, num_negatives: int = 1024) -> Tensor:
         """Candidates for each sample: column 0 is idx itself, columns 1..K are drawn uniformly,
         with replacement, from the other valid items. idx: (B,) valid slots -> (B, 1+K) long."""
         idx = idx.to(self.video.device)
@@ -68,22 +69,22 @@ class MemoryBank(nn.Module):
             neg = slots[neg + (neg >= position[idx][:, None]).long()]  # (B, K)
         return torch.cat([idx[:, None], neg], dim=1)  # (B, 1+K)
 
-    def targets(self, cand):
+    def targets(self, cand: Tensor) -> tuple[Tensor, Tensor]:
         """The bank rows at the candidates: cand (B, 1+K) -> vbar, abar, each (B, 1+K, D)."""
         return self.video[cand], self.audio[cand]
 
-    def scores(self):
+    def scores(self) -> Tensor:
         """vbar_i . abar_i for every item: (N,). Low scores flag likely faulty positives (Sec. 4.1)."""
         return (self.video * self.audio).sum(1)
 
-    def score_stats(self, scores):
+    def score_stats(self, scores: Tensor) -> tuple[Tensor, Tensor]:
         """mu and sigma of eq. (6): the mean and standard deviation of the valid slots' scores (N,)."""
         if self.num_valid < self.num_items:
             scores = scores[self.valid]  # (M,)
         return scores.mean(), scores.std()
 
     @torch.no_grad()
-    def update(self, idx, v, a, keep=None):
+    def update(self, idx: Tensor, v: Tensor, a: Tensor, keep: Tensor | None = None) -> None:
         """AVID's EMA rule m_i <- normalize(momentum m_i + (1 - momentum) f_i) for the batch.
 
         Call it after the step's loss and weights were computed from the old memory. Under DDP the
@@ -106,7 +107,7 @@ class MemoryBank(nn.Module):
             bank[idx] = F.normalize(m, dim=1)
 
 
-def _all_gather_cat(t):
+def _all_gather_cat(t: Tensor) -> Tensor:
     """Concatenate the same-shaped tensor `t` from every rank, in rank order."""
     out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
     dist.all_gather(out, t.contiguous())

@@ -12,13 +12,14 @@ Nothing here picks a device; train.py moves the model. Tests: python -m pytest t
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch import Tensor
 from torchvision.models.video.resnet import BasicBlock, Conv2Plus1D
 
 VIDEO_BLOCKS = {9: (1, 1, 1, 1), 18: (2, 2, 2, 2)}  # BasicBlocks per stage
 STAGE_CHANNELS = (64, 128, 256, 512)
 
 
-def _ch(c, width):
+def _ch(c: int, width: float) -> int:
     return max(8, int(round(c * width)))
 
 
@@ -28,7 +29,7 @@ class VideoEncoder(nn.Module):
     as in the authors' base code (AVID-CMA): the last feature map is 4x4x512 at 112x112 input (3x3 at
     80x80), and the network costs about a third of the FLOPs of torchvision's stem-without-pool."""
 
-    def __init__(self, depth=18, width=1.0):
+    def __init__(self, depth: int = 18, width: float = 1.0) -> None:
         super().__init__()
         if depth not in VIDEO_BLOCKS:
             raise ValueError(f"VideoEncoder depth={depth}: expected one of {sorted(VIDEO_BLOCKS)}")
@@ -52,7 +53,7 @@ class VideoEncoder(nn.Module):
         self.out_dim = chans[-1]
 
     @staticmethod
-    def _stage(inplanes, planes, blocks, stride):
+    def _stage(inplanes: int, planes: int, blocks: int, stride: int) -> nn.Sequential:
         downsample = None
         if stride != 1 or inplanes != planes:
             downsample = nn.Sequential(
@@ -63,12 +64,12 @@ class VideoEncoder(nn.Module):
         layers += [BasicBlock(planes, planes, Conv2Plus1D) for _ in range(blocks - 1)]
         return nn.Sequential(*layers)
 
-    def feature_map(self, x):
+    def feature_map(self, x: Tensor) -> Tensor:
         """The last conv feature map, used for retrieval: (B, 3, T, H, W) -> (B, 512, ceil(T/8), ceil(H/32),
         ceil(W/32)), e.g. (B, 512, 1, 4, 4) for 8x112x112 clips and (B, 512, 1, 2, 2) for the demo's 4x64x64."""
         return self.stages(self.stem(x))
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return torch.amax(self.feature_map(x), dim=(2, 3, 4))  # global max pool: (B, 512)
 
 
@@ -89,7 +90,7 @@ class AudioEncoder(nn.Module):
         (512, 3, 1),
     )
 
-    def __init__(self, width=1.0):
+    def __init__(self, width: float = 1.0) -> None:
         super().__init__()
         layers, cin = [], 1
         for n, (c, k, s) in enumerate(self.LAYERS):
@@ -105,11 +106,11 @@ class AudioEncoder(nn.Module):
         self.net = nn.Sequential(*layers)
         self.out_dim = cin
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return torch.amax(self.net(x), dim=(2, 3))  # global max pool: (B, 512)
 
 
-def projection_head(in_dim, out_dim=128):
+def projection_head(in_dim: int, out_dim: int = 128) -> nn.Sequential:
     """SimCLR's non-linear head (Linear-BN-ReLU-Linear-BN), the paper's; its output is L2-normalised by
     AVModel.
 
@@ -128,18 +129,18 @@ def projection_head(in_dim, out_dim=128):
 class AVModel(nn.Module):
     """f_v and f_a followed by projection heads; forward returns unit-norm (v, a), each (B, 128)."""
 
-    def __init__(self, video_depth=18, width=1.0, proj_dim=128):
+    def __init__(self, video_depth: int = 18, width: float = 1.0, proj_dim: int = 128) -> None:
         super().__init__()
         self.video = VideoEncoder(video_depth, width)
         self.audio = AudioEncoder(width)
         self.video_head = projection_head(self.video.out_dim, proj_dim)
         self.audio_head = projection_head(self.audio.out_dim, proj_dim)
 
-    def forward(self, video, audio):
+    def forward(self, video: Tensor, audio: Tensor) -> tuple[Tensor, Tensor]:
         v = F.normalize(self.video_head(self.video(video)), dim=1)  # (B, 128)
         a = F.normalize(self.audio_head(self.audio(audio)), dim=1)  # (B, 128)
         return v, a
 
 
-def count_parameters(module):
+def count_parameters(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())

@@ -25,16 +25,18 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 import data
 from analysis.diagnostics import bank_report
 from augment import ClipAugment
-from config import parse_config
+from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from media import loader_workers, manifest
 from memory_bank import MemoryBank
@@ -44,7 +46,7 @@ from persistence import checkpoint, runstate
 # ----------------------------------------------------------------------------- what a run is built from
 
 
-def build_train_set(cfg):
+def build_train_set(cfg: Config) -> data.AVDataset:
     """The pre-training instances (one bank slot each), with the injected faulty positives."""
     if not Path(cfg.data).is_dir():
         name = Path(cfg.data).name
@@ -84,21 +86,21 @@ def build_train_set(cfg):
     return dataset
 
 
-def injection(cfg, records):
+def injection(cfg: Config, records: list[manifest.Record]) -> dict[str, Any]:
     """data.AVDataset's faulty_source and pool for the run's --faulty-source."""
     if cfg.faulty_fraction == 0 or cfg.faulty_source == "train":
         return {"faulty_source": "train", "pool": ()}
     return {"faulty_source": "pool", "pool": injection_pool(cfg, records)}
 
 
-def pool_folder(cfg):
+def pool_folder(cfg: Config) -> Path:
     """Where --faulty-source heldout or noise takes its sounds: --faulty-pool, else the synthetic set's."""
     if cfg.faulty_pool:
         return Path(cfg.faulty_pool)
     return Path(cfg.data) / ("_heldout" if cfg.faulty_source == "heldout" else "_pool")
 
 
-def injection_pool(cfg, records):
+def injection_pool(cfg: Config, records: list[manifest.Record]) -> list[tuple[str, float]]:
     """The replacement audio of Sec. 5.2 as (path, seconds): 'heldout' reads --faulty-pool (default
     ROOT/_heldout), 'noise' ROOT/_pool. A pool that holds a file of the training or the test split
     is refused: the paper's injected audio is "not part of the training set"."""
@@ -140,7 +142,7 @@ class Parts:
     truth: dict  # ground truth on the device, for the oracles only: labels, injected
 
 
-def build_parts(cfg, dataset, device):
+def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> Parts:
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
     amp = cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
@@ -161,7 +163,7 @@ def build_parts(cfg, dataset, device):
 # ----------------------------------------------------------------------------- schedule and step
 
 
-def lr_at(step, cfg, steps_per_epoch):
+def lr_at(step: int, cfg: Config, steps_per_epoch: int) -> float:
     """Constant during the xID warm-up, then cosine from lr to lr_min over the second stage."""
     warm = cfg.warmup_epochs * steps_per_epoch
     if step < warm:
@@ -170,11 +172,13 @@ def lr_at(step, cfg, steps_per_epoch):
     return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))
 
 
-def stage_at(epoch, cfg):
+def stage_at(epoch: int, cfg: Config) -> str:
     return "xid" if epoch < cfg.warmup_epochs else cfg.loss
 
 
-def objective(v, a, idx, bank, cfg, stage, truth):
+def objective(
+    v: Tensor, a: Tensor, idx: Tensor, bank: MemoryBank, cfg: Config, stage: str, truth: dict[str, Tensor]
+) -> tuple[Tensor, dict[str, Tensor]]:
     """eq. (17) for one batch with the switches of VARIANTS[stage]: candidates and their bank
     targets, soft targets T (eqs. (8)-(14)) if the variant is soft, weights w_i from the bank scores
     (eq. (6)) or the oracle's 0/1 if it is weighted. Returns the loss and statistics for the log."""
@@ -198,7 +202,7 @@ def objective(v, a, idx, bank, cfg, stage, truth):
     return loss, {"weight": weight, "mu": mu, "sigma": sigma, "soft_mass": soft_mass}
 
 
-def device_inputs(parts, batch, device):
+def device_inputs(parts: Parts, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
     """The loader's uint8 crops and waveforms, augmented on the device: colour, blur and spectrograms
     are done here, batched. -> video (B, 3, T, H, W) in the model's memory format, audio (B, 1, F, T')."""
     video, audio = parts.augment(
@@ -207,7 +211,9 @@ def device_inputs(parts, batch, device):
     return video.to(memory_format=parts.video_format), audio
 
 
-def train_step(parts, batch, cfg, stage, lr):
+def train_step(
+    parts: Parts, batch: dict[str, Tensor], cfg: Config, stage: str, lr: float
+) -> tuple[Tensor, dict[str, Tensor]]:
     """One step of the recipe on a loader batch (uint8 crops, waveforms, bank indices): augment on
     the device -> encode -> eq. (17) -> backward -> EMA update of the bank. bench.py times this
     same function. Returns the loss and the statistics, on the device (no host sync here)."""
@@ -241,7 +247,7 @@ def train_step(parts, batch, cfg, stage, lr):
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
 
 
-def gather_on_host(t):
+def gather_on_host(t: Tensor) -> Tensor:
     """A small CPU tensor (B,) from every rank, concatenated, without a device sync: under NCCL it
     travels over a gloo group of its own (made once). One process: t itself."""
     if not (dist.is_initialized() and dist.get_world_size() > 1):
@@ -260,7 +266,7 @@ _HOST_GROUP = None
 # ----------------------------------------------------------------------------- the recipe's steps
 
 
-def setup_distributed():
+def setup_distributed() -> tuple[bool, int, int, torch.device]:
     """torchrun's environment decides: (ddp, rank, world, device). Plain python is one process."""
     if "RANK" not in os.environ:
         return False, 0, 1, torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -273,7 +279,9 @@ def setup_distributed():
     return True, dist.get_rank(), dist.get_world_size(), device
 
 
-def make_loader(cfg, dataset, rank, world, device):
+def make_loader(
+    cfg: Config, dataset: data.AVDataset, rank: int, world: int, device: torch.device
+) -> tuple[data.SeededSampler, torch.utils.data.DataLoader]:
     """Shuffled per rank; each item's random draws seeded by (seed, epoch, index) (data.SeededSampler)."""
     if cfg.batch_size % world:
         raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
@@ -297,7 +305,16 @@ def make_loader(cfg, dataset, rank, world, device):
     return sampler, loader
 
 
-def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
+def train_epoch(
+    parts: Parts,
+    loader: torch.utils.data.DataLoader,
+    cfg: Config,
+    epoch: int,
+    world: int,
+    show_bar: bool,
+    stop: runstate.SigtermStop,
+    resume: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """One pass over the loader, or the rest of one after `resume` (how far a stopped run got).
     Returns the epoch's log record (means of the step statistics) and None, or, on a stop request
     (SIGTERM), None and how far this epoch got."""
@@ -355,7 +372,7 @@ def train_epoch(parts, loader, cfg, epoch, world, show_bar, stop, resume=None):
 # ----------------------------------------------------------------------------- the recipe
 
 
-def main(cfg):
+def main(cfg: Config) -> tuple[AVModel, MemoryBank]:
     ddp, rank, world, device = setup_distributed()
     master_process = rank == 0
     out = Path(cfg.out)
@@ -363,7 +380,7 @@ def main(cfg):
         return run(cfg, ddp, rank, world, device, out)
 
 
-def run(cfg, ddp, rank, world, device, out):
+def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, out: Path) -> tuple[AVModel, MemoryBank]:
     master_process = rank == 0
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
