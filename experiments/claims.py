@@ -77,7 +77,13 @@ def main(argv=None):
     p.add_argument("action", choices=["run", "report"])
     p.add_argument("--data", default="data/synth2000")
     p.add_argument("--runs", default="runs/claims")
-    p.add_argument("--results", default=str(RESULTS))
+    p.add_argument(
+        "--results",
+        default=str(RESULTS),
+        help="the committed evidence (default results/claims/): `run` adds each finished setting there, "
+        "`report` remakes its tables and the README's and CLAIMS.md's verdicts; the only commands, with "
+        "`make gpu-check` and claims_finetune, that write tracked files",
+    )
     p.add_argument(
         "--jobs",
         type=int,

@@ -122,8 +122,8 @@ def shares_delta(common):
 
 
 def settings_dir(args):
-    """Finished (seed, noise level)s as small files beside the results: commit these, and a rerun in
-    a new checkout (whose runs/ folder is gone) skips what is done and adds only what is missing."""
+    """Finished (seed, noise level)s as small files beside the results: kept (the claims commit theirs),
+    a rerun in a new checkout (whose runs/ folder is gone) skips what is done and adds only what is missing."""
     return Path(args.results) / (getattr(args, "settings", None) or f"{args.figure or 'demo'}_settings")
 
 
@@ -395,7 +395,12 @@ def main(argv=None):
         "folder); data/synth2000 is 10 classes x 200 training videos",
     )
     p.add_argument("--runs", default="runs/demo")
-    p.add_argument("--results", default="results")
+    p.add_argument(
+        "--results",
+        default="runs/demo",
+        help="where demo.md, demo.json and the finished settings go (default: beside the runs; the tracked "
+        "results/ are remade only by `python -m experiments.claims report`)",
+    )
     p.add_argument("--figure", choices=sorted(FIGURES), help="the settings of a paper figure (methods, levels, seeds)")
     p.add_argument(
         "--methods",

@@ -10,14 +10,14 @@ paired difference over seeds with a 95% t-interval.
             of mixing coefficient lambda"; paper: best between 0.25 and 0.5, pre-training fails
             completely above 0.65). 0, 0.25, 0.5 (default), 0.65, 0.8, 0.9, 1 at 50%.
 
-    python -m experiments.sweep delta                        # seeds 0-2: results/delta.md, delta.png
+    python -m experiments.sweep delta                        # seeds 0-2: runs/demo/delta.md, delta.png
     python -m experiments.sweep lambda
     python -m experiments.sweep delta --values -2 0 known --faulty 0.5 --seeds 0 1 2 3 4
 
 Warm-ups and default branches are demo.py's, in the same runs/ folder: after `python -m experiments.demo
 --figure noisy` (and Table 2's command for lambda) a sweep trains only its new values. Finished points
-are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's settings: commit
-them, and a later run adds only what is missing. Other options go to train.py, as in demo.py.
+are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's settings (RESULTS is
+runs/demo unless --results says otherwise), and a later run adds only what is missing. Other options go to train.py, as in demo.py.
 """
 
 import argparse
@@ -157,7 +157,12 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--data", default="data/synth2000")
     p.add_argument("--runs", default="runs/demo", help="demo.py's: its warm-ups and branches are reused")
-    p.add_argument("--results", default="results")
+    p.add_argument(
+        "--results",
+        default="runs/demo",
+        help="where KNOB.md, KNOB.png and KNOB_settings/ go (default: beside the runs, never the tracked "
+        "results/; the claims' sweeps are `python -m experiments.claims run`'s)",
+    )
     p.add_argument("--warmup-epochs", type=int, default=25)
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--trials", type=int, default=50)

@@ -61,6 +61,8 @@ def test_the_readme_demo_table_is_the_committed_reference():
         assert quoted == expected, (cells[0], quoted, expected)
         seen.add(method)
     assert seen == set(names.values())
+    auroc = re.search(r"AUROC (\d+) after the xID branch", " ".join(text.split())).group(1)
+    assert int(auroc) == round(100 * rows["xid"]["AUROC"])
 
 
 def imports(path: Path, modules: set[str]) -> set[str]:
@@ -96,3 +98,21 @@ def test_no_module_imports_one_that_imports_it_back():
     cycles = sorted((a, b) for a, deps in graph.items() for b in deps if reaches(b, a))
     assert cycles == []
     assert re.search(r"from experiments import .*claims_report", (ROOT / "experiments/claims_docs.py").read_text())
+
+
+def test_the_readme_demo_times_are_benchmarks_md_s():
+    """Each 'N min on a CPU' the README quotes for `make demo` is a row of BENCHMARKS.md's table."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    quoted = re.findall(r"(\d+) min on an? ((?:Intel Xeon|AMD EPYC|AVX2-only AMD EPYC)[^,;)]*)", readme)
+    assert len(quoted) >= 3, quoted
+    rows = {}
+    for line in (ROOT / "BENCHMARKS.md").read_text().split("## `make demo`", 1)[1].split("\n\n")[1].splitlines()[2:]:
+        cpu, wall = (c.strip() for c in line.strip("|").split("|")[:2])
+        minutes, seconds = re.match(r"(\d+) min (\d+) s", wall).groups()
+        rows[cpu_kind(cpu)] = round(int(minutes) + int(seconds) / 60)
+    for minutes, cpu in quoted:
+        assert rows[cpu_kind(cpu)] == int(minutes), (minutes, cpu, rows)
+
+
+def cpu_kind(words: str) -> tuple[str, str]:
+    return ("Xeon" if "Xeon" in words else "EPYC", "AVX-512" if "AVX-512" in words else "AVX2")

@@ -1,7 +1,7 @@
 """The GPU workstation path in one command, with a verdict: `make gpu-check` (about 10 minutes on an H100).
 
 On a CUDA machine that has torch, torchvision and torchaudio but no internet (OPERATIONS.md, "On a GPU":
-bring PyAV as a wheel), it runs and writes one table to results/gpu.md:
+bring PyAV as a wheel), it runs and writes one table (`make gpu-check`: the committed results/gpu.md):
 
   a. step    bench.py step for the ablation and sota presets in fp32, bf16 and bf16 + channels_last_3d:
              GFLOP/clip, TFLOP/s, peak memory, model and step clips/s, step/model (goal >= 0.9)
@@ -17,7 +17,7 @@ bring PyAV as a wheel), it runs and writes one table to results/gpu.md:
 Nothing here needs a GPU to import. Without CUDA it says so in one line and exits 0, so CI is
 unaffected; `--cpu-smoke` runs every part on the CPU at toy sizes (tests/test_gpu_check.py).
 
-    python -m tools.gpu_check [--out results/gpu.md] [--work runs/gpu_check]
+    python -m tools.gpu_check [--out runs/gpu_check/gpu.md] [--work runs/gpu_check]
 """
 
 import argparse
@@ -205,7 +205,12 @@ def ddp_section(work, smoke):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="results/gpu.md")
+    p.add_argument(
+        "--out",
+        default="runs/gpu_check/gpu.md",
+        help="the table (`make gpu-check` remakes the committed results/gpu.md: the one command here that writes "
+        "a tracked file)",
+    )
     p.add_argument("--work", default="runs/gpu_check", help="generated data and runs (reused when there)")
     p.add_argument("--cpu-smoke", action="store_true", help="every part on the CPU at toy sizes (for the tests)")
     p.add_argument("--parts", nargs="+", default=["step", "data", "train", "ddp"])
