@@ -17,7 +17,8 @@ paired difference over seeds with a 95% t-interval.
 Warm-ups and default branches are demo.py's, in the same runs/ folder: after `python -m experiments.demo
 --figure noisy` (and Table 2's command for lambda) a sweep trains only its new values. Finished points
 are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's settings (RESULTS is
-runs/demo unless --results says otherwise), and a later run adds only what is missing. Other options go to train.py, as in demo.py.
+runs/demo unless --results says otherwise), and a later run adds only what is missing. Other options go
+to train.py, as in demo.py.
 """
 
 import argparse

@@ -60,7 +60,8 @@ def commands(tmp: Path) -> list[list[str]]:
         [
             "-c",
             "import train, config; ds = train.build_train_set(config.parse_config(['--preset', 'demo', '--data', "
-            f"'{tour}', '--faulty-fraction', '0.5', '--num-negatives', '31', '--no-preload'])); print(int(ds.injected.sum()), 'injected')",
+            f"'{tour}', '--faulty-fraction', '0.5', '--num-negatives', '31', '--no-preload'])); "
+            "print(int(ds.injected.sum()), 'injected')",
         ],
         [
             "train.py",
