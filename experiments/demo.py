@@ -35,7 +35,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from statistics import NormalDist, mean, pstdev
+from statistics import NormalDist, mean, stdev
 
 import torch
 
@@ -334,7 +334,7 @@ def fmt(values):
         return "-"
     if len(values) == 1:
         return f"{100 * values[0]:.1f}"
-    return f"{100 * mean(values):.1f} ± {100 * pstdev(values):.1f}"
+    return f"{100 * mean(values):.1f} ± {100 * stdev(values):.1f}"  # the sample SD (ddof 1)
 
 
 def fmt_diff(diffs):
