@@ -17,10 +17,15 @@ train.py logs these every epoch; they read labels and faults, so they never feed
 Tests: python -m pytest tests/test_diagnostics.py
 """
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 
+if TYPE_CHECKING:  # for annotations only
+    from memory_bank import MemoryBank
 
-def faulty_auroc(scores, faulty):
+
+def faulty_auroc(scores: torch.Tensor, faulty: torch.Tensor) -> float | None:
     """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
     if faulty.all() or not faulty.any():
         return None
@@ -30,7 +35,15 @@ def faulty_auroc(scores, faulty):
 
 
 @torch.no_grad()
-def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
+def bank_structure(
+    video: torch.Tensor,
+    audio: torch.Tensor,
+    labels: torch.Tensor,
+    faulty: torch.Tensor,
+    k: int = 5,
+    max_items: int = 4096,
+    seed: int = 0,
+) -> dict[str, float]:
     """video, audio (N, D) unit-norm memories, labels (N,), faulty (N,) bool. On at most `max_items`
     slots (a fixed random subset for a large bank) -> dict of shares in [0, 1]:
     knn_class   the nearest other video memory has the same class (leave-one-out 1-NN);
@@ -60,7 +73,7 @@ def bank_structure(video, audio, labels, faulty, k=5, max_items=4096, seed=0):
     }
 
 
-def score_histogram(scores, faulty, bins=40):
+def score_histogram(scores: torch.Tensor, faulty: torch.Tensor, bins: int = 40) -> dict[str, Any]:
     """Counts of clean and faulty scores on `bins` equal bins over [mu - 4 sigma, mu + 4 sigma] (cut to
     the scores' range): {lo, hi, clean, faulty}, small enough for one log line per epoch."""
     s = scores.float().cpu()
@@ -69,13 +82,13 @@ def score_histogram(scores, faulty, bins=40):
     if hi <= lo:
         lo, hi = lo - 1e-3, hi + 1e-3
 
-    def count(x):  # values out of [lo, hi] are not counted
+    def count(x: torch.Tensor) -> list[int]:  # values out of [lo, hi] are not counted
         return torch.histc(x, bins=bins, min=lo, max=hi).int().tolist()
 
     return {"lo": lo, "hi": hi, "clean": count(s[~faulty]), "faulty": count(s[faulty])}
 
 
-def bank_report(bank, labels, faulty):
+def bank_report(bank: "MemoryBank", labels: torch.Tensor, faulty: torch.Tensor) -> dict[str, Any]:
     """faulty_auroc and bank_structure of a memory_bank.MemoryBank, over its valid slots only (an
     excluded slot was never trained). labels, faulty: (N,) on the CPU -> dict."""
     valid = bank.valid.cpu()  # (N,)

@@ -8,10 +8,21 @@ worker processes: a worker that imported evaluate.py would start torch, torchvis
     python evaluate.py fewshot CKPT --jobs 2        # evaluate.py calls few_shot()
 """
 
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def svm_trial(train_x, train_y, test_x, test_y, n, trial_seed, standardise=False):
+def svm_trial(
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    test_x: np.ndarray,
+    test_y: np.ndarray,
+    n: int,
+    trial_seed: int,
+    standardise: bool = False,
+) -> float:
     """One trial: n train videos per class drawn with its own seed, a one-vs-all linear SVM (C=1),
     top-1 on the test split. Seeded by itself, so trials give the same numbers in any order."""
     from sklearn.preprocessing import StandardScaler
@@ -34,7 +45,17 @@ def svm_trial(train_x, train_y, test_x, test_y, n, trial_seed, standardise=False
     return float((svm.predict(xt) == test_y).mean())
 
 
-def few_shot(train_x, train_y, test_x, test_y, shots=(1, 5, 20), trials=50, seed=0, standardise=False, jobs=1):
+def few_shot(
+    train_x: ArrayLike,
+    train_y: ArrayLike,
+    test_x: ArrayLike,
+    test_y: ArrayLike,
+    shots: Sequence[int] = (1, 5, 20),
+    trials: int = 50,
+    seed: int = 0,
+    standardise: bool = False,
+    jobs: int = 1,
+) -> dict[int, tuple[float, float]]:
     """{n: (mean, std) top-1} over seeded trials for each n in shots; arrays or CPU tensors.
     standardise=True (not the paper's) scales the features by statistics of the n-shot samples.
 

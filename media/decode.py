@@ -8,9 +8,15 @@
 Used by data.py (items) and media/preload.py (whole files). Tests: tests/test_data.py
 """
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import av
 import numpy as np
 import torch
+
+if TYPE_CHECKING:  # for annotations only: data.py imports this module
+    from data import ClipSpec
 
 DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the affinity mask
 # The root cause of slow loader workers on a many-core box: PyAV's frame conversion (to_ndarray ->
@@ -20,7 +26,7 @@ DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the a
 SWSCALE_THREADS = 1
 
 
-def open_media(path):
+def open_media(path: str | Path) -> av.container.InputContainer:
     """av.open with DECODER_THREADS decoder threads per stream. FFmpeg's default, 0, sizes a slice
     thread pool from the process's affinity mask (16 threads on a 16-core box), started and joined
     again for every file a clip read opens: for a clip of 8 small frames that is pure overhead."""
@@ -31,7 +37,7 @@ def open_media(path):
     return container
 
 
-def decode_frames(container, start, num_frames, fps):
+def decode_frames(container: av.container.InputContainer, start: float, num_frames: int, fps: float) -> torch.Tensor:
     """Frames shown at times start + k/fps, k < num_frames: (T, H, W, 3) uint8.
 
     Seeks to the keyframe before `start` and decodes forward. Each target time takes the last frame
@@ -59,7 +65,7 @@ def decode_frames(container, start, num_frames, fps):
     return torch.from_numpy(np.stack(arrays))  # (T, H, W, 3)
 
 
-def decode_audio(container, start, seconds, rate):
+def decode_audio(container: av.container.InputContainer, start: float, seconds: float, rate: int) -> torch.Tensor:
     """Mono audio resampled to `rate` from `start` for `seconds`: (round(seconds*rate),) float32.
     Zero-padded only where the window runs past the end of the stream."""
     stream = container.streams.audio[0]
@@ -88,7 +94,13 @@ def decode_audio(container, start, seconds, rate):
     return torch.from_numpy(np.pad(wav, (0, n - len(wav))))  # (n,)
 
 
-def read_clip(path, start, spec, audio_path=None, audio_start=None):
+def read_clip(
+    path: str | Path,
+    start: float,
+    spec: "ClipSpec",
+    audio_path: str | None = None,
+    audio_start: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One clip: frames (T, H, W, 3) uint8 from `path` at `start`, and the audio window centred on
     the clip (from `audio_path` at `audio_start` when the audio is replaced), or None if
     spec.audio_seconds == 0. The container is always closed."""

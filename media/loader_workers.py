@@ -8,6 +8,7 @@ tools/bench.py through worker_init_fn. Tests: tests/test_data.py
 import functools
 import os
 import signal
+from collections.abc import Callable
 
 import torch
 
@@ -15,7 +16,9 @@ MAIN_CORES = 2  # cores left to each main process when workers are held to cores
 PROCESS_SLOT = (0, 1)  # (this process, processes) sharing the machine, when torchrun does not say
 
 
-def worker_cores(workers, policy="auto", cores=None, slot=None):
+def worker_cores(
+    workers: int, policy: str = "auto", cores: list[int] | None = None, slot: tuple[int, int] | None = None
+) -> list[int] | None:
     """The core each DataLoader worker of this process is held to, or None to leave them free.
     `cores`: the allowed cores (default: the affinity mask); `slot`: (this process, processes) among
     those sharing the machine, each with `workers` workers (default: torchrun's LOCAL_RANK and
@@ -42,7 +45,7 @@ def worker_cores(workers, policy="auto", cores=None, slot=None):
     return [cores[-1 - (rank * workers + k) % spare] for k in range(workers)]
 
 
-def worker_init(worker_id, cores=None):
+def worker_init(worker_id: int, cores: list[int] | None = None) -> None:
     """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id].
     It ignores SIGTERM, which SLURM sends to every process of a job: the main process stops the run
     at a step boundary (train.py) and then ends its workers."""
@@ -52,6 +55,6 @@ def worker_init(worker_id, cores=None):
         os.sched_setaffinity(0, {cores[worker_id]})
 
 
-def worker_init_fn(workers, policy="auto"):
+def worker_init_fn(workers: int, policy: str = "auto") -> Callable[[int], None]:
     """DataLoader's worker_init_fn for `workers` workers under the pinning policy (worker_cores)."""
     return functools.partial(worker_init, cores=worker_cores(workers, policy))

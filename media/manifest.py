@@ -28,6 +28,7 @@ from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
 
 import av
 import numpy as np
@@ -49,7 +50,9 @@ class Record:
     faulty: bool = False  # ground truth: the audio is unrelated to the picture (synthetic data)
 
 
-def list_split(layout, root, split, fold=1, annotations=None):
+def list_split(
+    layout: str, root: str | Path, split: str, fold: int = 1, annotations: str | Path | None = None
+) -> tuple[list[tuple[str, int]], list[str]]:
     """Videos of one split as ([(relative path, label)], class names). Paths are relative to root."""
     root = Path(root)
     if layout == "ucf101":
@@ -105,13 +108,13 @@ def list_split(layout, root, split, fold=1, annotations=None):
     return items, classes
 
 
-def _lines(path):
+def _lines(path: str | Path) -> list[str]:
     if not Path(path).exists():
         raise FileNotFoundError(f"split file not found: {path}")
     return [line.strip() for line in open(path) if line.strip()]
 
 
-def _class_dirs(root):
+def _class_dirs(root: str | Path) -> list[str]:
     """Class folders; names starting with '_' or '.' are not classes (the synthetic audio pool)."""
     if not Path(root).is_dir():
         raise FileNotFoundError(f"dataset folder not found: {root}")
@@ -121,7 +124,7 @@ def _class_dirs(root):
 _REPORTED = set()  # files already reported as not usable, so that each is named once per process
 
 
-def _class_files(root, classes):
+def _class_files(root: str | Path, classes: list[str]) -> list[tuple[str, int]]:
     items = []
     for k, c in enumerate(classes):
         for f in sorted((Path(root) / c).iterdir()):
@@ -132,7 +135,7 @@ def _class_files(root, classes):
     return items
 
 
-def _report_unsupported(path, out=sys.stderr):
+def _report_unsupported(path: Path, out: TextIO = sys.stderr) -> None:
     """Name a media-looking file that is not read, once, with the reason."""
     mime = mimetypes.guess_type(path.name)[0] or ""
     if path in _REPORTED or not (mime.startswith(("video/", "audio/")) or path.suffix.lower() in AUDIO_EXTENSIONS):
@@ -146,7 +149,9 @@ def _report_unsupported(path, out=sys.stderr):
     print(f"data: ignored {path}: {what}; convert it to .mp4 to use it", file=out)
 
 
-def folder_split(root, items, test_fraction=0.2, seed=0):
+def folder_split(
+    root: str | Path, items: list[tuple[str, int]], test_fraction: float = 0.2, seed: int = 0
+) -> dict[str, Path]:
     """A seeded split, stratified by class, of a folder dataset that has no split lists: per class,
     round(test_fraction * n) files (at least one when there are two) go to test. Written to
     ROOT/train.txt and ROOT/test.txt when ROOT is writable, else kept in memory (with a warning).
@@ -184,7 +189,15 @@ def folder_split(root, items, test_fraction=0.2, seed=0):
     return out
 
 
-def load_records(layout, root, split, fold=1, annotations=None, manifest=None, need_audio=True):
+def load_records(
+    layout: str,
+    root: str | Path,
+    split: str,
+    fold: int = 1,
+    annotations: str | Path | None = None,
+    manifest: str | Path | None = None,
+    need_audio: bool = True,
+) -> tuple[list[Record], list[str]]:
     """Records of a split joined with the manifest (durations, audio); files the manifest lacks are
     dropped, so the number of memory-bank slots always comes from the files that work. A missing
     manifest is made by scanning (and saved as ROOT/manifest.csv when ROOT is writable)."""
@@ -224,7 +237,9 @@ def load_records(layout, root, split, fold=1, annotations=None, manifest=None, n
     return records, classes
 
 
-def no_usable_files(root, split, items, by_path, need_audio=True):
+def no_usable_files(
+    root: str | Path, split: str, items: list[tuple[str, int]], by_path: dict[str, dict], need_audio: bool = True
+) -> str:
     """One line for a split with no usable video: how many files it lists, how many fail for each
     reason (probed again here, the failure path only), and the command that names each file."""
     root = Path(root)
@@ -251,7 +266,7 @@ def no_usable_files(root, split, items, by_path, need_audio=True):
     )
 
 
-def audio_pool(folder):
+def audio_pool(folder: str | Path) -> list[tuple[str, float]]:
     """(path, seconds) of every file in `folder` that has an audio stream: replacement audio."""
     pool = []
     for f in sorted(Path(folder).iterdir()):
@@ -269,13 +284,18 @@ def audio_pool(folder):
 MANIFEST_FIELDS = ["path", "label", "duration", "fps", "width", "height", "has_audio", "audio_rate", "audio_duration"]
 
 
-def stream_duration(container, stream):
+def stream_duration(container: av.container.InputContainer, stream: av.stream.Stream) -> float:
     if stream.duration is not None:
         return float(stream.duration * stream.time_base)
     return container.duration / 1e6 if container.duration else 0.0
 
 
-def probe(path, need_audio=True, min_video=MIN_VIDEO_SECONDS, min_audio=MIN_AUDIO_SECONDS):
+def probe(
+    path: str | Path,
+    need_audio: bool = True,
+    min_video: float = MIN_VIDEO_SECONDS,
+    min_audio: float = MIN_AUDIO_SECONDS,
+) -> dict[str, Any]:
     """Manifest row for one file, or raise ValueError naming why it is unusable."""
     path = Path(path)
     if path.stat().st_size == 0:
@@ -316,12 +336,12 @@ def probe(path, need_audio=True, min_video=MIN_VIDEO_SECONDS, min_audio=MIN_AUDI
         }
 
 
-def partial(manifest_path):
+def partial(manifest_path: str | Path) -> Path:
     """Where a scan for MANIFEST_PATH keeps what it has probed so far: MANIFEST_PATH.partial."""
     return Path(f"{manifest_path}.partial")
 
 
-def _probe_one(job):
+def _probe_one(job: tuple[Path, str, list[int], bool]) -> tuple[str, list[int], dict | None, str | None]:
     """(relative path, file stamp, manifest row or None, why unusable or None), in a pool process."""
     path, rel, stamp, need_audio = job
     try:
@@ -330,12 +350,12 @@ def _probe_one(job):
         return rel, stamp, None, str(err)
 
 
-def _stamp(path):
+def _stamp(path: str | Path) -> list[int]:
     st = os.stat(path)
     return [st.st_size, st.st_mtime_ns]
 
 
-def _read_journal(journal, need_audio):
+def _read_journal(journal: Path | None, need_audio: bool) -> dict[str, tuple]:
     """{relative path: (stamp, row, why)} from an earlier scan's journal made with the same need_audio;
     a line cut by a kill mid-write is the last one and is dropped."""
     if journal is None or not journal.exists():
@@ -356,7 +376,15 @@ def _read_journal(journal, need_audio):
     return done
 
 
-def scan(root, files=None, need_audio=True, out=sys.stdout, jobs=None, journal=None, progress=True):
+def scan(
+    root: str | Path,
+    files: list[Path] | None = None,
+    need_audio: bool = True,
+    out: TextIO = sys.stdout,
+    jobs: int | None = None,
+    journal: Path | None = None,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
     """Probe every video under root (or the given files) with `jobs` processes (default: every core);
     print one line per unusable file. With `journal` (a path), each result is appended there as it
     comes, and the results already there for an unchanged file (same size and mtime) are not probed
@@ -422,11 +450,11 @@ def scan(root, files=None, need_audio=True, out=sys.stdout, jobs=None, journal=N
     return rows
 
 
-def _hidden(rel):
+def _hidden(rel: Path) -> bool:
     return any(part[0] in "_." for part in rel.parts[:-1])
 
 
-def write_manifest(rows, path):
+def write_manifest(rows: list[dict[str, Any]], path: str | Path) -> None:
     tmp = Path(f"{path}.tmp")
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, MANIFEST_FIELDS)
@@ -435,7 +463,7 @@ def write_manifest(rows, path):
     os.replace(tmp, path)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("scan", help="write a manifest of the usable videos under ROOT")

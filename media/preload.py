@@ -6,16 +6,20 @@ releases the GIL, and the tensors stay in this process. Tests: tests/test_data.p
 """
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import av
 import torch
 
 from media import decode, manifest
 
+if TYPE_CHECKING:  # for annotations only: data.py imports this module
+    from data import ClipSpec
+
 _PRELOADED = {}  # (path, fps, frames, audio rate, video) -> (frames or the decoding error, audio)
 
 
-def _decode_all(path, spec, video=True):
+def _decode_all(path: str, spec: "ClipSpec", video: bool = True) -> tuple[Any, torch.Tensor | None]:
     """(frames at spec.fps for the whole video or None, whole audio at spec.audio_rate or None);
     the exception instead of the frames when the file does not decode."""
     key = (str(path), spec.fps, spec.frames, spec.audio_rate if spec.audio_seconds else 0, video)
@@ -24,7 +28,7 @@ def _decode_all(path, spec, video=True):
     return _PRELOADED[key]
 
 
-def decode_many(paths, spec, video):
+def decode_many(paths: list[str], spec: "ClipSpec", video: bool) -> list[tuple[Any, torch.Tensor | None]]:
     """_decode_all for many files, in threads over the cores torch may use: FFmpeg decodes with the
     GIL released (the same CPU time, less wall time), and the results stay in this
     process, so no tensors are pickled back as they would be from a process pool."""
@@ -35,7 +39,7 @@ def decode_many(paths, spec, video):
         return list(pool.map(lambda p: _decode_all(p, spec, video), paths))
 
 
-def _decode_whole_file(path, spec, video):
+def _decode_whole_file(path: str, spec: "ClipSpec", video: bool) -> tuple[Any, torch.Tensor | None]:
     try:
         with decode.open_media(path) as c:
             frames = None

@@ -23,17 +23,21 @@ import os
 import random
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from config import config_from_dict
+from config import Config, config_from_dict
 from memory_bank import MemoryBank
 from model import AVModel
+
+if TYPE_CHECKING:  # for annotations only
+    from data import AVDataset
 
 CHECKPOINT_FORMAT = 3  # 3: the bank's `valid` buffer (slots excluded for files that failed)
 
 
-def model_args(cfg):
+def model_args(cfg: Config) -> dict[str, Any]:
     """The AVModel arguments a Config asks for."""
     return {"video_depth": cfg.video_depth, "width": cfg.width}
 
@@ -42,12 +46,12 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be written or read; the message names the file and what to do."""
 
 
-def previous(path):
+def previous(path: str | Path) -> Path:
     """Where the checkpoint before PATH is kept: PATH.prev."""
     return Path(f"{path}.prev")
 
 
-def save_checkpoint(path, **state):
+def save_checkpoint(path: str | Path, **state: Any) -> None:
     """Write PATH so that a crash at any moment leaves a whole checkpoint there: torch.save to
     PATH.tmp and fsync it, keep the current PATH as PATH.prev (a hard link, renamed into place),
     then rename PATH.tmp onto PATH. A failed write (full disk, no permission) removes PATH.tmp,
@@ -86,7 +90,7 @@ def save_checkpoint(path, **state):
     os.replace(tmp, path)
 
 
-def load_checkpoint(path):
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """The checkpoint's dict. A file that cannot be read (truncated, corrupt) or was written in another
     format raises CheckpointError naming it."""
     path = Path(path)
@@ -110,7 +114,7 @@ def load_checkpoint(path):
     return state
 
 
-def load_pretrained(path):
+def load_pretrained(path: str | Path) -> tuple[Config, AVModel, MemoryBank, dict[str, Any] | None]:
     """(config, model with the checkpoint's weights, memory bank, instances or None) for evaluation."""
     state = load_checkpoint(path)
     cfg = config_from_dict(state["config"], source=str(path))
@@ -122,7 +126,7 @@ def load_pretrained(path):
     return cfg, model, bank, state["instances"]
 
 
-def instances_of(dataset):
+def instances_of(dataset: "AVDataset") -> dict[str, Any]:
     """The per-slot facts of a training set that a checkpoint keeps (see the module docstring)."""
     return {
         "paths": [r.path for r in dataset.records],
@@ -134,14 +138,14 @@ def instances_of(dataset):
     }
 
 
-def rng_state():
+def rng_state() -> dict[str, Any]:
     state = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
-def set_rng_state(state):
+def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():

@@ -21,18 +21,24 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 import torch.distributed as dist
 
-from config import config_from_dict, result_changes
+from config import Config, config_from_dict, result_changes
 from persistence import checkpoint
 
+if TYPE_CHECKING:  # for annotations only: train.py and data.py import this module's callers
+    from data import AVDataset
+    from train import Parts
 
-def same_injection(state, dataset, path, allow=False):
+
+def same_injection(state: dict[str, Any], dataset: "AVDataset", path: str | Path, allow: bool = False) -> None:
     """A run resumed or branched off must see the faulty positives its bank was trained with."""
     saved = state["instances"]["injected"]
     if saved is not None and not allow and not torch.equal(saved.cpu(), dataset.injected):
@@ -43,7 +49,7 @@ def same_injection(state, dataset, path, allow=False):
         )
 
 
-def load_resumable(ckpt_path, rank):
+def load_resumable(ckpt_path: Path, rank: int) -> dict[str, Any]:
     """OUT/ckpt.pt, or where it cannot be read (truncated, corrupt), OUT/ckpt.pt.prev: the unreadable
     file is named, moved aside as ckpt.pt.corrupt, and the run goes on from the checkpoint before it."""
     try:
@@ -69,7 +75,9 @@ def load_resumable(ckpt_path, rank):
         return state
 
 
-def restore(cfg, parts, ckpt_path, rank, dataset):
+def restore(
+    cfg: Config, parts: "Parts", ckpt_path: Path, rank: int, dataset: "AVDataset"
+) -> tuple[int, list[dict[str, Any]], dict[str, Any] | None]:
     """Resume OUT/ckpt.pt (model, bank, optimizer, RNG, the log's history) or branch off --init (model
     and bank, a fresh optimizer). Returns the first epoch to run, the log records up to it, and how far
     a run stopped mid-epoch got into it (None if it did not)."""
@@ -106,7 +114,7 @@ def restore(cfg, parts, ckpt_path, rank, dataset):
     return 0, [], None
 
 
-def stop_requested(stop, i, device):
+def stop_requested(stop: dict[str, bool], i: int, device: torch.device) -> bool:
     """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th
     step, where the ranks agree on it (and sync anyway)."""
     if not dist.is_initialized():
@@ -123,7 +131,7 @@ class SigtermStop:
     `with SigtermStop() as stop:` sets stop["requested"]; the previous handler is restored on exit.
     Outside the main thread (a test calling main) no handler can be set, and nothing is."""
 
-    def __enter__(self):
+    def __enter__(self) -> dict[str, bool]:
         self.stop = {"requested": False}
         self.previous = (
             signal.signal(signal.SIGTERM, lambda *_: self.stop.update(requested=True))
@@ -132,12 +140,12 @@ class SigtermStop:
         )
         return self.stop
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
 
 
-def exit_stopped(out, epoch, stopped, master_process):
+def exit_stopped(out: Path, epoch: int, stopped: dict[str, Any] | None, master_process: bool) -> NoReturn:
     """After the checkpoint of a stopped run: say where it stopped and exit with 128 + SIGTERM."""
     where = f"after step {stopped['steps']} of epoch {epoch}" if stopped else f"after epoch {epoch}"
     if master_process:
@@ -150,8 +158,19 @@ def exit_stopped(out, epoch, stopped, master_process):
 
 
 def save_epoch(
-    parts, raw_model, cfg, dataset, epoch, steps, ckpt_path, ddp, world, master_process, history, partial=None
-):
+    parts: "Parts",
+    raw_model: torch.nn.Module,
+    cfg: Config,
+    dataset: "AVDataset",
+    epoch: int,
+    steps: int,
+    ckpt_path: Path,
+    ddp: bool,
+    world: int,
+    master_process: bool,
+    history: list[dict[str, Any]],
+    partial: dict[str, Any] | None = None,
+) -> None:
     """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
     log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
     `epoch` is the last whole one and `partial` says how far the next one got."""
@@ -184,7 +203,7 @@ def save_epoch(
         dist.barrier()  # no rank starts the next epoch before the checkpoint is written
 
 
-def rewrite_log(history, out, start_epoch):
+def rewrite_log(history: list[dict[str, Any]], out: Path, start_epoch: int) -> list[dict[str, Any]]:
     """OUT/log.jsonl as the checkpoint knows it: a run killed after its log line and before its
     checkpoint, or after the checkpoint and before the log line, resumes with each epoch once."""
     tmp = out / "log.jsonl.tmp"
@@ -193,12 +212,12 @@ def rewrite_log(history, out, start_epoch):
     return history
 
 
-def read_log(path):
+def read_log(path: str | Path) -> list[dict[str, Any]]:
     """The records of a train.py log.jsonl (a dict per epoch, in order)."""
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
-def log_epoch(record, out):
+def log_epoch(record: dict[str, Any], out: Path) -> None:
     print(
         "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
         "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc} | 1-nn {knn_class:.2f} "
@@ -224,7 +243,7 @@ class FolderHeld(RuntimeError):
 _HELD = {}  # lock file -> holder text, for this process: a POSIX lock does not tell a process from itself
 
 
-def _holder(text):
+def _holder(text: str) -> str:
     try:
         h = json.loads(text or "{}")
         return f"{h['who']} on host {h['host']}, pid {h['pid']}, started {h['started']}"
@@ -233,7 +252,7 @@ def _holder(text):
 
 
 @contextmanager
-def hold_folder(out, who="train.py"):
+def hold_folder(out: Path, who: str = "train.py") -> Iterator[None]:
     """Hold OUT for as long as the block runs: two runs on one folder would interleave its log and race
     on its checkpoint's temporary file. The lock is the kernel's POSIX record lock on OUT/run.lock
     (fcntl.lockf, also honoured over NFS): it belongs to this process alone, not to the loader workers
@@ -269,7 +288,7 @@ def hold_folder(out, who="train.py"):
 
 
 @contextmanager
-def hold_for_job(out, master_process, who="train.py"):
+def hold_for_job(out: Path, master_process: bool, who: str = "train.py") -> Iterator[None]:
     """hold_folder for a job of one or many processes: rank 0 holds OUT (only it writes there), and
     tells every rank whether it could, so that all stop together instead of waiting in a collective."""
     with ExitStack() as stack:

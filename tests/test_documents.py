@@ -66,9 +66,14 @@ def test_the_readme_demo_table_is_the_committed_reference():
 
 
 def imports(path: Path, modules: set[str]) -> set[str]:
-    """The tree's modules that `path` imports, at the top or inside a function."""
+    """The tree's modules that `path` imports, at the top or inside a function; not those under
+    `if TYPE_CHECKING:`, which name types for annotations and never run."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            node.body = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
