@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 from torchvision import tv_tensors
 from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as TF
 
 from media.decode import read_clip
 from media.manifest import Record
@@ -77,16 +78,26 @@ def clip_spec(cfg: "Config", audio: bool = True) -> ClipSpec:
 def video_transform(size: int, train: bool, strength: float = 1.0) -> Callable[[Tensor], Tensor]:
     """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
     shrinks the clip before it leaves the worker (augment.py does colour, blur, normalisation on the
-    device). strength scales the area a crop may lose (0.6 at the paper's 1). Wrapping the clip as a
-    tv_tensors.Video makes transforms.v2 draw one set of parameters for all its frames."""
+    device). strength scales the area a crop may lose (0.6 at the paper's 1). One set of crop and flip
+    parameters for all the frames of a clip."""
     if train:  # at strength 1 crops keep >= 0.4 of the area, as AVID's multi-scale crop keeps >= 0.66 of the side
-        ops = [v2.RandomResizedCrop(size, scale=(1 - 0.6 * strength, 1.0), antialias=True), v2.RandomHorizontalFlip()]
-    else:
-        ops = [v2.Resize(size, antialias=True), v2.CenterCrop(size)]
-    pipeline = v2.Compose(ops)
+        crop = v2.RandomResizedCrop(size, scale=(1 - 0.6 * strength, 1.0), antialias=True)
+
+        def train_apply(frames: Tensor) -> Tensor:
+            # v2.Compose([crop, RandomHorizontalFlip()]) called through its parts: the same draws in the same
+            # order (the crop's, then the flip's torch.rand(1) < 0.5) and the same kernels, without the
+            # wrapping and dispatch, which cost a sixth of the transform (BENCHMARKS.md, "Data loading")
+            x = frames.permute(0, 3, 1, 2)  # (T, 3, H, W), a channels-last view: the uint8 resize's fast path
+            x = TF.resized_crop(x, **crop.make_params([x]), size=[size, size], antialias=True)  # (T, 3, size, size)
+            if torch.rand(1) < 0.5:
+                x = TF.horizontal_flip(x)
+            return x.permute(1, 0, 2, 3).contiguous()  # (3, T, size, size)
+
+        return train_apply
+    pipeline = v2.Compose([v2.Resize(size, antialias=True), v2.CenterCrop(size)])
 
     def apply(frames: Tensor) -> Tensor:
-        video = tv_tensors.Video(frames.permute(0, 3, 1, 2))  # (T, 3, H, W)
+        video = tv_tensors.Video(frames.permute(0, 3, 1, 2))  # (T, 3, H, W): one resize for every frame
         return pipeline(video).permute(1, 0, 2, 3).contiguous()  # (3, T, size, size)
 
     return apply

@@ -418,3 +418,24 @@ def _tree_for(tmp_path, video):
     _tree(root, ["c/a.mp4"], video)
     (root / "train.txt").write_text("c/a.mp4\n")
     return root
+
+
+def test_the_training_transform_is_v2s_compose_of_crop_and_flip_draw_for_draw():
+    """data.video_transform calls RandomResizedCrop and the flip through their parts: for the same seed
+    the same clip as v2.Compose([RandomResizedCrop, RandomHorizontalFlip]) on a tv_tensors.Video, and
+    the generator left in the same state."""
+    from torchvision import tv_tensors
+    from torchvision.transforms import v2
+
+    frames = torch.randint(0, 256, (4, 50, 70, 3), dtype=torch.uint8)
+    for strength in (1.0, 0.5):
+        fast = data.video_transform(32, True, strength)
+        reference = v2.Compose(
+            [v2.RandomResizedCrop(32, scale=(1 - 0.6 * strength, 1.0), antialias=True), v2.RandomHorizontalFlip()]
+        )
+        for seed in range(40):
+            torch.manual_seed(seed)
+            got, after = fast(frames), torch.rand(1)
+            torch.manual_seed(seed)
+            want = reference(tv_tensors.Video(frames.permute(0, 3, 1, 2))).permute(1, 0, 2, 3)
+            assert torch.equal(got, want) and torch.equal(after, torch.rand(1))

@@ -3,6 +3,7 @@
 import av
 import numpy as np
 import pytest
+import torch
 
 from conftest import RATE, clicks, counter_frames
 from media import decode, manifest
@@ -102,3 +103,31 @@ def test_other_containers_keep_their_names_and_stay_readable(tmp_path):
         assert c.streams.audio[0].codec_context.name == "pcm_s16le"
     records, _ = manifest.load_records("folder", tmp_path / "dst", "train")
     assert [r.path for r in records] == [str(out)]
+
+
+def test_the_audio_sidecar_gives_the_containers_samples_and_an_old_copy_reads_as_before(prepared, tmp_path):
+    """prepare.py writes VIDEO.RATE.pcm16 beside each video (and the pool's sounds); a window read from
+    it is the window decode_audio gives from the container, up to the zero padding past the end. A copy
+    without sidecars (made before them) reads the container as before, and a rerun of prepare adds them."""
+    import shutil
+
+    from data import ClipSpec
+
+    _, dst = prepared
+    video = dst / "a" / "c25.mp4"
+    assert decode.sidecar(video, 11025).is_file() and decode.sidecar(dst / "_pool" / "noise.mp4", 11025).is_file()
+    rng = np.random.default_rng(0)
+    for start in [0.0, 2.6, *rng.uniform(0, 3.0, 20)]:  # 2.6: the window runs past the end
+        with av.open(str(video)) as c:
+            want = decode.decode_audio(c, float(start), 2.0, 11025)
+        assert torch.equal(decode.read_sidecar(video, float(start), 2.0, 11025), want)
+    spec = ClipSpec(frames=8, fps=16, size=32)
+    with_sidecar = decode.read_clip(video, 1.1, spec, dst / "_pool" / "noise.mp4", 0.7)
+    old = tmp_path / "old"
+    shutil.copytree(dst, old, ignore=shutil.ignore_patterns("*.pcm16"))
+    without = decode.read_clip(old / "a" / "c25.mp4", 1.1, spec, old / "_pool" / "noise.mp4", 0.7)
+    assert all(torch.equal(x, y) for x, y in zip(with_sidecar, without))
+    assert decode.read_sidecar(old / "a" / "c25.mp4", 0.0, 2.0, 11025) is None
+    src, _ = prepared
+    prepare.prepare(src, old, short_side=32, gop=8, workers=1)  # the rerun writes only what is missing
+    assert decode.sidecar(old / "a" / "c25.mp4", 11025).read_bytes() == decode.sidecar(video, 11025).read_bytes()

@@ -7,9 +7,16 @@ writes a copy of the dataset where the decoder has little to do:
 
   video  short side scaled down to `short_side` (128 by default, enough for 80x80 and 112x112 crops
          after a multi-scale crop), at the training frame rate (16 fps), H.264 with a keyframe every
-         `gop` frames (16: a seek decodes at most 15 extra frames) and no B-frames;
+         `gop` frames (16: a seek decodes at most 15 extra frames), no B-frames, and CAVLC entropy
+         coding instead of CABAC (`--entropy cavlc`: a clip decodes about 15% faster, about as large
+         on the synthetic set; `--entropy fastdecode` also drops the deblocking filter for a little
+         more; BENCHMARKS.md, "Data loading");
   audio  mono at the training sample rate (11025 Hz), 16-bit PCM by default: no decoding and no
          resampling at training time, at ~22 kB per second (`--audio-codec aac` is ~4x smaller).
+         With PCM, each video also gets VIDEO.RATE.pcm16, the same samples as raw 16-bit PCM: a
+         clip's audio is then a seek and a read (media/decode.py, read_sidecar), not a demuxer seek
+         and a decode. A copy made before sidecars existed is read as before (from its container),
+         and rerunning this command on it adds them.
 
 Sample j of the audio and frame k of the video keep the source's clock (times j/rate and k/fps from
 the source's zero), so audio-visual alignment is unchanged. Relative paths, file names and every
@@ -38,8 +45,9 @@ import av
 import numpy as np
 from tqdm import tqdm
 
-from media import manifest
+from media import decode, manifest
 
+X264_DECODE = {"cabac": {}, "cavlc": {"x264-params": "cabac=0"}, "fastdecode": {"tune": "fastdecode"}}
 NATIVE_CONTAINERS = (".mp4", ".mov", ".mkv", ".avi")  # hold H.264 + PCM; the rest get Matroska
 
 
@@ -52,15 +60,31 @@ def add_arguments(p):
     p.add_argument("--audio-rate", type=int, default=11025, help="the training sample rate (11025; 24000 for sota)")
     p.add_argument("--audio-codec", default="pcm_s16le", choices=["pcm_s16le", "aac"])
     p.add_argument("--crf", type=int, default=23, help="x264 quality (lower is better and larger)")
+    p.add_argument(
+        "--entropy",
+        default="cavlc",
+        choices=sorted(X264_DECODE),
+        help="x264's entropy coding: cavlc decodes faster than cabac (x264's default); fastdecode also drops "
+        "the deblocking filter",
+    )
     p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
 
 
 def prepare(
-    src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_codec="pcm_s16le", crf=23, workers=None
+    src,
+    dst,
+    short_side=128,
+    fps=16.0,
+    gop=16,
+    audio_rate=11025,
+    audio_codec="pcm_s16le",
+    crf=23,
+    workers=None,
+    entropy="cavlc",
 ):
     """Re-encode every video under src into dst, copy the other files, scan the copy."""
     src, dst, t0 = Path(src), Path(dst), time.time()
-    settings = (short_side, fps, gop, audio_rate, audio_codec, crf)
+    settings = (short_side, fps, gop, audio_rate, audio_codec, crf, entropy)
     if not src.is_dir():
         raise FileNotFoundError(f"prepare: source folder not found: {src}")
     if src.resolve() == dst.resolve():
@@ -75,7 +99,8 @@ def prepare(
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix.lower() in manifest.VIDEO_EXTENSIONS:
-            if not out.exists():
+            # a copy made before the audio sidecar existed gets its sidecar (from its own audio) on a rerun
+            if not out.exists() or (audio_codec == "pcm_s16le" and not decode.sidecar(out, audio_rate).exists()):
                 jobs.append((path, out, settings))
         elif not out.exists():
             shutil.copy2(path, out)
@@ -123,15 +148,36 @@ def _prepare_one(job):
     src, out, settings = job
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")  # the suffix picks the container
     try:
-        reencode(src, tmp, *settings)
-        os.replace(tmp, out)
+        if not out.exists():
+            reencode(src, tmp, *settings)
+            os.replace(tmp, out)
+        _, _, _, audio_rate, audio_codec, _, _ = settings
+        if audio_codec == "pcm_s16le":
+            write_sidecar(out, audio_rate)
         return None
     except (av.FFmpegError, RuntimeError, ValueError, IndexError) as err:
         tmp.unlink(missing_ok=True)
         return src, err
 
 
-def reencode(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_codec="pcm_s16le", crf=23):
+def write_sidecar(video: Path, rate: int) -> None:
+    """VIDEO.RATE.pcm16: the prepared file's own PCM track, raw 16-bit little-endian, sample j at time
+    j/rate. Reading a window from it is a seek and a read (media/decode.py, read_sidecar), where the
+    container needs a demuxer seek and a decode; the samples are the same (tests/test_prepare.py)."""
+    with av.open(str(video)) as c:
+        if not c.streams.audio:
+            return
+        s = c.streams.audio[0]
+        wav = decode.decode_audio(c, 0.0, manifest.stream_duration(c, s), rate)  # (n,) float32, exact s16 / 32768
+    side = decode.sidecar(video, rate)
+    tmp = side.with_name(f".{side.name}.tmp")
+    (wav.numpy() * 32768).round().astype("<i2").tofile(tmp)
+    os.replace(tmp, side)
+
+
+def reencode(
+    src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio_codec="pcm_s16le", crf=23, entropy="cavlc"
+):
     """One file, as the module docstring says. A file without a video stream (the synthetic audio
     pool) keeps only its audio; one without audio only its video."""
     wav = _read_audio(src, audio_rate)  # (n,) float32 on the source clock, or None
@@ -148,7 +194,14 @@ def reencode(src, dst, short_side=128, fps=16.0, gop=16, audio_rate=11025, audio
             vs = out.add_stream(
                 "libx264",
                 rate=int(fps),
-                options={"preset": "veryfast", "crf": str(crf), "g": str(gop), "keyint_min": str(gop), "bf": "0"},
+                options={
+                    "preset": "veryfast",
+                    "crf": str(crf),
+                    "g": str(gop),
+                    "keyint_min": str(gop),
+                    "bf": "0",
+                    **X264_DECODE[entropy],
+                },
             )
             vs.width, vs.height = 2 * round(w * scale / 2), 2 * round(h * scale / 2)  # yuv420p needs even sides
             vs.pix_fmt = "yuv420p"
