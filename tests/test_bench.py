@@ -75,3 +75,19 @@ def test_eval_benchmark_runs(tiny_synth, capsys):
     out = capsys.readouterr().out
     assert "features, test (4 videos x 10 clips)" in out and "few-shot SVM" in out
     assert "same numbers: True" in out  # the parallel trials reproduce the one-by-one figures
+
+
+def test_parts_benchmark_times_each_part_of_a_clip_on_two_copies(tiny_synth, tmp_path, capsys):
+    """`parts` on a prepared copy and on one without sidecars: four parts per path, whose sum is printed
+    with the ratio; the older copy's audio costs more (a decode, not a read)."""
+    import shutil
+
+    from tools import prepare
+
+    prepare.prepare(tiny_synth, tmp_path / "now", workers=1)
+    shutil.copytree(tmp_path / "now", tmp_path / "before", ignore=shutil.ignore_patterns("*.pcm16"))
+    root, before = str(tmp_path / "now"), str(tmp_path / "before")
+    ms = bench.bench_parts(bench.argparse.Namespace(preset="demo", root=root, before=before, n=4, rounds=2))
+    assert set(ms) == {"now", "before"} and all(v > 0 for side in ms.values() for v in side.values())
+    assert ms["before"]["audio"] > ms["now"]["audio"]
+    assert "| sum |" in capsys.readouterr().out
