@@ -22,6 +22,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -372,15 +373,25 @@ def train_epoch(
 # ----------------------------------------------------------------------------- the recipe
 
 
-def main(cfg: Config) -> tuple[AVModel, MemoryBank]:
+def main(cfg: Config, on_epoch: Callable[[int], None] | None = None) -> tuple[AVModel, MemoryBank]:
+    """Train as cfg says. on_epoch(epoch) is called after each epoch that ran and was logged (rank 0):
+    how experiments/demo.py shows its progress."""
     ddp, rank, world, device = setup_distributed()
     master_process = rank == 0
     out = Path(cfg.out)
     with runstate.hold_for_job(out, master_process):  # one run per folder; a dead holder does not count
-        return run(cfg, ddp, rank, world, device, out)
+        return run(cfg, ddp, rank, world, device, out, on_epoch)
 
 
-def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, out: Path) -> tuple[AVModel, MemoryBank]:
+def run(
+    cfg: Config,
+    ddp: bool,
+    rank: int,
+    world: int,
+    device: torch.device,
+    out: Path,
+    on_epoch: Callable[[int], None] | None = None,
+) -> tuple[AVModel, MemoryBank]:
     master_process = rank == 0
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
@@ -424,6 +435,8 @@ def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, out
                 raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
             if master_process and record is not None:
                 runstate.log_epoch(record, out)
+                if on_epoch is not None:
+                    on_epoch(epoch)
             if stopped or runstate.stop_requested(stop, 0, parts.bank.video.device):
                 runstate.exit_stopped(out, epoch, stopped, master_process)
     if ddp:

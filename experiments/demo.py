@@ -44,6 +44,7 @@ import evaluate
 import train
 from analysis import figures
 from config import config_from_dict, parse_config, result_changes
+from experiments.progress import Progress
 from losses import VARIANTS
 from media import loader_workers
 from persistence import checkpoint
@@ -106,6 +107,7 @@ def ensure_data(root, synth_args=None):
         print(f"[demo] {root} is not a synthetic set: using it as it is")
         return
     if not (root / "manifest.csv").exists() or not (root / "_heldout").is_dir():  # older sets lack the pool
+        print(f"[demo] data: generating {root} (the first stage; BENCHMARKS.md has its minutes per CPU)")
         synthetic.main(["--out", str(root), *synth_args])
 
 
@@ -180,8 +182,9 @@ def run_setting(args, seed, faulty):
             return {m: saved["rows"][m] for m in args.methods}, saved["delta"], None
         print(f"[demo] {done} was made with other settings or methods: running this setting again")
     split = {}  # seconds per phase of this setting: its warm-up, each branch's training, evaluation
+    progress = Progress(f"seed {seed}, {faulty:.0%}", args.warmup_epochs, args.epochs, len(args.methods))
     with timed(split, "warm-up"):
-        root, common, delta = warm_up(args, seed, faulty)
+        root, common, delta = warm_up(args, seed, faulty, progress)
     rows = {}
     for method in args.methods:
         key, targets, rule = parse_method(method)
@@ -193,6 +196,7 @@ def run_setting(args, seed, faulty):
             method.replace(":", "_").replace("@", "_"),
             ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else []),
             split,
+            progress,
         )
         rows[method]["delta"] = used
         print(
@@ -255,7 +259,7 @@ def time_split(data_seconds, roots, total_seconds):
     )
 
 
-def warm_up(args, seed, faulty):
+def warm_up(args, seed, faulty, progress=None):
     """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
     Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
     root = Path(args.runs) / setting_name(seed, faulty)
@@ -267,11 +271,14 @@ def warm_up(args, seed, faulty):
     warm = parse_config(
         common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs), "--epochs", "0"]
     )
-    train.main(warm)
+    ckpt = root / "warmup" / "ckpt.pt"
+    if progress is not None and ckpt.exists():  # epochs an earlier run did: done, but not timed here
+        progress.skipped(epochs=checkpoint.load_checkpoint(ckpt)["epoch"] + 1)
+    train.main(warm, on_epoch=progress and (lambda e: progress.trained(f"warm-up epoch {e + 1}/{args.warmup_epochs}")))
     return root, common, paper_delta(faulty)
 
 
-def run_branch(args, root, common, name, options, split=None):
+def run_branch(args, root, common, name, options, split=None, progress=None):
     """One branch: `args.epochs` epochs from the warm-up with train.py `options`, in ROOT/NAME (resumed,
     and not rebuilt when finished), then evaluated. Returns its row of metrics; adds its training and
     evaluation seconds to `split`."""
@@ -293,14 +300,19 @@ def run_branch(args, root, common, name, options, split=None):
     )
     ckpt = out / "ckpt.pt"
     state = checkpoint.load_checkpoint(ckpt) if ckpt.exists() else None
+    if progress is not None and state is not None:  # epochs an earlier run did
+        progress.skipped(epochs=min(args.epochs, state["epoch"] + 1))
     if (
         state is None
         or state["epoch"] + 1 < args.epochs
         or result_changes(config_from_dict(state["config"], str(ckpt)), cfg)
     ):
         with timed(split, f"branch {name}"):
-            train.main(cfg)  # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
+            # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
+            train.main(cfg, on_epoch=progress and (lambda e: progress.trained(f"{name} epoch {e + 1}/{args.epochs}")))
     tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
+    if progress is not None:
+        progress.evaluating(name)
     with timed(split, "evaluation"):
         workers = 1 if args.workers is None else args.workers
         res = evaluate.evaluate(
@@ -312,6 +324,8 @@ def run_branch(args, root, common, name, options, split=None):
             finetune_args={"epochs": args.finetune_epochs},
             figures=args.figures,
         )
+    if progress is not None:
+        progress.evaluated(name)
     row = {
         "R@1": res["retrieval"]["R@1"],
         "R@5": res["retrieval"]["R@5"],

@@ -1,0 +1,62 @@
+"""The demo's progress line (experiments/progress.py): the stage, the share done and a time left that
+follows the measured pace; work found done counts as done, not as time; train.py reports each epoch."""
+
+from experiments.progress import EVAL_EPOCHS, Progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_time_left_follows_the_measured_seconds_per_epoch_and_the_first_evaluation():
+    clock, lines = Clock(), []
+    p = Progress("seed 0, 50%", warmup_epochs=4, epochs=2, methods=2, clock=clock, say=lines.append)
+    assert p.left_seconds() is None and "time left: measuring" in p.line("start")
+    for e in range(4):  # warm-up: 10 s an epoch
+        clock.t += 10
+        p.trained(f"warm-up epoch {e + 1}/4")
+    # left: 2 x 2 branch epochs and 2 evaluations of EVAL_EPOCHS epochs each, at 10 s per epoch
+    assert p.left_seconds() == (4 + 2 * EVAL_EPOCHS) * 10
+    assert lines[-1].startswith("[demo] seed 0, 50%: warm-up epoch 4/4 |") and "left" in lines[-1]
+    for e in range(2):
+        clock.t += 10
+        p.trained(f"xid epoch {e + 1}/2")
+    p.evaluating("xid")
+    clock.t += 50  # an evaluation measured at 5 epochs' time: the next one is expected to cost as much
+    p.evaluated("xid")
+    assert p.left_seconds() == (2 + 5) * 10
+    for e in range(2):
+        clock.t += 10
+        p.trained(f"weighted epoch {e + 1}/2")
+    p.evaluating("weighted")
+    clock.t += 50
+    p.evaluated("weighted")
+    assert p.left_seconds() == 0 and "100% done" in lines[-1]
+
+
+def test_work_found_done_is_not_counted_as_time():
+    clock = Clock()
+    p = Progress("s", warmup_epochs=10, epochs=1, methods=1, clock=clock, say=lambda _: None)
+    clock.t += 1000  # a resume found 8 warm-up epochs already trained by an earlier run
+    p.skipped(epochs=8)
+    clock.t += 10
+    p.trained("warm-up epoch 9/10")
+    assert p.left_seconds() == (1 + 1 + EVAL_EPOCHS) * 10
+
+
+def test_train_main_reports_every_epoch_it_runs(tiny_data, tmp_path):
+    import train
+    from config import parse_config
+    from test_train import TINY
+
+    seen = []
+    cfg = parse_config(
+        ["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path / "run"), *TINY]
+        + ["--workers", "0", "--warmup-epochs", "2", "--epochs", "1"]
+    )
+    train.main(cfg, on_epoch=seen.append)
+    assert seen == [0, 1, 2]
