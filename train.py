@@ -302,7 +302,10 @@ def make_loader(
         generator=torch.Generator().manual_seed(cfg.seed),
     )  # its own: the loader's draws leave the global RNG alone
     if len(loader) == 0:
-        raise SystemExit(f"{len(dataset)} training videos are fewer than one batch of {cfg.batch_size}")
+        raise SystemExit(
+            f"train.py: --batch-size {cfg.batch_size}: expected at most the {len(dataset)} training videos of "
+            f"{cfg.data} (a step takes one batch, and the last, incomplete one is dropped)"
+        )
     return sampler, loader
 
 
@@ -395,6 +398,8 @@ def run(
     master_process = rank == 0
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
+    if cfg.init and not Path(cfg.init).is_file():  # before the data is read
+        raise SystemExit(f"train.py: --init {cfg.init}: no such checkpoint (a train.py run's OUT/ckpt.pt)")
     dataset = build_train_set(cfg)
     sampler, loader = make_loader(cfg, dataset, rank, world, device)
     parts = build_parts(cfg, dataset, device)

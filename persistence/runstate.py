@@ -102,7 +102,10 @@ def restore(
             print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
         return state["epoch"] + 1, state["log"], state["partial"]  # partial: where a stopped epoch stopped
     if cfg.init:
-        state = checkpoint.load_checkpoint(cfg.init)
+        try:
+            state = checkpoint.load_checkpoint(cfg.init)
+        except (FileNotFoundError, checkpoint.CheckpointError) as err:  # a path the user typed: one line
+            raise SystemExit(f"train.py: --init {cfg.init}: {err}") from None
         if state["bank"]["video"].shape[0] != num_items:
             raise SystemExit(
                 f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "

@@ -319,7 +319,9 @@ def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_pa
     import evaluate
 
     seen = {}
-    monkeypatch.setattr(demo.train, "main", lambda cfg, on_epoch=None: None)  # no training: only what evaluation is asked
+    monkeypatch.setattr(
+        demo.train, "main", lambda cfg, on_epoch=None: None
+    )  # no training: only what evaluation is asked
 
     def fake_evaluate(ckpt, tasks, finetune_args=None, **kwargs):
         seen.update(tasks=tasks, finetune_args=finetune_args)

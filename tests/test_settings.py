@@ -126,11 +126,25 @@ def test_a_folder_of_unusable_files_ends_in_one_line_with_the_count_per_reason(t
     assert sum(counts.values()) == found and "empty file" in counts and "no audio stream" in counts, counts
 
 
+def test_a_batch_larger_than_the_training_set_is_one_line(tiny_data, tmp_path):
+    res = run_train("--data", tiny_data, "--out", tmp_path / "run", "--batch-size", "64")
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "--batch-size 64: expected at most the 16 training videos" in res.stderr.strip().splitlines()[-1]
+
+
 def test_an_empty_dataset_folder_says_so_in_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     res = run_train("--data", tmp_path / "empty", "--out", tmp_path / "run")
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "no train videos found under" in res.stderr.strip().splitlines()[-1]
+
+
+def test_a_missing_or_unreadable_init_checkpoint_is_one_line(tiny_data, tmp_path):
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    for path, words in ((tmp_path / "none.pt", "no such checkpoint"), (tmp_path / "junk.pt", "cannot be read")):
+        res = run_train("--data", tiny_data, "--out", tmp_path / "run", "--init", path)
+        last = res.stderr.strip().splitlines()[-1]
+        assert res.returncode != 0 and "Traceback" not in res.stderr and f"--init {path}" in last and words in last
 
 
 def test_a_missing_checkpoint_for_evaluation_is_one_line():
