@@ -43,6 +43,7 @@ is empty, or carries that marker: never into a user's dataset.
 
 import argparse
 import csv
+import os
 import shutil
 import time
 from multiprocessing import Pool
@@ -94,7 +95,9 @@ def add_arguments(p):
         help="0..1: size of the class's shape and level of the class's sound (1: as it was)",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument(
+        "--workers", type=int, default=None, help="processes (default: every core; the files do not depend on it)"
+    )
 
 
 def class_signature(c):
@@ -285,7 +288,7 @@ def generate(
     seconds=(3.0, 4.0),
     noise=0.3,
     seed=0,
-    workers=2,
+    workers=None,
     instance_cue=0.0,
     class_cue=1.0,
 ):
@@ -349,7 +352,7 @@ def generate(
         c = int(held_rng.integers(classes))  # a class sound, like a natural fault's: the same renderer
         p = {**_video_params(held_rng, c, seconds, noise), "shape": None}
         jobs.append((out / "_heldout" / f"sound_{k:04d}.mp4", p, p, size, fps, audio_rate, gop, cues))
-    with Pool(workers) as processes:
+    with Pool(workers or os.cpu_count() or 1) as processes:
         processes.map(_make_one, jobs, chunksize=8)
     for split, rels in splits.items():
         (out / f"{split}.txt").write_text("\n".join(rels) + "\n")
