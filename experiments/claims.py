@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import claims_docs, claims_report, demo, sweep
+from experiments import claims_docs, claims_report, demo, jobs, sweep
 from experiments.claims_report import SWEEPS
 
 RESULTS = Path("results/claims")
@@ -64,7 +64,7 @@ def run_one(args, setting):
 
 def run(args):
     demo.ensure_data(args.data)
-    demo.side_by_side(run_one, [(args, setting) for setting in plan()], args.jobs)  # --jobs: demo.py's way
+    jobs.side_by_side(run_one, [(args, setting) for setting in plan()], args.jobs)  # --jobs: demo.py's way
     for knob, faulty in SWEEPS:
         a = demo_args(args.results, [], args.data, args.runs)
         a.knob, a.values = knob, list(sweep.KNOBS[knob].values)

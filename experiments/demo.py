@@ -27,26 +27,20 @@ only adds what is missing.
 import argparse
 import hashlib
 import json
-import multiprocessing
-import os
 import shutil
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from statistics import NormalDist, mean, stdev
-
-import torch
 
 import data
 import evaluate
 import train
 from analysis import figures
 from config import config_from_dict, parse_config, result_changes
-from experiments.progress import Progress
+from experiments.jobs import side_by_side
+from experiments.progress import Progress, time_split, timed
 from losses import VARIANTS
-from media import loader_workers
 from persistence import checkpoint
 from tools import synthetic
 
@@ -213,50 +207,6 @@ def run_setting(args, seed, faulty):
     tmp.replace(done)  # atomic: a killed run leaves no half-written file
     (root / "time_split.json").write_text(json.dumps(split))  # read back by main, also from --jobs processes
     return rows, delta, root
-
-
-@contextmanager
-def timed(split, phase):
-    """Add the seconds spent inside the block to split[phase]."""
-    t0 = time.time()
-    try:
-        yield
-    finally:
-        split[phase] = split.get(phase, 0.0) + time.time() - t0
-
-
-def cpu_kind():
-    """The CPU a run's minutes belong to: its model, the widest vector kernels torch uses on it (AVX2,
-    AVX512; the demo's time differs about 2x between them), AMX if it has it, and the threads."""
-    model, flags = "", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            model = model or (value.strip() if key.strip() == "model name" else "")
-            flags = flags or (value if key.strip() == "flags" else "")
-    except OSError:  # not Linux
-        import platform
-
-        model = platform.processor()
-    amx = ", AMX" if "amx_tile" in flags.split() else ""
-    return (
-        f"{model or 'unknown CPU'}, {torch.backends.cpu.get_cpu_capability()}{amx}, {torch.get_num_threads()} threads"
-    )
-
-
-def time_split(data_seconds, roots, total_seconds):
-    """Where the demo's minutes went: data generation, then each phase summed over the settings run."""
-    phases = {"data generation": data_seconds}
-    for root in roots:
-        path = Path(root) / "time_split.json"
-        for phase, seconds in (json.loads(path.read_text()) if path.exists() else {}).items():
-            phases[phase] = phases.get(phase, 0.0) + seconds
-    phases["other (start-up, tables, figures)"] = max(0.0, total_seconds - sum(phases.values()))
-    return (
-        "Time split: "
-        + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in phases.items())
-        + f"; {total_seconds / 60:.1f} min in all, on {cpu_kind()}."
-    )
 
 
 def warm_up(args, seed, faulty, progress=None):
@@ -520,29 +470,6 @@ def compare(results, reference, args):
         "(README, claims); the reference's demo.md has its command and timing."
     )
     return "\n".join(lines)
-
-
-def side_by_side(fn, calls, jobs):
-    """[fn(*call) for call in calls], `jobs` at a time in processes when jobs > 1 (independent settings:
-    the cores, and GPUs, shared out among them), in order."""
-    if jobs <= 1:
-        return [fn(*call) for call in calls]
-    context = multiprocessing.get_context("spawn")  # no forked torch state in the children
-    slots = context.Value("i", 0)
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_job_init, initargs=(slots, jobs)) as pool:
-        return list(pool.map(fn, *zip(*calls)))
-
-
-def _job_init(slots, jobs):
-    """A process of --jobs: an equal share of the CPU threads and, with several GPUs, one of them."""
-    with slots.get_lock():
-        slot, slots.value = slots.value, slots.value + 1
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
-    loader_workers.PROCESS_SLOT = (slot, jobs)  # loader workers of side-by-side settings are held to other cores
-    if "fork" in multiprocessing.get_all_start_methods():  # a spawned child inherits 'spawn', which
-        multiprocessing.set_start_method("fork", force=True)  # cannot pickle the loader's dataset
-    if torch.cuda.device_count() > 1:
-        torch.cuda.set_device(slot % torch.cuda.device_count())
 
 
 def write_results(args, results, deltas, root, minutes, argv, reused=0):

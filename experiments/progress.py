@@ -1,4 +1,4 @@
-"""The demo's progress line: which stage, how far, and the time left, from what this process has measured.
+"""The demo's clock: its progress line (which stage, how far, the time left) and where its minutes went.
 
 One (seed, noise level) of experiments/demo.py is a warm-up of W epochs, then per method a branch of E
 epochs and an evaluation. Work is counted in epochs: every training epoch of a setting costs about the
@@ -8,10 +8,18 @@ seconds per epoch measured so far in this process; work found already done (a re
 finished branch) counts as done and not as time.
 
     [demo] seed 0, 50%: warm-up epoch 12/25 | 39% done | about 9 min left
+
+At the end, time_split says where the minutes went (generation, warm-up, each branch, evaluation) and
+on which CPU (cpu_kind): BENCHMARKS.md's `make demo` table is made of such lines.
 """
 
+import json
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
 
 # An evaluation (retrieval, few-shot SVMs, the bank analysis) in epochs of the demo's training, until
 # one is timed: BENCHMARKS.md's `make demo` split (Xeon) gives 1.2 min per evaluation and 0.33 min per
@@ -87,3 +95,47 @@ class Progress:
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+@contextmanager
+def timed(split, phase):
+    """Add the seconds spent inside the block to split[phase]."""
+    t0 = time.time()
+    try:
+        yield
+    finally:
+        split[phase] = split.get(phase, 0.0) + time.time() - t0
+
+
+def cpu_kind():
+    """The CPU a run's minutes belong to: its model, the widest vector kernels torch uses on it (AVX2,
+    AVX512; the demo's time differs about 2x between them), AMX if it has it, and the threads."""
+    model, flags = "", ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            model = model or (value.strip() if key.strip() == "model name" else "")
+            flags = flags or (value if key.strip() == "flags" else "")
+    except OSError:  # not Linux
+        import platform
+
+        model = platform.processor()
+    amx = ", AMX" if "amx_tile" in flags.split() else ""
+    return (
+        f"{model or 'unknown CPU'}, {torch.backends.cpu.get_cpu_capability()}{amx}, {torch.get_num_threads()} threads"
+    )
+
+
+def time_split(data_seconds, roots, total_seconds):
+    """Where the demo's minutes went: data generation, then each phase summed over the settings run."""
+    phases = {"data generation": data_seconds}
+    for root in roots:
+        path = Path(root) / "time_split.json"
+        for phase, seconds in (json.loads(path.read_text()) if path.exists() else {}).items():
+            phases[phase] = phases.get(phase, 0.0) + seconds
+    phases["other (start-up, tables, figures)"] = max(0.0, total_seconds - sum(phases.values()))
+    return (
+        "Time split: "
+        + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in phases.items())
+        + f"; {total_seconds / 60:.1f} min in all, on {cpu_kind()}."
+    )

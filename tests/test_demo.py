@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from experiments import demo
+from experiments import demo, progress
 from tools import synthetic
 
 
@@ -290,27 +290,25 @@ def test_make_demo_writes_outside_the_tracked_tree():
 
 
 def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_rest(tmp_path):
-    from experiments import demo
-
     for name, times in (
         ("a", {"warm-up": 120.0, "branch xid": 30.0, "evaluation": 12.0}),
         ("b", {"warm-up": 60.0, "evaluation": 6.0}),
     ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "time_split.json").write_text(__import__("json").dumps(times))
-    text = demo.time_split(30.0, [tmp_path / "a", tmp_path / "b"], 300.0)
+    text = progress.time_split(30.0, [tmp_path / "a", tmp_path / "b"], 300.0)
     assert text.startswith(
         "Time split: data generation 0.5 min, warm-up 3.0 min, branch xid 0.5 min, evaluation 0.3 min"
     )
     assert "other (start-up, tables, figures) 0.7 min; 5.0 min in all, on " in text
     assert (
-        text.endswith(f"{demo.torch.backends.cpu.get_cpu_capability()}, {demo.torch.get_num_threads()} threads.")
+        text.endswith(f"{progress.torch.backends.cpu.get_cpu_capability()}, {progress.torch.get_num_threads()} threads.")
         or "AMX" in text
     )  # the CPU kind: the demo's minutes depend on it
     split = {}
-    with demo.timed(split, "x"):
+    with progress.timed(split, "x"):
         pass
-    with demo.timed(split, "x"):
+    with progress.timed(split, "x"):
         pass
     assert set(split) == {"x"} and split["x"] >= 0
 

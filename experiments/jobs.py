@@ -1,0 +1,36 @@
+"""Settings side by side: `--jobs N` of experiments/demo.py and experiments/claims.py runs N independent
+(seed, noise level) settings at a time, each a process with an equal share of the CPU threads (and,
+with several GPUs, one of them). On 2 cores two processes of one thread train 1.7x as much as one of
+two threads (BENCHMARKS.md, "The training step on a CPU").
+"""
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+
+from media import loader_workers
+
+
+def side_by_side(fn, calls, jobs):
+    """[fn(*call) for call in calls], `jobs` at a time in processes when jobs > 1 (independent settings:
+    the cores, and GPUs, shared out among them), in order."""
+    if jobs <= 1:
+        return [fn(*call) for call in calls]
+    context = multiprocessing.get_context("spawn")  # no forked torch state in the children
+    slots = context.Value("i", 0)
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_job_init, initargs=(slots, jobs)) as pool:
+        return list(pool.map(fn, *zip(*calls)))
+
+
+def _job_init(slots, jobs):
+    """A process of --jobs: an equal share of the CPU threads and, with several GPUs, one of them."""
+    with slots.get_lock():
+        slot, slots.value = slots.value, slots.value + 1
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
+    loader_workers.PROCESS_SLOT = (slot, jobs)  # loader workers of side-by-side settings are held to other cores
+    if "fork" in multiprocessing.get_all_start_methods():  # a spawned child inherits 'spawn', which
+        multiprocessing.set_start_method("fork", force=True)  # cannot pickle the loader's dataset
+    if torch.cuda.device_count() > 1:
+        torch.cuda.set_device(slot % torch.cuda.device_count())
