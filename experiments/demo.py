@@ -88,6 +88,7 @@ SYNTH_SETS = {
     "synth_cue_a": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "1"],
     "synth_cue_b": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.5"],
     "synth_cue_c": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.35"],
+    "synth_cue_d": ["--train-per-class", "200", "--instance-cue", "0.3", "--class-cue", "1"],
 }
 
 
