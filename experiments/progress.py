@@ -3,9 +3,9 @@
 One (seed, noise level) of experiments/demo.py is a warm-up of W epochs, then per method a branch of E
 epochs and an evaluation. Work is counted in epochs: every training epoch of a setting costs about the
 same (one pass over the same videos with the same model), and an evaluation costs EVAL_EPOCHS of them
-until the first one has been timed, then what it measured. The time left is the work left times the
-seconds per epoch measured so far in this process; work found already done (a resumed warm-up, a
-finished branch) counts as done and not as time.
+until the first one has been timed, then what it measured. The time left is the work left at the pace
+of the last epochs run in this process (the first is left out: it also decodes the data into memory);
+work found already done (a resumed warm-up, a finished branch) counts as done and not as time.
 
     [demo] seed 0, 50%: warm-up epoch 12/25 | 39% done | about 9 min left
 
@@ -40,23 +40,24 @@ class Progress:
         say: Callable[[str], None] = print,
     ) -> None:
         self.name, self.clock, self.say = name, clock, say
-        self.eval_epochs = EVAL_EPOCHS
         self.train_left = warmup_epochs + epochs * methods  # epochs of training not yet done
         self.evals_left = methods
-        self.done = 0.0  # work done in this process, in epochs
-        self.seconds = 0.0  # the time it took
-        self.total = self.train_left + self.evals_left * self.eval_epochs
+        self.total = self.train_left + self.evals_left * EVAL_EPOCHS  # in epochs, for the share done
+        self.epoch_seconds: list[float] = []  # each training epoch run here, in order
+        self.eval_seconds: float | None = None  # the first evaluation timed here
         self.mark = clock()
 
     def skipped(self, epochs: int = 0, evals: int = 0) -> None:
-        """Work found already done: out of what is left, not into the rate."""
+        """Work found already done: out of what is left, not into the pace."""
         self.train_left -= epochs
         self.evals_left -= evals
         self.mark = self.clock()
 
     def trained(self, stage: str) -> None:
         """One epoch of training finished; `stage` says which (e.g. 'warm-up epoch 3/25')."""
-        self._finished(1.0)
+        now = self.clock()
+        self.epoch_seconds.append(now - self.mark)
+        self.mark = now
         self.train_left -= 1
         self.say(self.line(stage))
 
@@ -65,32 +66,33 @@ class Progress:
         self.say(self.line(f"evaluating {name}"))
 
     def evaluated(self, name: str) -> None:
-        spent = self.clock() - self.mark
-        rate = self.seconds / self.done if self.done else None
-        if rate:  # from now on an evaluation weighs what this one cost
-            self.eval_epochs = spent / rate
-        self._finished(self.eval_epochs, spent)
+        now = self.clock()
+        if self.eval_seconds is None:  # the later evaluations are expected to cost what this one did
+            self.eval_seconds = now - self.mark
+        self.mark = now
         self.evals_left -= 1
         self.say(self.line(f"{name} evaluated"))
 
-    def _finished(self, epochs: float, spent: float | None = None) -> None:
-        now = self.clock()
-        self.seconds += (now - self.mark) if spent is None else spent
-        self.done += epochs
-        self.mark = now
+    def pace(self) -> float | None:
+        """Seconds per training epoch: the mean of the last five run here, leaving out the first
+        while there are others (it also pays for decoding the data into memory)."""
+        runs = self.epoch_seconds[1:] if len(self.epoch_seconds) > 1 else self.epoch_seconds
+        return sum(runs[-5:]) / len(runs[-5:]) if runs else None
 
     def left_seconds(self) -> float | None:
-        """The time left at the rate measured so far; None before anything was measured."""
-        if not self.done:
+        """The time left at the pace measured so far; None before a training epoch was timed."""
+        pace = self.pace()
+        if pace is None:
             return None
-        return (self.train_left + self.evals_left * self.eval_epochs) * self.seconds / self.done
+        each_eval = self.eval_seconds if self.eval_seconds is not None else EVAL_EPOCHS * pace
+        return self.train_left * pace + self.evals_left * each_eval
 
     def line(self, stage: str) -> str:
-        left = self.left_seconds()
-        total = self.train_left + self.evals_left * self.eval_epochs
-        share = 1 - total / max(self.total, 1e-9) if self.total else 1.0
+        pace, left = self.pace(), self.left_seconds()
+        each_eval = EVAL_EPOCHS if not pace or self.eval_seconds is None else self.eval_seconds / pace
+        share = 1 - (self.train_left + self.evals_left * each_eval) / self.total if self.total else 1.0
         when = "time left: measuring" if left is None else f"about {_minutes(left)} left"
-        return f"[demo] {self.name}: {stage} | {100 * max(0.0, share):.0f}% done | {when}"
+        return f"[demo] {self.name}: {stage} | {100 * min(1.0, max(0.0, share)):.0f}% done | {when}"
 
 
 def _minutes(seconds: float) -> str:

@@ -12,11 +12,14 @@ class Clock:
         return self.t
 
 
-def test_time_left_follows_the_measured_seconds_per_epoch_and_the_first_evaluation():
+def test_time_left_follows_the_pace_of_the_last_epochs_and_the_first_evaluation():
     clock, lines = Clock(), []
     p = Progress("seed 0, 50%", warmup_epochs=4, epochs=2, methods=2, clock=clock, say=lines.append)
     assert p.left_seconds() is None and "time left: measuring" in p.line("start")
-    for e in range(4):  # warm-up: 10 s an epoch
+    clock.t += 100  # the first epoch also preloads the data: left out of the pace once others exist
+    p.trained("warm-up epoch 1/4")
+    assert p.left_seconds() == (3 + 4 + 2 * EVAL_EPOCHS) * 100
+    for e in range(1, 4):  # 10 s an epoch from then on
         clock.t += 10
         p.trained(f"warm-up epoch {e + 1}/4")
     # left: 2 x 2 branch epochs and 2 evaluations of EVAL_EPOCHS epochs each, at 10 s per epoch
@@ -26,9 +29,9 @@ def test_time_left_follows_the_measured_seconds_per_epoch_and_the_first_evaluati
         clock.t += 10
         p.trained(f"xid epoch {e + 1}/2")
     p.evaluating("xid")
-    clock.t += 50  # an evaluation measured at 5 epochs' time: the next one is expected to cost as much
+    clock.t += 50  # an evaluation measured at 50 s: the next one is expected to cost as much
     p.evaluated("xid")
-    assert p.left_seconds() == (2 + 5) * 10
+    assert p.left_seconds() == 2 * 10 + 50
     for e in range(2):
         clock.t += 10
         p.trained(f"weighted epoch {e + 1}/2")
