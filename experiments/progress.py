@@ -42,8 +42,8 @@ class Progress:
         self.name, self.clock, self.say = name, clock, say
         self.train_left = warmup_epochs + epochs * methods  # epochs of training not yet done
         self.evals_left = methods
-        self.total = self.train_left + self.evals_left * EVAL_EPOCHS  # in epochs, for the share done
         self.epoch_seconds: list[float] = []  # each training epoch run here, in order
+        self.spent = 0.0  # seconds of training and evaluation run here
         self.eval_seconds: float | None = None  # the first evaluation timed here
         self.mark = clock()
 
@@ -57,6 +57,7 @@ class Progress:
         """One epoch of training finished; `stage` says which (e.g. 'warm-up epoch 3/25')."""
         now = self.clock()
         self.epoch_seconds.append(now - self.mark)
+        self.spent += now - self.mark
         self.mark = now
         self.train_left -= 1
         self.say(self.line(stage))
@@ -69,6 +70,7 @@ class Progress:
         now = self.clock()
         if self.eval_seconds is None:  # the later evaluations are expected to cost what this one did
             self.eval_seconds = now - self.mark
+        self.spent += now - self.mark
         self.mark = now
         self.evals_left -= 1
         self.say(self.line(f"{name} evaluated"))
@@ -88,11 +90,12 @@ class Progress:
         return self.train_left * pace + self.evals_left * each_eval
 
     def line(self, stage: str) -> str:
-        pace, left = self.pace(), self.left_seconds()
-        each_eval = EVAL_EPOCHS if not pace or self.eval_seconds is None else self.eval_seconds / pace
-        share = 1 - (self.train_left + self.evals_left * each_eval) / self.total if self.total else 1.0
-        when = "time left: measuring" if left is None else f"about {_minutes(left)} left"
-        return f"[demo] {self.name}: {stage} | {100 * min(1.0, max(0.0, share)):.0f}% done | {when}"
+        """The share done is of this run's time: spent / (spent + left)."""
+        left = self.left_seconds()
+        if left is None:
+            return f"[demo] {self.name}: {stage} | time left: measuring"
+        share = self.spent / (self.spent + left) if self.spent + left > 0 else 1.0
+        return f"[demo] {self.name}: {stage} | {100 * share:.0f}% done | about {_minutes(left)} left"
 
 
 def _minutes(seconds: float) -> str:
