@@ -233,3 +233,36 @@ def test_the_sweep_report_uses_only_seeds_whose_every_value_finished(tmp_path):
     text = (tmp_path / "sweeps.md").read_text()
     assert "## delta at 50% injected: seeds [0] of 0-2" in text and "| -2 | 50.0 |" in text
     assert "## lambda at 50% injected: seeds [] of 0-2\n\nnothing finished yet" in text
+
+
+def _write_settings(folder, level, rows_of_seed, seeds=range(5)):
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        (folder / f"seed{seed}_faulty{round(100 * level)}.json").write_text(
+            json.dumps({"key": {}, "seed": seed, "faulty": level, "delta": 0.0, "rows": rows_of_seed(seed)})
+        )
+
+
+def test_the_negatives_report_judges_its_own_set_and_takes_n4_at_50pc_from_the_positives_set(tmp_path):
+    """N1 holds from planted oracle gains, and N4's 50% rows come from the other results folder
+    (data/synth2000), not from this set."""
+    from experiments import negatives
+
+    def row(s, gain=0.0):
+        return {"R@1": 0.5, "R@5": 0.8, "1-shot": 0.4 + 0.02 * s + gain, "5-shot": 0.6 + 0.01 * s + gain, "AUROC": 0.5}
+
+    gains = [0.2, 0.22, 0.18, 0.21, 0.19]
+    _write_settings(
+        tmp_path / "neg" / "settings",
+        0.0,
+        lambda s: {m: row(s, gains[s] if m == "soft:oracle" else 0.0) for m in negatives.METHODS},
+    )
+    _write_settings(tmp_path / "pos" / "settings", 0.5, lambda s: {"robust": row(s, -gains[s]), "weighted": row(s)})
+    res = negatives.report(tmp_path / "neg", tmp_path / "pos")
+    verdicts = {c.name: cr.judge(c, res)["verdict"] for c in negatives.CLAIMS}
+    assert verdicts["N1"].startswith("holds") and verdicts["N4 W 0% (D)"] == "not shown"
+    assert verdicts["N4 W 50% (synth2000)"].startswith("contradicted") and verdicts["N2 CCP"] == "not shown"
+    text = (tmp_path / "neg" / "VERDICT.md").read_text()
+    assert "**N1**" in text and (tmp_path / "neg" / "table1.md").exists()
