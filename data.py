@@ -235,16 +235,15 @@ class AVDataset(torch.utils.data.Dataset):
             if wav is not None and self.train:
                 wav = wav * float(0.8 + 0.4 * torch.rand(()))  # volume x U(0.8, 1.2)
             clips.append((self.transform(frames), wav))
-        video = torch.stack([c[0] for c in clips])  # (clips, 3, T, H, W)
+        # training: one clip, (3, T, H, W) and (n,), not copied into a stack of one
         item = {
-            "video": video[0] if self.train else video,
+            "video": clips[0][0] if self.train else torch.stack([c[0] for c in clips]),  # eval: (clips, 3, T, H, W)
             "index": i,
             "label": rec.label,
             "faulty": bool(self.faulty[i]),
         }
         if clips[0][1] is not None:
-            audio = torch.stack([c[1] for c in clips])  # (clips, n) waveforms
-            item["audio"] = audio[0] if self.train else audio
+            item["audio"] = clips[0][1] if self.train else torch.stack([c[1] for c in clips])  # eval: (clips, n)
         return item
 
     def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:

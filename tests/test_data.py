@@ -413,6 +413,31 @@ def test_training_evaluation_and_preload_decode_and_convert_with_one_thread(tmp_
         decode.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_start=0.0)
 
 
+def test_decoded_frames_are_those_of_a_per_frame_conversion_and_a_mislabelled_container_still_opens(files, tmp_path):
+    """decode_frames converts a clip's frames with one reused swscale context: the same pixels as PyAV's
+    per-frame to_ndarray. open_media names the demuxer from the suffix, and a file whose suffix lies (a
+    Matroska file called .mp4) is opened by FFmpeg's probe instead of failing."""
+    import av
+
+    path = files["25fps"]
+    with av.open(str(path)) as c:
+        want = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]  # (H, W, 3) each, at 25 fps
+    with decode.open_media(path) as c:
+        assert c.format.name == "mp4"  # named, not probed ("mov,mp4,m4a,3gp,3g2,mj2")
+        got = decode.decode_frames(c, 0.0, 6, 12.5)  # every second frame, from the first
+    assert torch.equal(got, torch.from_numpy(np.stack(want[0:12:2])))
+    liar = tmp_path / "really_matroska.mp4"
+    with av.open(str(path)) as src, av.open(str(liar), "w", format="matroska") as dst:
+        stream = dst.add_stream_from_template(src.streams.video[0])
+        for packet in src.demux(video=0):
+            if packet.dts is not None:
+                packet.stream = stream
+                dst.mux(packet)
+    with decode.open_media(liar) as c:
+        assert c.format.name.startswith("matroska")
+        assert torch.equal(decode.decode_frames(c, 0.0, 6, 12.5), got)
+
+
 def _tree_for(tmp_path, video):
     root = tmp_path / "one"
     _tree(root, ["c/a.mp4"], video)

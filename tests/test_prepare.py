@@ -131,3 +131,44 @@ def test_the_audio_sidecar_gives_the_containers_samples_and_an_old_copy_reads_as
     src, _ = prepared
     prepare.prepare(src, old, short_side=32, gop=8, workers=1)  # the rerun writes only what is missing
     assert decode.sidecar(old / "a" / "c25.mp4", 11025).read_bytes() == decode.sidecar(video, 11025).read_bytes()
+
+
+def test_the_frame_index_gives_the_containers_frames_and_a_stale_or_missing_one_is_handled(prepared, tmp_path):
+    """prepare.py writes VIDEO.index beside each video; read through it (no container, one decoder kept
+    open across clips and videos) a clip's frames are decode_frames' from the container, bit for bit, at
+    every start including the first frame, the last keyframe and past the end. A copy without indexes
+    reads its containers and a rerun of prepare adds them; an index that does not fit its video (the
+    video replaced) is refused by name, with the command that remakes it."""
+    import shutil
+
+    from data import ClipSpec
+
+    _, dst = prepared
+    rng = np.random.default_rng(1)
+    for video in (dst / "a" / "c25.mp4", dst / "b" / "c10.mp4"):
+        index = decode.read_frame_index(video)
+        assert index is not None and index.rows[0, 3] == 1  # starts on a keyframe
+        for start in [0.0, 0.5, 1.0, 2.9, 3.5, *rng.uniform(0, 3.0, 25)]:
+            with decode.open_media(video) as c:
+                want = decode.decode_frames(c, float(start), 8, 16.0)
+            assert torch.equal(decode.decode_indexed(video, index, float(start), 8, 16.0), want), (video, start)
+    pool_sound = dst / "_pool" / "noise.mp4"  # no video: an empty index, so a rerun sees the file done
+    assert decode.frame_index(pool_sound).is_file() and decode.read_frame_index(pool_sound) is None
+    spec = ClipSpec(frames=8, fps=16, size=32)
+    video = dst / "a" / "c25.mp4"
+    old = tmp_path / "old"
+    shutil.copytree(dst, old, ignore=shutil.ignore_patterns("*.index"))
+    assert decode.read_frame_index(old / "a" / "c25.mp4") is None
+    assert all(
+        torch.equal(x, y)
+        for x, y in zip(
+            decode.read_clip(old / "a" / "c25.mp4", 1.1, spec, audio_start=0.5),
+            decode.read_clip(video, 1.1, spec, audio_start=0.5),
+        )
+    )
+    src, _ = prepared
+    prepare.prepare(src, old, short_side=32, gop=8, workers=1)  # the rerun adds the indexes
+    assert decode.frame_index(old / "a" / "c25.mp4").read_bytes() == decode.frame_index(video).read_bytes()
+    shutil.copy(dst / "b" / "c10.mp4", old / "a" / "c25.mp4")  # the video replaced, its index left behind
+    with pytest.raises(ValueError, match=r"c25\.mp4\.index does not belong to .*python -m tools\.prepare"):
+        decode.read_clip(old / "a" / "c25.mp4", 1.1, spec, audio_start=0.5)

@@ -75,7 +75,7 @@ def bench_data(args):
                 ds[i]
             item = 1e3 * (time.perf_counter() - t0) / len(ds)
             for pin in args.pin:
-                rates = [loader_rate(ds, w, pin) for w in args.workers]
+                rates = [loader_rate(ds, w, pin, getattr(args, "loader_batch", 8)) for w in args.workers]
                 print(
                     f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode_ms:10.1f} {item:8.1f} "
                     + " ".join(f"{r:12.1f}" for r in rates)
@@ -95,14 +95,15 @@ def bench_data(args):
     return table
 
 
-def loader_rate(ds, n_workers, pin):
-    """DataLoader clips/s per worker, worker start-up left out."""
+def loader_rate(ds, n_workers, pin, batch=8):
+    """DataLoader clips/s per worker, worker start-up left out: at least 16 batches per worker, so the
+    first batch (timed out) and the last ones (fewer workers busy) weigh little."""
     loader = torch.utils.data.DataLoader(
         ds,
-        batch_size=8,
+        batch_size=batch,
         num_workers=n_workers,
         worker_init_fn=loader_workers.worker_init_fn(n_workers, pin),
-        sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 64)),
+        sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 16 * batch * max(1, n_workers))),
     )
     it = iter(loader)
     next(it)
@@ -376,6 +377,7 @@ def main(argv=None):
         help="loader worker pinning policies to compare (data; loader_workers.worker_cores)",
     )
     p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
+    p.add_argument("--loader-batch", type=int, default=8, help="the DataLoader's batch (data)")
     p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
     args = p.parse_args(argv)

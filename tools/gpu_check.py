@@ -90,6 +90,7 @@ def data_section(work, smoke, step_rate):
             decoder_threads=[decode.DECODER_THREADS],
             sws_threads=[decode.SWSCALE_THREADS],
             pin=["auto"],
+            loader_batch=4 if smoke else 112,  # the step's batch: a worker hands over whole batches
         )
     )  # the defaults
     lines = [
@@ -232,7 +233,7 @@ def main(argv=None):
         text += ["## a. Training step (bench.py step)\n", *lines, ""]
     if "data" in args.parts:
         lines, verdict["loader keeps up"] = data_section(work, smoke, step_rate)
-        text += ["## b. Loader (bench.py data), clips/s of all workers together\n", *lines, ""]
+        text += ["## b. Loader (bench.py data, batches of 112), clips/s of all workers together\n", *lines, ""]
     if "train" in args.parts:
         lines, verdict["train + resume + eval"] = train_section(work, smoke)
         text += ["## c. torchrun train.py: bf16, then fp16 resumed; evaluate.py\n", *lines, ""]

@@ -17,6 +17,10 @@ writes a copy of the dataset where the decoder has little to do:
          clip's audio is then a seek and a read (media/decode.py, read_sidecar), not a demuxer seek
          and a decode. A copy made before sidecars existed is read as before (from its container),
          and rerunning this command on it adds them.
+  index  VIDEO.index: each video packet's time, place in the file and size, and the decoder's
+         parameters, so that a clip is read without opening the container, by a decoder kept open
+         between clips (media/decode.py, decode_indexed; the same frames). Rerunning adds it to a copy
+         made before it existed, which is read through its container until then.
 
 Sample j of the audio and frame k of the video keep the source's clock (times j/rate and k/fps from
 the source's zero), so audio-visual alignment is unchanged. Relative paths, file names and every
@@ -99,8 +103,11 @@ def prepare(
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix.lower() in manifest.VIDEO_EXTENSIONS:
-            # a copy made before the audio sidecar existed gets its sidecar (from its own audio) on a rerun
-            if not out.exists() or (audio_codec == "pcm_s16le" and not decode.sidecar(out, audio_rate).exists()):
+            # a copy made before the audio sidecar or the frame index existed gets them on a rerun
+            stale = not decode.frame_index(out).exists() or (
+                audio_codec == "pcm_s16le" and not decode.sidecar(out, audio_rate).exists()
+            )
+            if not out.exists() or stale:
                 jobs.append((path, out, settings))
         elif not out.exists():
             shutil.copy2(path, out)
@@ -154,6 +161,7 @@ def _prepare_one(job):
         _, _, _, audio_rate, audio_codec, _, _ = settings
         if audio_codec == "pcm_s16le":
             write_sidecar(out, audio_rate)
+        decode.write_frame_index(out)
         return None
     except (av.FFmpegError, RuntimeError, ValueError, IndexError) as err:
         tmp.unlink(missing_ok=True)
