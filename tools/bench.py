@@ -3,7 +3,7 @@
     python -m tools.bench data  [--root data/raw --prepared data/raw_prepared] [--preset ablation]
                           [--decoder-threads 0 1] [--sws-threads 0 1] [--pin off on]
                                             # decode ms/clip, loader clips/s per worker, before/after prepare
-    python -m tools.bench parts --root data/prepared [--before data/prepared_old]  # a clip's ms, part by part
+    python -m tools.bench parts --root data/prepared      # a clip's ms, part by part, this checkout's code
     python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
     python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
@@ -226,57 +226,51 @@ def _bench_setting(args, name, amp, cl):
 
 
 def bench_parts(args):
-    """A training clip's milliseconds part by part on prepared files: open, seek + decode + RGB, audio, crop
-    and flip. With --before (a copy made before audio sidecars), today's path on it is timed too, clip by
-    clip in turn with the current one (same videos, starts and crops): its audio from the container, its
-    crop and flip through v2.Compose. BENCHMARKS.md, "Data loading"."""
-    from torchvision import tv_tensors
-    from torchvision.transforms import v2
-
+    """A training clip's milliseconds part by part on a prepared copy, with this checkout's code: open
+    (the frame index where the copy has one, else the container), seek + decode + RGB, audio (the PCM
+    sidecar where there is one, else the container), crop and flip. The videos, starts and crops are
+    drawn from a fixed seed, so the same command in a checkout of older code (tools/bench.py copied
+    in) times the same clips: BENCHMARKS.md, "Data loading", alternates the two."""
     cfg = parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
     spec = data.clip_spec(cfg)
     records = manifest.load_records(cfg.layout, args.root, "train")[0][: args.n]
-    sides = {"now": Path(args.root)} | ({"before": Path(args.before)} if args.before else {})
-    strength = 1 - 0.6 * spec.augment
-    compose = v2.Compose(
-        [v2.RandomResizedCrop(spec.size, scale=(strength, 1.0), antialias=True), v2.RandomHorizontalFlip()]
-    )
     crop = data.video_transform(spec.size, True, spec.augment)
+    indexed = hasattr(decode, "read_frame_index")  # older checkouts have neither index nor sidecar
+    sidecar = hasattr(decode, "read_sidecar")
     parts = ("open", "seek+decode+rgb", "audio", "crop+flip")
-    ms = {side: {p: 0.0 for p in parts} for side in sides}
+    ms = {p: 0.0 for p in parts}
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
     for _ in range(args.rounds):
         for r in records:
             start = float(torch.rand((), generator=g)) * max(0.0, r.duration - spec.seconds)
             seed = int(torch.randint(1 << 30, (), generator=g))
-            for side, root in sides.items():
-                path = root / Path(r.path).resolve().relative_to(Path(args.root).resolve())
-                t = [time.perf_counter()]
-                with decode.open_media(path) as c:
-                    t.append(time.perf_counter())
-                    frames = decode.decode_frames(c, start, spec.frames, spec.fps)
-                    t.append(time.perf_counter())
-                    a0 = max(0.0, start + spec.seconds / 2 - spec.audio_seconds / 2)
-                    wav = decode.read_sidecar(path, a0, spec.audio_seconds, spec.audio_rate) if side == "now" else None
-                    if wav is None:
-                        decode.decode_audio(c, a0, spec.audio_seconds, spec.audio_rate)
-                    t.append(time.perf_counter())
-                torch.manual_seed(seed)
-                if side == "now":
-                    crop(frames)
-                else:
-                    compose(tv_tensors.Video(frames.permute(0, 3, 1, 2)))
+            a0 = max(0.0, start + spec.seconds / 2 - spec.audio_seconds / 2)
+            t = [time.perf_counter()]
+            index = decode.read_frame_index(r.path) if indexed else None
+            with nullcontext() if index is not None else decode.open_media(r.path) as c:
                 t.append(time.perf_counter())
-                for p, a, b in zip(parts, t, t[1:]):
-                    ms[side][p] += 1e3 * (b - a) / (args.rounds * len(records))
-    print(f"{args.preset}: {args.rounds * len(records)} clips per path, {len(records)} videos; ms per clip (mean)")
-    print("| part | " + " | ".join(sides) + " |\n|---|" + "---:|" * len(sides))
+                if index is not None:
+                    frames = decode.decode_indexed(r.path, index, start, spec.frames, spec.fps)
+                else:
+                    frames = decode.decode_frames(c, start, spec.frames, spec.fps)
+                t.append(time.perf_counter())
+                wav = decode.read_sidecar(r.path, a0, spec.audio_seconds, spec.audio_rate) if sidecar else None
+                if wav is None:
+                    with decode.open_media(r.path) if c is None else nullcontext(c) as ca:
+                        decode.decode_audio(ca, a0, spec.audio_seconds, spec.audio_rate)
+                t.append(time.perf_counter())
+            torch.manual_seed(seed)
+            crop(frames)
+            t.append(time.perf_counter())
+            for p, a, b in zip(parts, t, t[1:]):
+                ms[p] += 1e3 * (b - a) / (args.rounds * len(records))
+    n = args.rounds * len(records)
+    print(f"{args.preset}: {n} clips, {len(records)} videos of {args.root}; ms per clip (mean)")
+    print("| part | ms |\n|---|---:|")
     for p in parts:
-        print(f"| {p} | " + " | ".join(f"{ms[s][p]:.2f}" for s in sides) + " |")
-    sums = {s: sum(ms[s].values()) for s in sides}
-    ratio = f" ({sums['before'] / sums['now']:.2f}x)" if "before" in sums else ""
-    print("| sum | " + " | ".join(f"{v:.2f}" for v in sums.values()) + f" |{ratio}")
+        print(f"| {p} | {ms[p]:.2f} |")
+    print(f"| sum | {sum(ms.values()):.2f} |")
     return ms
 
 
@@ -346,9 +340,6 @@ def bench_scan(args):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("cmd", choices=["data", "parts", "model", "step", "eval", "scan"])
-    p.add_argument(
-        "--before", default="", help="an older prepared copy of --root, timed clip by clip beside it (parts)"
-    )
     p.add_argument("--rounds", type=int, default=6, help="passes over the videos (parts)")
     p.add_argument("--preset", default=None, help="train.py preset (default: demo for data, ablation otherwise)")
     p.add_argument("--root", default="data/synth", help="dataset as it comes (data)")
