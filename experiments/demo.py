@@ -13,6 +13,10 @@ with several noise levels, Fig. 7 as RESULTS/noisy.png.
     python -m experiments.demo --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
     python -m experiments.demo --figure noisy --jobs 8                          # settings side by side (GPU box)
 
+A setting's branches (each trained, then evaluated) run side by side by default, a process of one
+thread each on 2 cores (`--branch-jobs 1`: one after another with every thread); on one thread the
+two give the same numbers (tests/test_demo.py).
+
 Faulty positives are injected as the paper does (Sec. 5.2), with sounds from outside both splits:
 the synthetic set's `_heldout/` pool (train.py's --faulty-source heldout); any train.py option given
 here passes through, e.g. `--faulty-source train` for the donor deviation. As in the paper, delta is
@@ -27,6 +31,7 @@ only adds what is missing.
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -38,6 +43,7 @@ import evaluate
 import train
 from analysis import figures
 from config import config_from_dict, parse_config, result_changes
+from experiments import jobs
 from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
 from losses import VARIANTS
@@ -180,20 +186,21 @@ def run_setting(args, seed, faulty):
     progress = Progress(f"seed {seed}, {faulty:.0%}", args.warmup_epochs, args.epochs, len(args.methods))
     with timed(split, "warm-up"):
         root, common, delta = warm_up(args, seed, faulty, progress)
-    rows = {}
+    branches = {}  # method: (its folder, its train.py options, its delta)
     for method in args.methods:
         key, targets, rule = parse_method(method)
         used = shares_delta(common) if rule == "shares" else delta
-        rows[method] = run_branch(
-            args,
-            root,
-            common,
-            method.replace(":", "_").replace("@", "_"),
-            ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else []),
-            split,
-            progress,
-        )
-        rows[method]["delta"] = used
+        options = ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else [])
+        branches[method] = (method.replace(":", "_").replace("@", "_"), options, used)
+    if getattr(args, "branch_jobs", 1) > 1:  # every branch (training, then evaluation) in a process of its own
+        progress.side_by_side()
+        calls = [(args, root, common, name, options) for name, options, _ in branches.values()]
+        with timed(split, "branches and evaluations, side by side"):
+            rows = dict(zip(branches, jobs.with_progress(_branch_job, calls, args.branch_jobs, progress)))
+    else:
+        rows = {m: run_branch(args, root, common, b[0], b[1], split, progress) for m, b in branches.items()}
+    for method in args.methods:
+        rows[method]["delta"] = branches[method][2]
         print(
             f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
             + json.dumps({k: rows[method][k] for k in args.columns})
@@ -227,6 +234,11 @@ def warm_up(args, seed, faulty, progress=None):
         progress.skipped(epochs=checkpoint.load_checkpoint(ckpt)["epoch"] + 1)
     train.main(warm, on_epoch=progress and (lambda e: progress.trained(f"warm-up epoch {e + 1}/{args.warmup_epochs}")))
     return root, common, paper_delta(faulty)
+
+
+def _branch_job(args, root, common, name, options, relay):
+    """run_branch in a process of the side-by-side branches, its progress relayed to the parent's line."""
+    return run_branch(args, root, common, name, options, progress=relay)
 
 
 def run_branch(args, root, common, name, options, split=None, progress=None):
@@ -401,6 +413,14 @@ def main(argv=None):
         help="settings run side by side as processes (a GPU box's cores, "
         "several GPUs); each keeps its own loader --workers",
     )
+    p.add_argument(
+        "--branch-jobs",
+        type=int,
+        default=None,
+        help="a setting's branches trained and evaluated side by side, each a process with its share of the "
+        "threads (default: all of them at once when there are 2 cores or more and --jobs is 1; 1: one after "
+        "another with every thread, as before)",
+    )
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
     p.add_argument(
         "--fresh",
@@ -418,6 +438,8 @@ def main(argv=None):
         if key not in VARIANTS or rule not in DELTA_RULES:
             p.error(f"--methods {m}: expected one of {list(VARIANTS)}, soft:STRATEGY or weighted@shares")
     args.columns = COLUMNS + (("fine-tune",) if args.finetune_epochs else ())
+    if args.branch_jobs is None:  # 2 processes of 1 thread train 1.7x what 1 of 2 threads does (BENCHMARKS.md)
+        args.branch_jobs = len(args.methods) if (os.cpu_count() or 1) >= 2 and args.jobs == 1 else 1
     t0 = time.time()
     if args.fresh:
         shutil.rmtree(args.runs, ignore_errors=True)

@@ -1,12 +1,16 @@
-"""Settings side by side: `--jobs N` of experiments/demo.py and experiments/claims.py runs N independent
-(seed, noise level) settings at a time, each a process with an equal share of the CPU threads (and,
-with several GPUs, one of them). On 2 cores two processes of one thread train 1.7x as much as one of
-two threads (BENCHMARKS.md, "The training step on a CPU").
+"""Work side by side: `--jobs N` of experiments/demo.py and experiments/claims.py runs N independent
+(seed, noise level) settings at a time, and demo.py runs one setting's branches (each trained, then
+evaluated) at once; each a process with an equal share of the CPU threads (and, with several GPUs, one
+of them). On 2 cores two processes of one thread train 1.7x as much as one of two threads
+(BENCHMARKS.md, "The training step on a CPU"). with_progress relays the processes' progress events to
+one progress line in this process.
 """
 
 import multiprocessing
 import os
+import threading
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import torch
 
@@ -34,3 +38,42 @@ def _job_init(slots, jobs):
         multiprocessing.set_start_method("fork", force=True)  # cannot pickle the loader's dataset
     if torch.cuda.device_count() > 1:
         torch.cuda.set_device(slot % torch.cuda.device_count())
+
+
+class Relay:
+    """experiments.progress.Progress's calls made in a side-by-side process, sent to the one in the parent."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def skipped(self, epochs: int = 0, evals: int = 0) -> None:
+        self.queue.put(("skipped", (), {"epochs": epochs, "evals": evals}))
+
+    def trained(self, stage: str) -> None:
+        self.queue.put(("trained", (stage,), {}))
+
+    def evaluating(self, name: str) -> None:
+        self.queue.put(("evaluating", (name,), {}))
+
+    def evaluated(self, name: str) -> None:
+        self.queue.put(("evaluated", (name,), {}))
+
+
+def with_progress(fn, calls, jobs, progress):
+    """side_by_side(fn, calls, jobs), each call given a Relay as its last argument, whose events a thread
+    here passes on to `progress` as they come."""
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        queue = manager.Queue()
+
+        def pump() -> None:
+            while (event := queue.get()) is not None:
+                name, args, kwargs = event
+                getattr(progress, name)(*args, **kwargs)
+
+        thread = threading.Thread(target=pump, daemon=True)
+        thread.start()
+        try:
+            return side_by_side(fn, [(*call, Relay(queue)) for call in calls], jobs)
+        finally:
+            queue.put(None)
+            thread.join()

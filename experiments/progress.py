@@ -5,7 +5,9 @@ epochs and an evaluation. Work is counted in epochs: every training epoch of a s
 same (one pass over the same videos with the same model), and an evaluation costs EVAL_EPOCHS of them
 until the first one has been timed, then what it measured. The time left is the work left at the pace
 of the last epochs run in this process (the first is left out: it also decodes the data into memory);
-work found already done (a resumed warm-up, a finished branch) counts as done and not as time.
+work found already done (a resumed warm-up, a finished branch) counts as done and not as time. Once
+the branches run side by side (side_by_side), the pace is the wall time per unit of work that any of
+them finished since then.
 
     [demo] seed 0, 50%: warm-up epoch 12/25 | 39% done | about 9 min left
 
@@ -46,6 +48,13 @@ class Progress:
         self.spent = 0.0  # seconds of training and evaluation run here
         self.eval_seconds: float | None = None  # the first evaluation timed here
         self.mark = clock()
+        self.together: float | None = None  # since when the work runs side by side
+        self.together_units = 0.0  # epochs (an evaluation: EVAL_EPOCHS) finished side by side
+
+    def side_by_side(self) -> None:
+        """From here, several branches train and evaluate at once: events interleave, so the pace is
+        the wall time per unit of work done by any of them (an evaluation counts EVAL_EPOCHS units)."""
+        self.together, self.together_units, self.mark = self.clock(), 0.0, self.clock()
 
     def skipped(self, epochs: int = 0, evals: int = 0) -> None:
         """Work found already done: out of what is left, not into the pace."""
@@ -60,19 +69,22 @@ class Progress:
         self.spent += now - self.mark
         self.mark = now
         self.train_left -= 1
+        self.together_units += 1
         self.say(self.line(stage))
 
     def evaluating(self, name: str) -> None:
-        self.mark = self.clock()
+        if self.together is None:  # side by side, the time since the last event belongs to the others
+            self.mark = self.clock()
         self.say(self.line(f"evaluating {name}"))
 
     def evaluated(self, name: str) -> None:
         now = self.clock()
-        if self.eval_seconds is None:  # the later evaluations are expected to cost what this one did
+        if self.eval_seconds is None and self.together is None:  # the later ones cost what this one did
             self.eval_seconds = now - self.mark
         self.spent += now - self.mark
         self.mark = now
         self.evals_left -= 1
+        self.together_units += EVAL_EPOCHS
         self.say(self.line(f"{name} evaluated"))
 
     def pace(self) -> float | None:
@@ -83,6 +95,9 @@ class Progress:
 
     def left_seconds(self) -> float | None:
         """The time left at the pace measured so far; None before a training epoch was timed."""
+        if self.together is not None and self.together_units > 0:
+            per_unit = (self.clock() - self.together) / self.together_units
+            return (self.train_left + EVAL_EPOCHS * self.evals_left) * per_unit
         pace = self.pace()
         if pace is None:
             return None

@@ -63,3 +63,26 @@ def test_train_main_reports_every_epoch_it_runs(tiny_data, tmp_path):
     )
     train.main(cfg, on_epoch=seen.append)
     assert seen == [0, 1, 2]
+
+
+def test_side_by_side_the_pace_is_wall_time_per_unit_of_work_any_branch_finished():
+    """Branches side by side: epochs and evaluations of different branches interleave, an evaluating
+    event does not drop the time since the last event, and the time left is the work left at the wall
+    time per unit (an evaluation EVAL_EPOCHS units) finished since the branches started."""
+    clock, lines = Clock(), []
+    p = Progress("s", warmup_epochs=2, epochs=2, methods=2, clock=clock, say=lines.append)
+    for e in range(2):
+        clock.t += 10
+        p.trained(f"warm-up epoch {e + 1}/2")
+    p.side_by_side()
+    clock.t += 8
+    p.trained("xid epoch 1/2")
+    clock.t += 2
+    p.trained("weighted epoch 1/2")  # 2 units in 10 s: 5 s a unit
+    assert p.left_seconds() == (2 + 2 * EVAL_EPOCHS) * 5
+    p.evaluating("xid")  # (as if xid had finished its epochs)
+    clock.t += 10
+    p.trained("weighted epoch 2/2")
+    p.evaluated("xid")  # 2 + 1 + EVAL_EPOCHS units in 20 s
+    assert p.left_seconds() == (1 + EVAL_EPOCHS) * 20 / (3 + EVAL_EPOCHS)
+    assert p.spent == 40  # the wall time, counted once
