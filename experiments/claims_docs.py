@@ -3,8 +3,8 @@ two documents say what results/claims/ says and nothing else.
 
     python -m experiments.claims report     # writes results/claims/*.md, then calls update() here
 
-Each document holds a marker; what follows it (README: to the end; CLAIMS.md: to the next "## "
-heading) is replaced. Text outside the markers is written by hand.
+Each document holds a marker; what follows it, to the next "## " heading, is replaced. Text outside
+the markers is written by hand.
 """
 
 import re
@@ -130,5 +130,5 @@ def replace_after(path, mark, new, until=None):
 
 
 def update(folder, res, readme="README.md", claims_md="CLAIMS.md"):
-    replace_after(readme, README_MARK, readme_block(folder, res))
+    replace_after(readme, README_MARK, readme_block(folder, res) + "\n", until="## ")  # a blank line before it
     replace_after(claims_md, CLAIMS_MARK, claims_block(folder), until="## ")

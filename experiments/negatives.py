@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import claims, claims_report, demo, jobs
+from experiments import claims, claims_docs, claims_report, demo, jobs
 from experiments.claims_report import claims_table, diff_claim, family_wise, method_table
 
 DATA = "data/synth_cue_d"
@@ -115,6 +115,45 @@ def report(folder, positives=POSITIVES):
     return res
 
 
+README_MARK, CLAIMS_MARK = "<!-- README-NEGATIVES -->", "<!-- NEGATIVES -->"
+
+
+def readme_block(res):
+    """The README's rows: each claim's verdict once it has all its seeds, else how many it has."""
+    lines = ["| claim (paired difference, on the set named) | verdict | Δ 1-shot | Δ 5-shot |", "|---|---|---:|---:|"]
+    for c in CLAIMS:
+        j = claims_report.judge(c, res)
+        if j["n"] == 0:
+            continue
+        verdict = j["verdict"] if j["n"] == len(c.seeds) else f"pending: {j['n']} of {len(c.seeds)} seeds"
+        where = "data/synth2000" if "synth2000" in c.name else DATA
+        lines.append(
+            f"| [{c.name}](results/negatives/VERDICT.md): {c.text}, `{where}` | {verdict} "
+            f"| {j['cells']['1-shot']} | {j['cells']['5-shot']} |"
+        )
+    if len(lines) == 2:
+        return "No seed has finished yet.\n"
+    return "\n".join(lines) + "\n\nN5 (lambda 0.5 > lambda 0) is N2 CCP: Soft-xID at lambda 0 is xID.\n"
+
+
+def claims_block(folder):
+    folder = Path(folder)
+
+    def body(name):
+        return (folder / name).read_text().split("\n", 1)[1].strip().replace("](", f"]({folder.as_posix()}/")
+
+    return (
+        f"From {folder.as_posix()}/VERDICT.md, made by `python -m experiments.negatives report`:\n\n"
+        f"{body('VERDICT.md')}\n\n{body('table1.md')}\n\n{body('table2.md')}\n\n"
+    )
+
+
+def update_docs(folder, res, readme="README.md", claims_md="CLAIMS.md"):
+    """The README's and CLAIMS.md's faulty-negative sections, remade from the report."""
+    claims_docs.replace_after(readme, README_MARK, readme_block(res), until="## ")
+    claims_docs.replace_after(claims_md, CLAIMS_MARK, claims_block(folder), until="## ")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("action", choices=["run", "report"])
@@ -131,7 +170,7 @@ def main(argv=None):
     if args.action == "run":
         run(args)
     else:
-        report(args.results)
+        update_docs(args.results, report(args.results))
 
 
 if __name__ == "__main__":

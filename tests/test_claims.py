@@ -266,3 +266,12 @@ def test_the_negatives_report_judges_its_own_set_and_takes_n4_at_50pc_from_the_p
     assert verdicts["N4 W 50% (synth2000)"].startswith("contradicted") and verdicts["N2 CCP"] == "not shown"
     text = (tmp_path / "neg" / "VERDICT.md").read_text()
     assert "**N1**" in text and (tmp_path / "neg" / "table1.md").exists()
+    readme, claims_md = tmp_path / "README.md", tmp_path / "CLAIMS.md"  # the generated sections only
+    readme.write_text(f"intro\n{negatives.README_MARK}\nold rows\n## Next\nkept\n")
+    claims_md.write_text(f"intro\n{negatives.CLAIMS_MARK}\nold\n## Next\nkept\n")
+    negatives.update_docs(tmp_path / "neg", res, readme=readme, claims_md=claims_md)
+    rows = readme.read_text()
+    assert "old rows" not in rows and rows.endswith("## Next\nkept\n")
+    assert "[N1](results/negatives/VERDICT.md): Soft-xID, oracle targets > xID at 0%, `data/synth_cue_d` | hold" in rows
+    assert "Robust > Weighted at 50% (synth2000), `data/synth2000` | contradicted" in rows
+    assert "**N1**" in claims_md.read_text() and claims_md.read_text().endswith("## Next\nkept\n")
