@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -155,6 +156,7 @@ def setting_key(args, faulty):
         "finetune_epochs": args.finetune_epochs,
         "trials": args.trials,
         "train_args": args.train_args,
+        **({"warmup_ranks": args.warmup_ranks} if getattr(args, "warmup_ranks", 1) > 1 else {}),
         "delta": paper_delta(faulty),
     }  # settings made under the earlier natural + injected rule run again
     if faulty == 0:
@@ -232,8 +234,28 @@ def warm_up(args, seed, faulty, progress=None):
     ckpt = root / "warmup" / "ckpt.pt"
     if progress is not None and ckpt.exists():  # epochs an earlier run did: done, but not timed here
         progress.skipped(epochs=checkpoint.load_checkpoint(ckpt)["epoch"] + 1)
-    train.main(warm, on_epoch=progress and (lambda e: progress.trained(f"warm-up epoch {e + 1}/{args.warmup_epochs}")))
+    on_epoch = progress and (lambda e: progress.trained(f"warm-up epoch {e + 1}/{args.warmup_epochs}"))
+    ranks = getattr(args, "warmup_ranks", 1)
+    if ranks > 1:  # not the default: see --warmup-ranks
+        _torchrun(ranks, common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs)], on_epoch)
+    else:
+        train.main(warm, on_epoch=on_epoch)
     return root, common, paper_delta(faulty)
+
+
+def _torchrun(ranks, argv, on_epoch=None):
+    """train.py under torchrun: `ranks` processes of one share of the threads each, gloo on the CPU; its
+    epoch lines passed on as they come."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
+    cmd += [str(Path(train.__file__)), *argv, "--epochs", "0"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks)), "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) as proc:
+        for line in proc.stdout:
+            print(line, end="")
+            if on_epoch and line.startswith("epoch "):
+                on_epoch(int(line.split()[1]))
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed with exit status {proc.returncode}")
 
 
 def _branch_job(args, root, common, name, options, relay):
@@ -420,6 +442,14 @@ def main(argv=None):
         help="a setting's branches trained and evaluated side by side, each a process with its share of the "
         "threads (default: all of them at once when there are 2 cores or more and --jobs is 1; 1: one after "
         "another with every thread, as before)",
+    )
+    p.add_argument(
+        "--warmup-ranks",
+        type=int,
+        default=1,
+        help="train the warm-up as this many DDP processes (torchrun, gloo) of one share of the threads each: "
+        "on 2 cores about 1.7x faster, but each rank's batch norm sees its share of the batch, so it changes the "
+        "arithmetic; not the default until shown equal to 1 within seed noise (BENCHMARKS.md, make demo)",
     )
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
     p.add_argument(

@@ -381,3 +381,27 @@ def test_delta_follows_the_injected_share_and_is_fixed_at_zero():
     assert demo.parse_method("weighted@shares") == ("weighted", "", "shares")
     assert demo.parse_method("soft:oracle") == ("soft", "oracle", "")
     assert "natural + injected" in demo.method_name("weighted@shares")
+
+
+@pytest.mark.slow
+def test_a_ddp_warm_up_runs_under_torchrun_and_its_settings_are_not_mixed_with_one_process(tmp_path):
+    """--warmup-ranks 2: the warm-up trains as two gloo ranks (torchrun), the branches start from its
+    checkpoint, and the finished setting's key says so, so a one-process run does not reuse it."""
+    import json
+
+    data = tmp_path / "synth"
+    synthetic.generate(
+        data, classes=2, train_per_class=8, test_per_class=2, pool=8, faulty=0.25, size=32, seconds=(2.2, 2.6)
+    )
+    argv = ["--data", str(data), "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "res")]
+    argv += ["--methods", "xid", "weighted", "--faulty", "0.2", "--warmup-epochs", "1", "--epochs", "1"]
+    argv += ["--trials", "2", "--workers", "0", "--no-figures", "--frames", "4", "--size", "32", "--batch-size", "8"]
+    argv += ["--num-negatives", "15", "--width", "0.125", "--warmup-ranks", "2"]
+    demo.main(argv)
+    log = (tmp_path / "runs" / "seed0_faulty20" / "warmup" / "log.jsonl").read_text().splitlines()
+    assert len(log) == 1 and (tmp_path / "runs" / "seed0_faulty20" / "weighted" / "ckpt.pt").exists()
+    saved = json.loads((tmp_path / "res" / "demo_settings" / "seed0_faulty20.json").read_text())
+    one = argparse.Namespace(data=str(data), warmup_epochs=1, epochs=1, finetune_epochs=0, trials=2, warmup_ranks=1)
+    one.train_args = saved["key"]["train_args"]
+    assert demo.setting_key(argparse.Namespace(**{**vars(one), "warmup_ranks": 2}), 0.2) == saved["key"]
+    assert demo.setting_key(one, 0.2) == {k: v for k, v in saved["key"].items() if k != "warmup_ranks"}
