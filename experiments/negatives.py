@@ -99,7 +99,7 @@ def report(folder, positives=POSITIVES):
     text = [
         f"# The faulty-negative claims on {DATA}, judged\n",
         "N1-N5 of [PLAN.md](PLAN.md), judged by results/claims/PLAN.md's rules as amended "
-        "([the judge](../claims/VERDICT.md) explains them): paired differences in points, mean [95% t-interval] "
+        "([the rules](../claims/PLAN.md)): paired differences in points, mean [95% t-interval] "
         "over seeds 0-4, Holm over the two primary endpoints (1- and 5-shot), 'untestable here (ceiling)' for a "
         f"baseline averaging {100 * claims_report.CEILING:g}% or more. Every claim ran on {DATA} at 0% injected "
         f"but N4's 50% rows, which ran on data/synth2000 (results/claims/settings/). The last column: Holm "

@@ -184,6 +184,7 @@ def commands(tmp: Path) -> list[list[str]]:
         ["-m", "tools.prepare", data, "data/mini_prepared", "--workers", "1"],
         ["-m", "media.manifest", "scan", "data/mini_prepared", "--out", "data/mini_prepared/manifest.csv"],
         ["-m", "experiments.claims", "report"],
+        ["-m", "experiments.negatives", "report"],
     ]
 
 
