@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import claims_docs, claims_report, demo, jobs, sweep
+from experiments import claims_docs, claims_report, demo, demo_report, jobs, sweep
 from experiments.claims_report import SWEEPS
 
 RESULTS = Path("results/claims")
@@ -53,7 +53,7 @@ def demo_args(results, seed_methods, data="data/synth2000", runs="runs/claims"):
         train_args=[],
         workers=None,
         figures=False,
-        columns=demo.COLUMNS,
+        columns=demo_report.COLUMNS,
     )
 
 

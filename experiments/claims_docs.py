@@ -12,7 +12,7 @@ from pathlib import Path
 from statistics import mean
 
 from experiments import claims_report as cr
-from experiments import demo
+from experiments import demo_report
 
 README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
 
@@ -88,7 +88,7 @@ def readme_block(folder, res):
     acc, _ = cr.finetune_results(folder)
     if (0.5, "xid") in acc:
         gains = [
-            f"{demo.method_name(m)} - xID {demo.fmt_diff(cr.finetune_diffs(acc, 0.5, m))}"
+            f"{demo_report.method_name(m)} - xID {demo_report.fmt_diff(cr.finetune_diffs(acc, 0.5, m))}"
             for m in ("weighted", "soft", "robust")
             if (0.5, m) in acc
         ]

@@ -19,7 +19,7 @@ from statistics import mean
 import numpy as np
 
 from analysis import figures
-from experiments import demo
+from experiments import demo, demo_report
 
 PRIMARY = ("1-shot", "5-shot")
 SHOWN = ("R@1", "R@5")
@@ -337,7 +337,9 @@ def method_table(res, level, methods):
         rows = [res[level][s][m] for s in seeds if m in res[level][s]]
         if rows:
             lines.append(
-                f"| {demo.method_name(m)} | " + " | ".join(demo.fmt([r[c] for r in rows]) for c in cols) + " |"
+                f"| {demo_report.method_name(m)} | "
+                + " | ".join(demo_report.fmt([r[c] for r in rows]) for c in cols)
+                + " |"
             )
     return "\n".join(lines)
 
@@ -374,8 +376,8 @@ def finetune_table(folder, base="xid"):
     for level, method in sorted(acc, key=lambda k: (k[0], TABLE2_ORDER.index(k[1]))):
         d = finetune_diffs(acc, level, method, base) if method != base else []
         lines.append(
-            f"| {level:.0%} | {demo.method_name(method)} | {sorted(acc[(level, method)])} | "
-            f"{demo.fmt(list(acc[(level, method)].values()))} | {demo.fmt_diff(d) if d else '-'} |"
+            f"| {level:.0%} | {demo_report.method_name(method)} | {sorted(acc[(level, method)])} | "
+            f"{demo_report.fmt(list(acc[(level, method)].values()))} | {demo_report.fmt_diff(d) if d else '-'} |"
         )
     return "\n".join(lines)
 
@@ -432,7 +434,7 @@ def main(folder):
     text += [method_table(res, lv, fig7) + "\n" for lv in levels]
     for metric in PRIMARY + ("R@5",):
         curves = {
-            demo.method_name(m): {
+            demo_report.method_name(m): {
                 lv: [res[lv][s][m][metric] for s in sorted(res[lv]) if m in res[lv][s]] for lv in levels
             }
             for m in fig7

@@ -37,21 +37,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from statistics import NormalDist, mean, stdev
+from statistics import NormalDist
 
 import data
 import evaluate
 import train
-from analysis import figures
 from config import config_from_dict, parse_config, result_changes
 from experiments import jobs
+from experiments.demo_report import COLUMNS, DELTA_RULES, compare, method_name, parse_method, write_results
 from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
 from losses import VARIANTS
 from persistence import checkpoint
 from tools import synthetic
 
-COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
 FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
 
 
@@ -61,29 +60,11 @@ FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.2
 # (Phi^-1(0) = -inf), so 0% uses a fixed delta: config's default, -1, one sigma below the mean (about
 # 16% of the scores below it). It was fixed before any run at 0% and is not tuned on them.
 DELTA_AT_ZERO = -1.0
-DELTA_RULES = {"": "the injected share (paper)", "shares": "natural + injected share (deviation)"}
 
 
 def paper_delta(faulty):
     """delta of eq. (6) from the known share of injected faulty positives (Sec. 5.2)."""
     return NormalDist().inv_cdf(min(faulty, 1 - 1e-3)) if faulty > 0 else DELTA_AT_ZERO
-
-
-def parse_method(method):
-    """'weighted', 'soft:oracle' (soft targets of Table 1), 'weighted@shares' (delta rule) ->
-    (loss, targets, rule)."""
-    method, _, rule = method.partition("@")
-    key, _, targets = method.partition(":")
-    return key, targets, rule
-
-
-def method_name(method):
-    key, targets, rule = parse_method(method)
-    return (
-        VARIANTS[key].name
-        + (f" ({targets} targets)" if targets else "")
-        + (f" (delta from the {DELTA_RULES[rule]})" if rule else "")
-    )
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
@@ -327,64 +308,6 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
     return row
 
 
-def fmt(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{100 * values[0]:.1f}"
-    return f"{100 * mean(values):.1f} ± {100 * stdev(values):.1f}"  # the sample SD (ddof 1)
-
-
-def fmt_diff(diffs):
-    """Mean paired difference and its 95% CI over seeds, in points; '+' marks an interval above 0."""
-    diffs = [d for d in diffs if d is not None]
-    if not diffs:
-        return "-"
-    m, h = 100 * mean(diffs), 100 * figures.ci95(diffs)
-    if len(diffs) == 1:
-        return f"{m:+.1f}"
-    return f"{m:+.1f} [{m - h:+.1f}, {m + h:+.1f}]"
-
-
-def tables(results, faulty, methods, columns):
-    """Mean +- std over seeds per method, then each method minus xID on the same seed."""
-    show_soft = any(VARIANTS[parse_method(m)[0]].soft for m in methods)  # an all-✗ column says nothing
-    lines = [
-        "| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
-        "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns),
-    ]
-    for m in methods:
-        key, targets, _ = parse_method(m)
-        v = VARIANTS[key]
-        soft = f"{(targets or 'ccp') if v.soft else '✗'} | " if show_soft else ""
-        cells = [fmt([r[faulty][m][c] for r in results]) for c in columns]
-        lines.append(
-            f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft}" + " | ".join(cells) + " |"
-        )
-    base = methods[0]
-    diff_cols = [c for c in columns if c != "AUROC"]
-    spread = (
-        f"mean [95% CI over {len(results)} seeds]"
-        if len(results) > 1
-        else "one seed, so no interval: run more seeds (--seeds) for one"
-    )
-    lines += [
-        "",
-        f"Paired differences against {method_name(base)} (same seed, same warm-up), in points: {spread}.",
-        "",
-        "| Method | " + " | ".join(f"Δ {c}" for c in diff_cols) + " |",
-        "|---|" + "---:|" * len(diff_cols),
-    ]
-    for m in methods[1:]:
-        cells = [
-            fmt_diff([None if r[faulty][m][c] is None else r[faulty][m][c] - r[faulty][base][c] for r in results])
-            for c in diff_cols
-        ]
-        lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -490,92 +413,6 @@ def main(argv=None):
     if args.compare:
         print(compare(results, json.loads(Path(args.compare).read_text()), args))
     print("\n" + time_split(split["data"], [ran for _, _, ran in done if ran], time.time() - t0))
-
-
-def compare(results, reference, args):
-    """This run's means beside a reference's (a committed demo.json made with the same settings), and
-    whether each difference is within the seed spread that the reference's runs showed."""
-    lines = [f"\nThis run beside the reference ({args.compare}), in %: this / reference (difference)."]
-    for faulty in args.faulty:
-        ref = [r[str(faulty)] for r in reference["results"] if str(faulty) in r]
-        if not ref:
-            lines.append(f"{faulty:.0%}: the reference has no such setting")
-            continue
-        lines += [
-            f"\n{faulty:.0%} injected",
-            "| Method | " + " | ".join(COLUMNS) + " |",
-            "|---|" + "---:|" * len(COLUMNS),
-        ]
-        for m in args.methods:
-            cells = []
-            for c in COLUMNS:
-                mine = [r[faulty][m][c] for r in results if r[faulty][m][c] is not None]
-                theirs = [r[m][c] for r in ref if m in r and r[m][c] is not None]
-                if not mine or not theirs:
-                    cells.append("-")
-                    continue
-                a, b = 100 * mean(mine), 100 * mean(theirs)
-                cells.append(f"{a:.1f} / {b:.1f} ({a - b:+.1f})")
-            lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
-    lines.append(
-        "\nThe same seed on another machine or thread count differs by float rounding, which grows over "
-        "training: a difference of a few points on one seed is within what seeds alone move "
-        "(README, claims); the reference's demo.md has its command and timing."
-    )
-    return "\n".join(lines)
-
-
-def write_results(args, results, deltas, root, minutes, argv, reused=0):
-    out = Path(args.results)
-    out.mkdir(parents=True, exist_ok=True)
-    name = args.figure or "demo"
-    shown = "weighted" if "weighted" in args.methods else args.methods[-1]  # Fig. 5 is about the weights
-    last = root / shown.replace(":", "_").replace("@", "_") if root else None
-    for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
-        if last and (last / png).exists():
-            shutil.copy(last / png, out / f"{name}_{png}")
-    if root and args.figures:  # the mechanism as it trained: curves, and the scores under the weights
-        for made in figures.run_pictures(root):
-            shutil.copy(made, out / f"{name}_{made.name}")
-    command = "python -m experiments.demo " + " ".join(argv if argv is not None else sys.argv[1:])
-    total = len(args.seeds) * len(args.faulty)
-    timing = (
-        " in all" if not reused else f" for the {total - reused} of {total} settings not read from earlier runs' files"
-    )
-    text = [
-        f"# {'Demo results' if name == 'demo' else 'Fig. 7: faulty positives vs transfer'}\n",
-        f"`{command.strip()}`: seeds {args.seeds}; warm-up {args.warmup_epochs} epochs of xID, then "
-        f"{args.epochs} epochs per method; {minutes:.1f} minutes{timing}. Metrics in %: test videos query "
-        f"the train split (R@k, Euclidean distance on the last feature map), linear SVMs on n train videos "
-        f"per class (n-shot, raw features), and the AUROC of the bank scores for the known faulty "
-        f"positives (natural and injected). Mean ± std over seeds.\n",
-    ]
-    for faulty in args.faulty:
-        text += [
-            f"## {faulty:.0%} injected faulty positives (delta = {deltas[faulty]:.2f})\n",
-            tables(results, faulty, args.methods, args.columns),
-            "",
-        ]
-    if len(args.faulty) > 1:
-        for metric, png in (("R@5", f"{name}.png"), ("5-shot", f"{name}_5shot.png")):
-            curves = {
-                method_name(m): {f: [r[f][m][metric] for r in results] for f in args.faulty} for m in args.methods
-            }
-            figures.noisy(args.faulty, curves, metric, out / png, baseline=method_name(args.methods[0]))
-        text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
-    (out / f"{name}.md").write_text("\n".join(text) + "\n")
-    (out / f"{name}.json").write_text(
-        json.dumps(
-            {
-                "args": {k: v for k, v in vars(args).items()},
-                "minutes": minutes,
-                "deltas": {str(k): v for k, v in deltas.items()},
-                "results": [{str(k): v for k, v in r.items()} for r in results],
-            },
-            indent=1,
-        )
-    )
-    print("\n".join(text))
 
 
 if __name__ == "__main__":

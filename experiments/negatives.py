@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import claims, claims_docs, claims_report, demo, jobs
+from experiments import claims, claims_docs, claims_report, demo, demo_report, jobs
 from experiments.claims_report import claims_table, diff_claim, family_wise, method_table
 
 DATA = "data/synth_cue_d"
@@ -63,7 +63,7 @@ def _claims():
 
 CLAIMS = _claims()
 REPORTED = [  # PLAN.md: shown with their intervals, not judged
-    diff_claim(f"{m} - xID", f"{demo.method_name(m)} - xID at 0% (D)", SEEDS, 0.0, m, 0.0, "xid")
+    diff_claim(f"{m} - xID", f"{demo_report.method_name(m)} - xID at 0% (D)", SEEDS, 0.0, m, 0.0, "xid")
     for m in ("weighted", "robust")
 ]
 

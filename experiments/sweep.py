@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import figures
-from experiments import demo
+from experiments import demo, demo_report
 from losses import VARIANTS
 
 
@@ -132,7 +132,7 @@ def tables(points, knob_name, values, faulty):
     ]
     for v in ["xid", *values]:
         name = "xID" if v == "xid" else show(v)
-        cells = [demo.fmt([r[v][c] for r in rows]) for c in (*COLUMNS, "AUROC", "weight_faulty", "weight_clean")]
+        cells = [demo_report.fmt([r[v][c] for r in rows]) for c in (*COLUMNS, "AUROC", "weight_faulty", "weight_clean")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for base, what in (("xid", "xID"), (knob.default, f"the default ({knob_name} {plain(knob.default)})")):
         lines += [
@@ -145,7 +145,7 @@ def tables(points, knob_name, values, faulty):
         ]
         for v in values:
             if v != base:
-                cells = [demo.fmt_diff([r[v][c] - r[base][c] for r in rows]) for c in COLUMNS]
+                cells = [demo_report.fmt_diff([r[v][c] - r[base][c] for r in rows]) for c in COLUMNS]
                 lines.append(f"| {show(v)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from experiments import demo, progress
+from experiments import demo, demo_report, progress
 from tools import synthetic
 
 
@@ -50,7 +50,7 @@ def test_paired_differences_come_with_a_confidence_interval():
         return {0.5: {"xid": {"R@1": a, "AUROC": None}, "weighted": {"R@1": b, "AUROC": None}}}
 
     results = [rows(0.20, 0.25), rows(0.30, 0.33), rows(0.10, 0.16)]
-    text = demo.tables(results, 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
+    text = demo_report.tables(results, 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
     assert "| xID | ✗ | 20.0 ± 10.0 | - |" in text  # the sample SD (ddof 1) of 20, 30, 10 and "over 3 seeds" in text
     # differences +5, +3, +6: mean 4.67, sd 1.53, t(0.975, 2) = 4.303 -> half-width 3.79
     assert "| Weighted-xID | +4.7 [+0.9, +8.5] |" in text
@@ -58,10 +58,10 @@ def test_paired_differences_come_with_a_confidence_interval():
 
 def test_the_table_shows_the_soft_targets_column_only_when_a_method_uses_them():
     rows = {0.5: {m: {"R@1": 0.2, "AUROC": 0.6} for m in ("xid", "weighted", "soft:oracle")}}
-    plain = demo.tables([rows], 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
+    plain = demo_report.tables([rows], 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
     assert "Soft targets" not in plain and "| Weighted-xID | scores | 20.0 | 60.0 |" in plain
     assert "one seed, so no interval" in plain
-    soft = demo.tables([rows], 0.5, ["xid", "soft:oracle"], ["R@1", "AUROC"])
+    soft = demo_report.tables([rows], 0.5, ["xid", "soft:oracle"], ["R@1", "AUROC"])
     assert "| Method | Weights | Soft targets | R@1 | AUROC |" in soft and "| xID | ✗ | ✗ | 20.0 | 60.0 |" in soft
     assert "| Soft-xID (oracle targets) | ✗ | oracle | 20.0 | 60.0 |" in soft
 
@@ -298,15 +298,13 @@ def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
 def test_the_main_job_prints_its_table_beside_the_reference():
     import argparse
 
-    from experiments import demo
-
     row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
     mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
     reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
     args = argparse.Namespace(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
-    text = demo.compare(mine, reference, args)
+    text = demo_report.compare(mine, reference, args)
     assert "| xID | 30.0 / 28.0 (+2.0) |" in text and "| Weighted-xID | 35.0 / 30.0 (+5.0) |" in text
-    assert "the reference has no such setting" in demo.compare(
+    assert "the reference has no such setting" in demo_report.compare(
         mine, reference, argparse.Namespace(faulty=[0.25], methods=["xid"], compare="x")
     )
 
@@ -378,9 +376,9 @@ def test_delta_follows_the_injected_share_and_is_fixed_at_zero():
     assert abs(NormalDist().cdf(demo.paper_delta(0.25)) - 0.25) < 1e-9
     assert demo.paper_delta(0.75) > 0 > demo.paper_delta(0.25)
     assert demo.paper_delta(0.0) == demo.DELTA_AT_ZERO == -1.0
-    assert demo.parse_method("weighted@shares") == ("weighted", "", "shares")
-    assert demo.parse_method("soft:oracle") == ("soft", "oracle", "")
-    assert "natural + injected" in demo.method_name("weighted@shares")
+    assert demo_report.parse_method("weighted@shares") == ("weighted", "", "shares")
+    assert demo_report.parse_method("soft:oracle") == ("soft", "oracle", "")
+    assert "natural + injected" in demo_report.method_name("weighted@shares")
 
 
 @pytest.mark.slow
