@@ -52,11 +52,13 @@ def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(
 
 
 def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_logs_each_epoch_once(tiny_data, tmp_path):
-    first = run(tiny_data, tmp_path, "--warmup-epochs", "15", "--epochs", "0", wait=False)
+    # LONG: the first must still hold the folder when the second has started up (15 epochs of the tiny
+    # set once ended first, on a quiet machine with the faster loader, and the second simply resumed)
+    first = run(tiny_data, tmp_path, *LONG, wait=False)
     try:
         wait_until(lambda: holder_pid(tmp_path) == first.pid, first)
         t0 = time.time()
-        second = run(tiny_data, tmp_path, "--warmup-epochs", "15", "--epochs", "0", wait=False)
+        second = run(tiny_data, tmp_path, *LONG, wait=False)
         text, _ = second.communicate(timeout=120)
         assert second.returncode != 0 and time.time() - t0 < 30, text
         assert f"run folder {tmp_path} is in use by train.py on host {socket.gethostname()}, pid {first.pid}" in text
@@ -65,7 +67,7 @@ def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_log
         assert first.returncode == 0, out
     finally:
         first.kill()
-    assert [r["epoch"] for r in log(tmp_path)] == list(range(15))
+    assert [r["epoch"] for r in log(tmp_path)] == list(range(int(LONG[1])))
 
 
 def test_a_run_killed_by_sigkill_does_not_block_the_next_which_resumes(tiny_data, tmp_path):
