@@ -149,13 +149,14 @@ def read_frame_index(path: str | Path) -> FrameIndex | None:
     except FileNotFoundError:
         return None
     body = blob[len(INDEX_MAGIC) :]
-    head = json.loads(body[: body.index(b"\n")]) if blob.startswith(INDEX_MAGIC) and b"\n" in body else None
+    end = body.find(b"\n")  # of the JSON head; the packets' rows follow it
+    head = json.loads(body[:end]) if blob.startswith(INDEX_MAGIC) and end >= 0 else None
     if head is None or head["video_bytes"] != os.path.getsize(path):
         raise ValueError(
             f"{frame_index(path)} does not belong to {path} (another version of the video, or not an index): "
             "delete it, or remake the copy with python -m tools.prepare SRC DST"
         )
-    rows = np.frombuffer(body, "<i8", offset=body.index(b"\n") + 1).reshape(-1, 4)  # (packets, 4)
+    rows = np.frombuffer(body, "<i8", offset=end + 1).reshape(-1, 4)  # (packets, 4)
     if not len(rows):
         return None
     extradata, time_base = bytes.fromhex(head["extradata"]), Fraction(*head["time_base"])
@@ -196,7 +197,7 @@ def decode_indexed(path: str | Path, index: FrameIndex, start: float, num_frames
                 packet = av.Packet(f.read(int(size[k])))
                 packet.pts = packet.dts = int(pts[k])
                 yield from ((fr.pts * num / den, fr) for fr in ctx.decode(packet))
-            yield from ((fr.pts * num / den, fr) for fr in ctx.decode(None))  # what the decoder still holds
+            yield from ((fr.pts * num / den, fr) for fr in ctx.decode(None))  # drain: what the decoder still holds
 
     return _pick(timed(), start, num_frames, fps)
 
