@@ -190,6 +190,12 @@ class Config:
         "slightly from a seek's decode, AAC's restart, so a resume keeps it)",
         "engineering",
     )
+    preload_cache: str = _opt(
+        "",
+        "with --preload: a folder where each decoded file is kept, so that the other processes of a run "
+        "(DDP ranks, demo.py's branches and evaluations) read it instead of decoding; empty: none",
+        "engineering",
+    )
     amp: str = _opt(
         "auto",
         "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision; on some "

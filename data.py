@@ -136,6 +136,7 @@ class AVDataset(torch.utils.data.Dataset):
         seed: int = 0,
         max_bad_fraction: float = 0.05,
         preload: bool = False,
+        preload_cache: str = "",
     ) -> None:
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
@@ -155,7 +156,11 @@ class AVDataset(torch.utils.data.Dataset):
             held = set(videos)  # a lent training video's sound is preloaded with its frames
             sounds = list(dict.fromkeys(p for p, _ in self.donor.values() if p not in held))
             self.memory = dict(
-                zip(videos + sounds, decode_many(videos, self.spec, True) + decode_many(sounds, self.spec, False))
+                zip(
+                    videos + sounds,
+                    decode_many(videos, self.spec, True, preload_cache)
+                    + decode_many(sounds, self.spec, False, preload_cache),
+                )
             )
 
     def inject(self, faulty_fraction: float, faulty_source: str, pool: Sequence[tuple[str, float]], seed: int) -> None:

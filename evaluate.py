@@ -87,6 +87,7 @@ def eval_set(
         num_clips=num_clips,
         max_bad_fraction=cfg.max_bad_fraction,
         preload=cfg.preload if preload is None else preload,
+        preload_cache=cfg.preload_cache,
     ), classes
 
 

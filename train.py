@@ -80,6 +80,7 @@ def build_train_set(cfg: Config) -> data.AVDataset:
             seed=cfg.seed,
             max_bad_fraction=cfg.max_bad_fraction,
             preload=cfg.preload,
+            preload_cache=cfg.preload_cache,
         )
     except ValueError as err:  # e.g. a faulty-positive pool smaller than the share to inject
         raise SystemExit(f"train.py: {err}") from None

@@ -206,6 +206,7 @@ def warm_up(args, seed, faulty, progress=None):
     root = Path(args.runs) / setting_name(seed, faulty)
     common = (
         ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)]
+        + ["--preload-cache", str(Path(args.runs) / "preload")]  # the files decoded once for all processes
         + (["--workers", str(args.workers)] if args.workers is not None else [])
         + args.train_args
     )

@@ -294,6 +294,55 @@ def test_preload_in_threads_holds_the_same_files_and_samples_as_one_by_one(tmp_p
             assert (a is None and b is None) or torch.equal(a, b)
 
 
+def test_the_preload_cache_gives_the_decoded_files_to_other_processes_and_decodes_a_changed_file_afresh(
+    tmp_path, files, monkeypatch
+):
+    """What a second process (a cleared memory) reads from --preload-cache equals what it would
+    decode, frames, audio and injected sounds, without opening a file; a rank of a DDP run walks
+    the list from its own share but returns it in order; a file rewritten since is decoded again."""
+    recs = _dataset_files(tmp_path, files, n=4)
+    pool = manifest.audio_pool(files["silent_pool"].parent)
+    cache = str(tmp_path / "cache")
+    memories, opened, threads = [], [], torch.get_num_threads()
+    try:
+        for cached in ("", cache, cache):
+            preload._PRELOADED.clear()  # a new process
+            ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, pool=pool, preload=True, preload_cache=cached)
+            memories.append(ds.memory)
+            if cached and len(memories) == 2:
+                monkeypatch.setattr(decode, "open_media", lambda p: opened.append(p))  # the third reads the cache
+        monkeypatch.undo()
+        assert opened == [] and len(list((tmp_path / "cache").glob("*.pt"))) == 4 * 2 + 2  # frames + audio, sounds
+        for other in memories[1:]:
+            assert set(other) == set(memories[0])
+            for path in other:
+                for a, b in zip(memories[0][path], other[path]):
+                    assert (a is None and b is None) or torch.equal(a, b)
+        spec, paths = ds.spec, [r.path for r in recs]
+        preload._PRELOADED.clear()
+        monkeypatch.setattr(preload.dist, "is_initialized", lambda: True)
+        monkeypatch.setattr(preload.dist, "get_rank", lambda: 1)
+        monkeypatch.setattr(preload.dist, "get_world_size", lambda: 2)
+        walked = []
+        real = preload._decode_all
+        monkeypatch.setattr(preload, "_decode_all", lambda p, *a: walked.append(p) or real(p, *a))
+        torch.set_num_threads(1)
+        got = preload.decode_many(paths, spec, True, cache)
+        assert walked == paths[2:] + paths[:2]  # rank 1 of 2 starts half-way down
+        assert all(torch.equal(g[0], memories[0][p][0]) for g, p in zip(got, paths))
+        monkeypatch.undo()
+        torch.set_num_threads(threads)
+        shutil.copy(files["10fps"], paths[0])  # the file changes under the cache
+        preload._PRELOADED.clear()
+        frames, wav = preload.decode_many(paths[:1], spec, True, cache)[0]
+        fresh = preload._decode_whole_file(paths[0], spec, True)
+        assert torch.equal(frames, fresh[0]) and torch.equal(wav, fresh[1])
+        assert not torch.equal(wav, memories[0][paths[0]][1])
+    finally:
+        torch.set_num_threads(threads)
+        preload._PRELOADED.clear()
+
+
 def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
     ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), data.ClipSpec(size=32), train=True)
     sampler = data.SeededSampler(torch.utils.data.DistributedSampler(ds, num_replicas=1, rank=0, seed=3), seed=3)
