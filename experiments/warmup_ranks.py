@@ -60,10 +60,11 @@ def judge(two=RESULTS, one=ONE_PROCESS):
             mean, lo, hi = claims_report.interval(b, a, paired=True)
             sd = statistics.stdev(100 * _rows(one, s)[m][e] for s in SEEDS)
             holds = len(seeds) > 1 and lo <= 0 <= hi and abs(mean) < sd
+            ci = f"[{lo:+.1f}, {hi:+.1f}]" if len(seeds) > 1 else "(one seed: no interval)"
             adopt &= holds
             lines.append(
                 f"| {demo_report.method_name(m)} | {e} | {' / '.join(f'{x:.1f}' for x in a)} | "
-                f"{' / '.join(f'{x:.1f}' for x in b)} | {mean:+.1f} [{lo:+.1f}, {hi:+.1f}] | {sd:.1f} | "
+                f"{' / '.join(f'{x:.1f}' for x in b)} | {mean:+.1f} {ci} | {sd:.1f} | "
                 f"{'yes' if holds else 'no'} |"
             )
     lines += ["", "| gain over xID | endpoint | one process | two ranks | same sign |", "|---|---|---:|---:|:-:|"]

@@ -110,13 +110,14 @@ def test_the_readme_demo_times_are_benchmarks_md_s():
     readme = " ".join((ROOT / "README.md").read_text().split())
     quoted = re.findall(r"(\d+) min on an? ((?:Intel Xeon|AMD EPYC|AVX2-only AMD EPYC)[^,;)]*)", readme)
     assert len(quoted) >= 3, quoted
-    rows = {}
-    for line in (ROOT / "BENCHMARKS.md").read_text().split("## `make demo`", 1)[1].split("\n\n")[1].splitlines()[2:]:
-        cpu, wall = (c.strip() for c in line.strip("|").split("|")[:2])
+    kind, rows, table = None, {}, (ROOT / "BENCHMARKS.md").read_text().split("## `make demo`", 1)[1].split("\n\n")[1]
+    for line in table.splitlines()[2:]:  # | CPU | code | wall | split |; "same machine" repeats the row above's
+        cpu, _code, wall = (c.strip() for c in line.strip("|").split("|")[:3])
+        kind = kind if cpu.startswith("same machine") else cpu_kind(cpu)
         minutes, seconds = re.match(r"(\d+) min (\d+) s", wall).groups()
-        rows[cpu_kind(cpu)] = round(int(minutes) + int(seconds) / 60)
+        rows.setdefault(kind, set()).add(round(int(minutes) + int(seconds) / 60))
     for minutes, cpu in quoted:
-        assert rows[cpu_kind(cpu)] == int(minutes), (minutes, cpu, rows)
+        assert int(minutes) in rows[cpu_kind(cpu)], (minutes, cpu, rows)
 
 
 def cpu_kind(words: str) -> tuple[str, str]:
