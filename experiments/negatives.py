@@ -133,7 +133,15 @@ def readme_block(res):
         )
     if len(lines) == 2:
         return "No seed has finished yet.\n"
-    return "\n".join(lines) + "\n\nN5 (lambda 0.5 > lambda 0) is N2 CCP: Soft-xID at lambda 0 is xID.\n"
+    family = family_wise(CLAIMS, res)
+    held = [k for k, p in family.items() if p < claims_report.ALPHA]
+    lines += [
+        "",
+        f"Family-wise (Holm across the {len(family)} judged claims), held: {', '.join(held) or 'none'}.",
+        "",
+        "N5 (lambda 0.5 > lambda 0) is N2 CCP: Soft-xID at lambda 0 is xID.",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def claims_block(folder):
