@@ -119,26 +119,27 @@ README_MARK, CLAIMS_MARK = "<!-- README-NEGATIVES -->", "<!-- NEGATIVES -->"
 
 
 def readme_block(res):
-    """The README's rows: each claim's verdict once it has all its seeds, else how many it has."""
-    lines = ["| claim (paired difference, on the set named) | verdict | Δ 1-shot | Δ 5-shot |", "|---|---|---:|---:|"]
+    """The README's summary: the claims grouped by verdict (by how many seeds they have until they have
+    all), each with its 1-shot difference; the rows with both endpoints are VERDICT.md's."""
+    groups = {}
     for c in CLAIMS:
         j = claims_report.judge(c, res)
         if j["n"] == 0:
             continue
-        verdict = j["verdict"] if j["n"] == len(c.seeds) else f"pending: {j['n']} of {len(c.seeds)} seeds"
+        verdict = j["verdict"] if j["n"] == len(c.seeds) else f"pending ({j['n']} of {len(c.seeds)} seeds)"
         where = "data/synth2000" if "synth2000" in c.name else DATA
-        lines.append(
-            f"| [{c.name}](results/negatives/VERDICT.md): {c.text}, `{where}` | {verdict} "
-            f"| {j['cells']['1-shot']} | {j['cells']['5-shot']} |"
+        groups.setdefault(verdict, []).append(
+            f"[{c.name}](results/negatives/VERDICT.md) {c.text}, `{where}`: {j['cells']['1-shot']}"
         )
-    if len(lines) == 2:
+    if not groups:
         return "No seed has finished yet.\n"
     family = family_wise(CLAIMS, res)
     held = [k for k, p in family.items() if p < claims_report.ALPHA]
+    lines = ["Per claim (Δ 1-shot in points, 95% interval):", ""]
+    lines += [f"- **{verdict}**: {'; '.join(items)}." for verdict, items in groups.items()]
     lines += [
         "",
-        f"Family-wise (Holm across the {len(family)} judged claims), held: {', '.join(held) or 'none'}.",
-        "",
+        f"Family-wise (Holm across the {len(family)} judged claims), held: {', '.join(held) or 'none'}. "
         "N5 (lambda 0.5 > lambda 0) is N2 CCP: Soft-xID at lambda 0 is xID.",
     ]
     return "\n".join(lines) + "\n"
