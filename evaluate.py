@@ -55,6 +55,14 @@ FINETUNE = dict(
 )  # Sec. 5.1
 
 
+CLIPS = 10  # clips per video averaged for retrieval and few-shot (Sec. 5.1, Sec. 6)
+
+
+def named(clips: int) -> dict[str, int]:
+    """A protocol's clip count, stored only when it is not the paper's (the paper's records stay as they were)."""
+    return {} if clips == CLIPS else {"clips": clips}
+
+
 def device_default() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -155,7 +163,13 @@ def extract_features(
 
 
 def cached_features(
-    ckpt: str | Path, cfg: Config, encoder: nn.Module, split: str, device: torch.device, workers: int = 2
+    ckpt: str | Path,
+    cfg: Config,
+    encoder: nn.Module,
+    split: str,
+    device: torch.device,
+    workers: int = 2,
+    clips: int = CLIPS,
 ) -> tuple[dict[str, Tensor], list[manifest.Record]]:
     """extract_features of a split, saved next to the checkpoint under a key of checkpoint, data
     settings and files; returns the features and the split's records (they name the files). The
@@ -175,13 +189,14 @@ def cached_features(
             cfg.fps,
             cfg.size,
             "native-map",
+            *([clips] if clips != CLIPS else []),  # the paper's 10 keeps the key (and the caches) it had
             [r.path for r in records],
         ]
     )
     path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
     if path.exists():
         return torch.load(path, weights_only=True), records
-    feats = extract_features(encoder, eval_set(cfg, split)[0], device, workers=workers)
+    feats = extract_features(encoder, eval_set(cfg, split, num_clips=clips)[0], device, workers=workers)
     torch.save(feats, path)
     return feats, records
 
@@ -414,9 +429,9 @@ def soft_target_analysis(
 def protocol_of(task: str, **settings: Any) -> dict[str, Any]:
     """What a task ran, as printed and stored beside its numbers."""
     text = {
-        "retrieval": "last conv map ({feature_dim} values; the paper's is 4x4x512 at 112x112) averaged over 10 "
-        "clips, Euclidean distance, test queries the train split",
-        "fewshot": "max-pooled features averaged over 10 clips, one-vs-all linear SVM C=1, {trials} trials{scaled}",
+        "retrieval": "last conv map ({feature_dim} values; the paper's is 4x4x512 at 112x112) averaged over "
+        "{clips_text}, Euclidean distance, test queries the train split",
+        "fewshot": "max-pooled features averaged over {clips_text}, one-vs-all linear SVM C=1, {trials} trials{scaled}",
         "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
         "cosine, backbone x0.1, wd 1e-3, dropout 0.5, {frames}-frame clips, {select}",
         "analysis": "bank scores and eq. (6) weights vs the known faulty positives; soft-target mass",
@@ -424,6 +439,9 @@ def protocol_of(task: str, **settings: Any) -> dict[str, Any]:
     fmt = {
         **settings,
         "scaled": ", standardised (not the paper's)" if settings.get("standardise") else ", raw",
+        "clips_text": "10 clips"
+        if settings.get("clips", CLIPS) == CLIPS
+        else f"{settings['clips']} clips (the paper's: 10)",
         "select": "validation-selected epoch (not the paper's)"
         if settings.get("select_on_val")
         else "final epoch on the test split",
@@ -443,15 +461,18 @@ def evaluate(
     finetune_args: dict[str, Any] | None = None,
     figures: bool = True,
     jobs: int | None = None,
+    clips: int = CLIPS,
 ) -> dict[str, Any]:
-    """Run `tasks` on a checkpoint; returns {task: results} with each task's protocol, and merges
-    them into CKPT_DIR/eval.json. It writes into the run folder (feature caches, eval.json, plots), so
-    it holds the folder as train.py does: a checkpoint whose run is still training is refused."""
+    """Run `tasks` on a checkpoint, with `clips` per video for the retrieval and few-shot features (the
+    paper's 10; fewer is a named deviation, stored in the protocol); returns {task: results} with each
+    task's protocol, and merges them into CKPT_DIR/eval.json. It writes into the run folder (feature
+    caches, eval.json, plots), so it holds the folder as train.py does: a checkpoint whose run is still
+    training is refused."""
     if not Path(ckpt).is_file():
         raise FileNotFoundError(f"checkpoint not found: {ckpt}")
     with runstate.hold_folder(Path(ckpt).parent, "evaluate.py"):
         return _evaluate(
-            ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs
+            ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs, clips
         )
 
 
@@ -467,6 +488,7 @@ def _evaluate(
     finetune_args: dict[str, Any] | None,
     figures: bool,
     jobs: int | None,
+    clips: int = CLIPS,
 ) -> dict[str, Any]:
     from analysis import figures as figs
 
@@ -476,13 +498,13 @@ def _evaluate(
         setattr(cfg, k, v)
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
-        tr, tr_records = cached_features(ckpt, cfg, model.video, "train", device, workers)
-        te, te_records = cached_features(ckpt, cfg, model.video, "test", device, workers)
+        tr, tr_records = cached_features(ckpt, cfg, model.video, "train", device, workers, clips)
+        te, te_records = cached_features(ckpt, cfg, model.video, "test", device, workers, clips)
         check_disjoint(te_records, tr_records, "the test queries and the train gallery")
         recall, nearest = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
         results["retrieval"] = {
             **{f"R@{k}": v for k, v in recall.items()},
-            "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1])),
+            "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]), **named(clips)),
         }
     if "fewshot" in tasks:
         fs = fewshot.few_shot(
@@ -497,7 +519,7 @@ def _evaluate(
         )
         results["fewshot"] = {
             **{f"{n}-shot": v for n, v in fs.items()},
-            "protocol": protocol_of("fewshot", trials=trials, standardise=standardise),
+            "protocol": protocol_of("fewshot", trials=trials, standardise=standardise, **named(clips)),
         }
     if "analysis" in tasks:
         faulty, labels = instances["faulty"], instances["labels"]
@@ -592,6 +614,9 @@ def main(argv: list[str] | None = None) -> None:
         default=0,
         help="also record the fine-tune's test accuracy every N epochs (a diagnostic, never used to select)",
     )
+    p.add_checked(
+        "--clips", at_least(1), type=int, default=CLIPS, help="clips per video for retrieval and few-shot (paper: 10)"
+    )
     p.add_checked("--workers", at_least(0), type=int, default=2, help="DataLoader workers")
     p.add_checked(
         "--jobs",
@@ -630,6 +655,7 @@ def main(argv: list[str] | None = None) -> None:
             standardise=args.standardise,
             finetune_args=finetune_args,
             jobs=args.jobs,
+            clips=args.clips,
         )
     except (CheckpointError, FileNotFoundError, runstate.FolderHeld) as err:
         raise SystemExit(f"evaluate.py: {err}") from err

@@ -68,6 +68,7 @@ def paper_delta(faulty):
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
+_CHEAP = ["--fps", "8", "--seconds", "2.5", "3", "--pool", "0", "--audio-codec", "flac"]
 SYNTH_SETS = {
     "synth2000": ["--train-per-class", "200"],
     "synth_noise01": ["--noise", "0.1"],
@@ -77,6 +78,10 @@ SYNTH_SETS = {
     "synth_cue_b": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.5"],
     "synth_cue_c": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.35"],
     "synth_cue_d": ["--train-per-class", "200", "--instance-cue", "0.3", "--class-cue", "1"],
+    # the one-regime screen's candidates (results/regime/PLAN.md): 1000 training clips from sources that
+    # give several clips each, splits by source; short files at 8 fps with FLAC audio, cheap to generate
+    "synth_src10": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "10", *_CHEAP],
+    "synth_src20": ["--train-per-class", "100", "--test-per-class", "40", "--clips-per-source", "20", *_CHEAP],
 }
 
 
@@ -137,6 +142,7 @@ def setting_key(args, faulty):
         "finetune_epochs": args.finetune_epochs,
         "trials": args.trials,
         "train_args": args.train_args,
+        **({"eval_clips": args.eval_clips} if args.eval_clips != evaluate.CLIPS else {}),
         **({"warmup_ranks": args.warmup_ranks} if getattr(args, "warmup_ranks", 1) > 1 else {}),
         "delta": paper_delta(faulty),
     }  # settings made under the earlier natural + injected rule run again
@@ -290,6 +296,7 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
             trials=args.trials,
             finetune_args={"epochs": args.finetune_epochs},
             figures=args.figures,
+            clips=args.eval_clips,
         )
     if progress is not None:
         progress.evaluated(name)
@@ -345,6 +352,12 @@ def main(argv=None):
         "33 min a checkpoint on 2 cores); 0: none",
     )
     p.add_argument("--trials", type=int, default=50)
+    p.add_argument(
+        "--eval-clips",
+        type=int,
+        default=evaluate.CLIPS,
+        help="clips per video for retrieval and few-shot (paper: 10; fewer is a named deviation)",
+    )
     p.add_argument(
         "--workers",
         type=int,

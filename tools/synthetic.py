@@ -29,11 +29,18 @@ No public video dataset can be downloaded here, so the project makes one whose t
            (250-1000 Hz and 1500-4000 Hz), mixed at s: the instance, not the class, becomes the easy
            cross-modal signal, as it is in real video. --class-cue c shrinks the class's shape and
            lowers the class's sound by c. A faulty positive's sound carries another video's tones.
+  sources  --clips-per-source N (1 by default: every video its own source) makes each class's videos
+           in groups of N clips of one source, as a real dataset holds several clips of one recording:
+           they share the scene (background, texture, colours, size, place, distractor) and the sound's
+           character (pitch, tempo), and differ in start (phase), a few percent of tempo and pitch,
+           a little position, size and colour, and their noise. They are the faulty negatives that
+           matter: the same class, nearly the same instance, and xID must push them apart. Splits are
+           by source (no source has clips in train and test); held-out sounds are sources of their own.
   _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
            for `--faulty-source noise`.
 
 Output (the `folder` layout of media/manifest.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames,
-AAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_heldout/*.mp4 and DIR/_pool/*.mp4 (audio
+AAC or FLAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_heldout/*.mp4 and DIR/_pool/*.mp4 (audio
 only; folders starting with '_' are not classes), DIR/manifest.csv, and the
 marker DIR/.robust_xid_synthetic. The generator writes only into a folder that does not exist yet,
 is empty, or carries that marker: never into a user's dataset.
@@ -94,6 +101,19 @@ def add_arguments(p):
         default=1.0,
         help="0..1: size of the class's shape and level of the class's sound (1: as it was)",
     )
+    p.add_argument(
+        "--clips-per-source",
+        type=int,
+        default=1,
+        help="clips made from each source (scene and sound character shared, start and details varied); "
+        "--train-per-class and --test-per-class must be multiples of it; 1, the default: one clip a source",
+    )
+    p.add_argument(
+        "--audio-codec",
+        choices=("aac", "flac"),
+        default="aac",
+        help="aac (what downloads have) or flac (lossless, about 5x cheaper to encode; the demo's set)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--workers", type=int, default=None, help="processes (default: every core; the files do not depend on it)"
@@ -134,11 +154,14 @@ def _mask(shape, dx, dy, r):
 
 def render_video(p, size, fps):
     """Frames (n, size, size, 3) uint8 for the video parameters p."""
-    rng = np.random.default_rng(p["seed"])
+    # A clip of a source draws its scene (background, texture) from the source's seed and its noise from
+    # its own; a video that is its own source draws both from one stream, as it always has.
+    scene = np.random.default_rng(p.get("scene_seed", p["seed"]))
+    rng = np.random.default_rng(p["seed"]) if "scene_seed" in p else scene
     n = int(round(p["seconds"] * fps))
     yy, xx = np.mgrid[0:size, 0:size] / (size / 2) - 1.0  # coordinates in [-1, 1]
-    bg = rng.uniform(0, 255, 3) * 0.6
-    texture = rng.normal(0, 40 * p["noise"], (size, size, 1))
+    bg = scene.uniform(0, 255, 3) * 0.6
+    texture = scene.normal(0, 40 * p["noise"], (size, size, 1))
     frames = np.empty((n, size, size, 3), np.uint8)
     for i in range(n):
         t = i / fps
@@ -216,15 +239,16 @@ def render_audio(p, rate):
     return np.clip(wav, -1, 1).astype(np.float32)
 
 
-def write_mp4(path, frames, wav, fps, rate, gop=12):
-    """H.264 (keyframe every `gop` frames: 12 keeps seeking cheap) + AAC in an .mp4. Either may be None."""
+def write_mp4(path, frames, wav, fps, rate, gop=12, audio_codec="aac"):
+    """H.264 (keyframe every `gop` frames: 12 keeps seeking cheap) + AAC (or lossless FLAC, which encodes
+    about 5x faster) in an .mp4. Either may be None."""
     with av.open(str(path), "w") as c:
         if frames is not None:
             vs = c.add_stream("libx264", rate=fps, options={"preset": "ultrafast", "bf": "0"})
             vs.width, vs.height, vs.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
             vs.codec_context.gop_size = gop
         if wav is not None:
-            aus = c.add_stream("aac", rate=rate)
+            aus = c.add_stream(audio_codec, rate=rate)
             aus.layout = "mono"
         if frames is not None:
             for img in frames:
@@ -261,11 +285,37 @@ def _video_params(rng, c, seconds, noise):
     )
 
 
+def _clip_of_source(rng, source, seconds):
+    """One clip of a source: its scene and sound character, with its own start (phase), a few percent of
+    tempo and pitch, a little position, size and colour, and its own noise (seed)."""
+    return {
+        **source,
+        "seconds": float(rng.uniform(*seconds)),
+        "freq": source["freq"] * float(rng.uniform(0.92, 1.08)),
+        "phase": float(rng.uniform(0, 2 * np.pi)),
+        "x0": source["x0"] + float(rng.normal(0, 0.03)),
+        "y0": source["y0"] + float(rng.normal(0, 0.03)),
+        "radius": source["radius"] * float(rng.uniform(0.95, 1.05)),
+        "colour": np.clip(source["colour"] + rng.normal(0, 8, 3), 0, 255),
+        "pitch": source["pitch"] * float(2 ** rng.uniform(-0.03, 0.03)),
+        "distractor": source["distractor"] + rng.normal(0, 0.05, 2),
+        "scene_seed": source["seed"],
+        "seed": int(rng.integers(2**31)),
+    }
+
+
+def source_name(class_name, split, k):
+    """The name ground_truth.csv gives a source: its class folder, its split and its number."""
+    return f"{class_name}/{split}_src{k:03d}"
+
+
 def _make_one(job):
     path, p, audio_p, size, fps, rate, gop, cues = job
+    cues = dict(cues)
+    codec = cues.pop("audio_codec", "aac")
     p, audio_p = {**p, **cues}, {**audio_p, **cues}
     frames = render_video(p, size, fps) if p["shape"] is not None else None
-    write_mp4(path, frames, render_audio(audio_p, rate), fps, rate, gop)
+    write_mp4(path, frames, render_audio(audio_p, rate), fps, rate, gop, codec)
 
 
 def is_synthetic(folder):
@@ -291,6 +341,8 @@ def generate(
     workers=None,
     instance_cue=0.0,
     class_cue=1.0,
+    clips_per_source=1,
+    audio_codec="aac",
 ):
     """Write the dataset described in the module docstring under `out`."""
     from media import manifest  # the scan that writes the manifest
@@ -299,9 +351,14 @@ def generate(
         raise ValueError(f"classes={classes}: expected 1..25 (5 shapes x 5 paths)")
     if not (0 <= instance_cue <= 1 and 0 < class_cue <= 1):
         raise ValueError(f"instance_cue={instance_cue}, class_cue={class_cue}: expected 0..1 and (0, 1]")
+    if clips_per_source < 1 or train_per_class % clips_per_source or test_per_class % clips_per_source:
+        raise ValueError(
+            f"clips_per_source={clips_per_source}: expected a positive divisor of train_per_class "
+            f"({train_per_class}) and test_per_class ({test_per_class})"
+        )
     # Drawn from each video's seed, not from the generator's stream: at the defaults the set is the same
     # file for file as one made before these options existed.
-    cues = {"instance_cue": instance_cue, "class_cue": class_cue}
+    cues = {"instance_cue": instance_cue, "class_cue": class_cue, "audio_codec": audio_codec}
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not is_synthetic(out):
         raise FileExistsError(
@@ -319,7 +376,12 @@ def generate(
         for split, count in (("train", train_per_class), ("test", test_per_class)):
             for k in range(count):
                 rel = f"{name}/{split}_{k:03d}.mp4"
-                p = _video_params(rng, c, seconds, noise)
+                if clips_per_source == 1:  # the stream as it always was: the same files as before sources
+                    p = _video_params(rng, c, seconds, noise)
+                else:
+                    if k % clips_per_source == 0:  # a new source: its scene and sound character
+                        source = _video_params(rng, c, seconds, noise)
+                    p = _clip_of_source(rng, source, seconds)
                 audio_p, audio_class = p, c
                 if split == "train" and rng.uniform() < faulty:  # the sound of another, unseen video
                     audio_class = int(rng.integers(classes))
@@ -337,6 +399,8 @@ def generate(
                         "motion_hz": f"{p['freq']:.3f}",
                         "sound_hz": f"{audio_p['freq']:.3f}",
                         "pitch_hz": f"{audio_p['pitch']:.1f}",
+                        # a set of sources names each clip's; one of single clips keeps the columns it had
+                        **({"source": source_name(name, split, k // clips_per_source)} if clips_per_source > 1 else {}),
                     }
                 )
     (out / "_pool").mkdir(parents=True, exist_ok=True)
