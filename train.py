@@ -420,7 +420,7 @@ def run(
             )
             resume = None
             if record is not None:
-                record.update(bank_report(parts.bank, dataset.labels, dataset.faulty))  # ground truth, log only
+                record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))  # log only
                 history.append(record)
             try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
                 runstate.save_epoch(

@@ -10,8 +10,11 @@
 
     score_histogram  the bank scores of clean and of faulty positives on one grid: the picture of the
                      weights finding the faults as training goes (figures.scores_over_training)
+    soft_target_share  the share of CCP's soft-target mass S(j|i), eqs. (13)-(14), that falls on
+                     candidates of the anchor's class (the faulty negatives), beside the oracle's and
+                     chance: the picture of the soft targets working (figures.soft_targets_over_training)
 
-    bank_report      all three, over the bank's valid slots (files that decoded): what train.py logs
+    bank_report      all four, over the bank's valid slots (files that decoded): what train.py logs
 
 train.py logs these every epoch; they read labels and faults, so they never feed back into training.
 Tests: python -m pytest tests/test_diagnostics.py
@@ -20,6 +23,8 @@ Tests: python -m pytest tests/test_diagnostics.py
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from losses import soft_targets
 
 if TYPE_CHECKING:  # for annotations only
     from memory_bank import MemoryBank
@@ -88,13 +93,50 @@ def score_histogram(scores: torch.Tensor, faulty: torch.Tensor, bins: int = 40) 
     return {"lo": lo, "hi": hi, "clean": count(s[~faulty]), "faulty": count(s[faulty])}
 
 
-def bank_report(bank: "MemoryBank", labels: torch.Tensor, faulty: torch.Tensor) -> dict[str, Any]:
-    """faulty_auroc and bank_structure of a memory_bank.MemoryBank, over its valid slots only (an
-    excluded slot was never trained). labels, faulty: (N,) on the CPU -> dict."""
+@torch.no_grad()
+def soft_target_share(
+    video: torch.Tensor,
+    audio: torch.Tensor,
+    labels: torch.Tensor,
+    strategies: tuple[str, ...] = ("ccp", "oracle"),
+    num_negatives: int = 256,
+    tau_s: float = 0.02,
+    tau_t: float = 0.07,
+    max_items: int = 512,
+    seed: int = 0,
+) -> dict[str, float]:
+    """video, audio (N, D) unit-norm memories, labels (N,). For at most `max_items` anchors, each with
+    `num_negatives` other candidates drawn uniformly: the share of each strategy's S(j|i), j != i (lam 1,
+    eqs. (10)-(14)), on candidates of the anchor's class, and `chance`, the same-class share of the
+    candidates. The draws use a generator of their own, so logging this leaves training's random
+    stream, and with it every number of the run, as it was."""
+    g = torch.Generator().manual_seed(seed)
+    video, audio, labels = video.float().cpu(), audio.float().cpu(), labels.cpu()
+    n = video.shape[0]
+    anchors = torch.randperm(n, generator=g)[:max_items]  # (A,)
+    neg = torch.randint(0, n - 1, (len(anchors), num_negatives), generator=g)  # (A, K)
+    cand = torch.cat([anchors[:, None], neg + (neg >= anchors[:, None]).long()], 1)  # (A, 1+K), never i itself
+    same = (labels[cand[:, 1:]] == labels[anchors, None]).float()  # (A, K)
+    out = {"chance": float(same.mean())}
+    for strategy in strategies:
+        S_v, _ = soft_targets(
+            video[cand], audio[cand], strategy, lam=1.0, tau_s=tau_s, tau_t=tau_t, labels=labels[cand]
+        )
+        mass = S_v[:, 1:]  # (A, K): what the anchor's target gives the other candidates
+        out[strategy] = float((mass * same).sum() / mass.sum().clamp_min(1e-12))
+    return out
+
+
+def bank_report(
+    bank: "MemoryBank", labels: torch.Tensor, faulty: torch.Tensor, tau_s: float = 0.02, tau_t: float = 0.07
+) -> dict[str, Any]:
+    """faulty_auroc, bank_structure and soft_target_share of a memory_bank.MemoryBank, over its valid
+    slots only (an excluded slot was never trained). labels, faulty: (N,) on the CPU -> dict."""
     valid = bank.valid.cpu()  # (N,)
     video, audio, scores = bank.video.cpu()[valid], bank.audio.cpu()[valid], bank.scores().cpu()[valid]  # (M, ...)
     return {
         "faulty_auroc": faulty_auroc(scores, faulty[valid]),
         "score_hist": score_histogram(scores, faulty[valid]),
         **bank_structure(video, audio, labels[valid], faulty[valid]),
+        "soft_share": soft_target_share(video, audio, labels[valid], tau_s=tau_s, tau_t=tau_t),
     }

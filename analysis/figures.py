@@ -13,11 +13,14 @@ training_curves     a run's log: loss, the bank AUROC of the known faults, class
                     epoch, the warm-up and each branch after it
 scores_over_training  the bank scores of clean and faulty positives at several warm-up epochs,
                     with the eq. (6) weight curve each epoch's mu and sigma give
+soft_targets_over_training  per epoch, the share of CCP's soft-target mass (eqs. (13)-(14)) on
+                    candidates of the anchor's class, the warm-up and each branch, beside the oracle's
+                    targets and chance
 
 used by evaluate.py (analysis), demo.py (Fig. 7, the run pictures) and sweep.py; the run pictures
 of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
 
-python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, RUN_DIR/scores_over_training.png
+python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, scores_over_training.png, soft_targets.png
 """
 
 import sys
@@ -256,9 +259,40 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5):
     return True
 
 
+def soft_targets_over_training(runs, path):
+    """`runs` {name: log records}, the warm-up first: the logged soft_share per epoch (CCP's mass on the
+    anchor's class, the oracle's, chance), a branch continuing the warm-up's epoch axis. False when no
+    record has it (logs from before it was logged)."""
+    if not any(r.get("soft_share") for records in runs.values() for r in records):
+        return False
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    offset = 0
+    for i, (name, records) in enumerate(runs.items()):
+        logged = [r for r in records if r.get("soft_share")]
+        x = [offset + r["epoch"] for r in logged]
+        warm = name == "warmup"
+        ax.plot(x, [100 * r["soft_share"]["ccp"] for r in logged], color="k" if warm else f"C{i}", label=f"CCP, {name}")
+        ax.plot(x, [100 * r["soft_share"]["oracle"] for r in logged], color="k" if warm else f"C{i}", ls=":", lw=1)
+        ax.plot(x, [100 * r["soft_share"]["chance"] for r in logged], color="grey", lw=0.8, ls="--")
+        if warm:
+            offset = len(records)
+            ax.axvline(offset - 0.5, color="grey", lw=0.8, ls=":")
+    ax.plot([], [], color="k", ls=":", lw=1, label="oracle targets (class labels)")
+    ax.plot([], [], color="grey", ls="--", lw=0.8, label="chance (same-class share of the candidates)")
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("epoch (warm-up, then the branches)")
+    ax.set_ylabel("soft-target mass on the anchor's class (%)")
+    ax.set_title("how much of S(j|i), j != i, goes to faulty negatives (lam = 1)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center right")
+    _save(fig, path)
+    return True
+
+
 def run_pictures(folder):
-    """training_curves and scores_over_training of a run folder, or of a demo setting's folder
-    (warmup/ and one folder per branch); delta from its Weighted- or Robust-xID branch if it has one."""
+    """training_curves, scores_over_training and soft_targets_over_training of a run folder, or of a demo
+    setting's folder (warmup/ and one folder per branch); delta from its Weighted- or Robust-xID branch if
+    it has one."""
     from dataclasses import asdict
 
     from config import Config
@@ -280,7 +314,12 @@ def run_pictures(folder):
     training_curves(runs, folder / "curves.png")
     first = next(iter(runs.values()))
     drawn = scores_over_training(first, cfg["delta"], cfg["kappa"], cfg["w_min"], folder / "scores_over_training.png")
-    return [folder / "curves.png"] + ([folder / "scores_over_training.png"] if drawn else [])
+    soft = soft_targets_over_training(runs, folder / "soft_targets.png")
+    return (
+        [folder / "curves.png"]
+        + ([folder / "scores_over_training.png"] if drawn else [])
+        + ([folder / "soft_targets.png"] if soft else [])
+    )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 import torch
 import torch.nn.functional as F
 
-from analysis.diagnostics import bank_report, bank_structure, faulty_auroc
+from analysis.diagnostics import bank_report, bank_structure, faulty_auroc, soft_target_share
 
 
 def clustered(n=60, classes=3, d=16, spread=0.2, seed=0):
@@ -56,3 +56,19 @@ def test_bank_report_reads_the_valid_slots_only():
     bank.exclude([1])
     report = bank_report(bank, labels, faulty)
     assert report["faulty_auroc"] == 1.0 and report["own_audio"] == 1.0 and report["own_audio_faulty"] == 0.0
+
+
+def test_ccp_puts_its_mass_on_the_class_of_clustered_memories_and_leaves_trainings_random_stream_alone():
+    """Oracle targets give all of S(j|i) to the anchor's class; CCP does on class clusters whose audio
+    matches, and gives about chance on random memories. Logging it draws nothing from torch's stream."""
+    video, labels, g = clustered(n=90, spread=0.1)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    planted = soft_target_share(video, video.clone(), labels, num_negatives=32)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert abs(planted["oracle"] - 1) < 1e-6 and abs(planted["chance"] - 1 / 3) < 0.05
+    assert planted["ccp"] > 0.9
+    noise_v = F.normalize(torch.randn(90, 16, generator=g), dim=1)
+    noise_a = F.normalize(torch.randn(90, 16, generator=g), dim=1)
+    random = soft_target_share(noise_v, noise_a, labels, num_negatives=32)
+    assert abs(random["ccp"] - random["chance"]) < 0.15

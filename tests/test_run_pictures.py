@@ -1,6 +1,6 @@
 """The pictures of the mechanism for any run folder: train.py logs the bank scores' histogram every
 epoch, and `python -m analysis.figures RUN_DIR` draws the training curves and the scores under the eq. (6)
-weights at several epochs."""
+weights at several epochs, and the share of CCP's soft-target mass on the anchor's class."""
 
 import subprocess
 import sys
@@ -43,12 +43,12 @@ def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tm
         "--faulty-fraction",
         "0.25",
     )
-    assert all("score_hist" in r for r in log(tmp_path / "warmup"))
+    assert all("score_hist" in r and "soft_share" in r for r in log(tmp_path / "warmup"))
     res = subprocess.run(
         [sys.executable, "-m", "analysis.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert res.returncode == 0, res.stderr
-    for png in ("curves.png", "scores_over_training.png"):
+    for png in ("curves.png", "scores_over_training.png", "soft_targets.png"):
         assert (tmp_path / png).stat().st_size > 10_000
     bad = subprocess.run(
         [sys.executable, "-m", "analysis.figures", str(tmp_path / "nothing")],

@@ -135,3 +135,53 @@ def test_the_instance_cue_puts_the_stripes_height_into_the_pitch_of_its_sound():
         assert same.mean() > 0.75  # across the width, but where the shape or the distractor cross it
     np.testing.assert_allclose(pitches, [250 * 2 ** (2 * h) for h in heights], atol=2.0)
     assert max(pitches) - min(pitches) > 100  # videos differ: the pitch is not a constant
+
+
+def test_clips_of_one_source_share_their_scene_and_sources_never_cross_the_split(tmp_path):
+    """--clips-per-source: every source gives its N clips to one split only, and clips of one source
+    look alike (the same background and texture) while clips of two sources do not."""
+    out = tmp_path / "sources"
+    synthetic.generate(
+        out,
+        classes=2,
+        train_per_class=4,
+        test_per_class=2,
+        pool=0,
+        heldout=2,
+        size=32,
+        fps=8,
+        seconds=(2.2, 2.4),
+        clips_per_source=2,
+        audio_codec="flac",
+        workers=1,
+    )
+    rows = list(csv.DictReader(open(out / "ground_truth.csv")))
+    sources = {}
+    for r in rows:
+        sources.setdefault(r["source"], []).append(r)
+    assert len(sources) == 2 * (4 + 2) // 2 and all(len(clips) == 2 for clips in sources.values())
+    assert all(len({r["split"] for r in clips}) == 1 for clips in sources.values())
+    assert all(len({r["label"] for r in clips}) == 1 for clips in sources.values())
+    import av
+
+    def first_frame(rel):
+        with av.open(str(out / rel)) as c:
+            return next(c.decode(video=0)).to_ndarray(format="rgb24").astype(float)
+
+    within = [np.abs(first_frame(a["path"]) - first_frame(b["path"])).mean() for a, b in sources.values()]
+    firsts = [clips[0]["path"] for clips in sources.values()]
+    across = [np.abs(first_frame(a) - first_frame(b)).mean() for a, b in zip(firsts, firsts[1:])]
+    assert max(within) < min(across), (within, across)
+    with pytest.raises(ValueError, match="clips_per_source"):
+        synthetic.generate(tmp_path / "bad", classes=1, train_per_class=3, test_per_class=0, clips_per_source=2)
+
+
+def test_a_clip_of_a_source_keeps_the_sources_scene_under_noise_of_its_own():
+    """A clip draws its background and texture from the source's seed and its frame noise from its own."""
+    rng = np.random.default_rng(7)
+    p = synthetic._video_params(rng, 2, (1.0, 1.0), 0.3)
+    clip = synthetic._clip_of_source(rng, p, (1.0, 1.0))
+    assert clip["scene_seed"] == p["seed"] and clip["seed"] != p["seed"]
+    own = {**p, "scene_seed": p["seed"]}  # a separate noise stream, so not identical, but the same scene
+    assert not np.array_equal(synthetic.render_video(p, 32, 8), synthetic.render_video(own, 32, 8))
+    assert np.abs(synthetic.render_video(p, 32, 8).astype(float) - synthetic.render_video(own, 32, 8)).mean() < 10
