@@ -44,7 +44,16 @@ import evaluate
 import train
 from config import config_from_dict, parse_config, result_changes
 from experiments import jobs
-from experiments.demo_report import COLUMNS, DELTA_RULES, compare, method_name, parse_method, write_results
+from experiments.demo_report import (
+    COLUMNS,
+    DELTA_RULES,
+    branch_folder,
+    compare,
+    method_name,
+    parse_method,
+    shown_method,
+    write_results,
+)
 from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
 from losses import VARIANTS
@@ -82,6 +91,8 @@ SYNTH_SETS = {
     # give several clips each, splits by source; short files at 8 fps with FLAC audio, cheap to generate
     "synth_src10": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "10", *_CHEAP],
     "synth_src20": ["--train-per-class", "100", "--test-per-class", "40", "--clips-per-source", "20", *_CHEAP],
+    "synth_src10p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "10"]
+    + ["--source-pitch", "own", *_CHEAP],
 }
 
 
@@ -109,6 +120,12 @@ def shares_delta(common):
     """The deviation's delta: the midpoint at the quantile of the natural plus the injected share."""
     share = faulty_share(parse_config(common + ["--out", "unused"]))
     return NormalDist().inv_cdf(min(max(share, 1e-3), 1 - 1e-3))
+
+
+def eval_clips(args):
+    """Clips per video of the retrieval and few-shot features: the paper's 10 unless a command names
+    fewer (the claims' and sweeps' namespaces predate the option and keep 10)."""
+    return getattr(args, "eval_clips", evaluate.CLIPS)
 
 
 def settings_dir(args):
@@ -142,7 +159,7 @@ def setting_key(args, faulty):
         "finetune_epochs": args.finetune_epochs,
         "trials": args.trials,
         "train_args": args.train_args,
-        **({"eval_clips": args.eval_clips} if args.eval_clips != evaluate.CLIPS else {}),
+        **({"eval_clips": clips} if (clips := eval_clips(args)) != evaluate.CLIPS else {}),
         **({"warmup_ranks": args.warmup_ranks} if getattr(args, "warmup_ranks", 1) > 1 else {}),
         "delta": paper_delta(faulty),
     }  # settings made under the earlier natural + injected rule run again
@@ -180,7 +197,7 @@ def run_setting(args, seed, faulty):
         key, targets, rule = parse_method(method)
         used = shares_delta(common) if rule == "shares" else delta
         options = ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else [])
-        branches[method] = (method.replace(":", "_").replace("@", "_"), options, used)
+        branches[method] = (branch_folder(method), options, used)
     if getattr(args, "branch_jobs", 1) > 1:  # every branch (training, then evaluation) in a process of its own
         progress.side_by_side()
         calls = [(args, root, common, name, options) for name, options, _ in branches.values()]
@@ -295,8 +312,8 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
             shots=(1, 5),
             trials=args.trials,
             finetune_args={"epochs": args.finetune_epochs},
-            figures=args.figures,
-            clips=args.eval_clips,
+            figures=args.figures and name == branch_folder(shown_method(args.methods)),  # the ones it shows
+            clips=eval_clips(args),
         )
     if progress is not None:
         progress.evaluated(name)

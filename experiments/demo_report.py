@@ -26,6 +26,17 @@ def parse_method(method):
     return key, targets, rule
 
 
+def branch_folder(method):
+    """A method's branch folder in a setting's run folder: 'soft:oracle' -> soft_oracle."""
+    return method.replace(":", "_").replace("@", "_")
+
+
+def shown_method(methods):
+    """The branch whose evaluation pictures (Fig. 5's scores and weights, Fig. 11's retrievals) the demo
+    shows: Weighted-xID's, as Fig. 5 is about the weights, else the last method's. Only it draws them."""
+    return "weighted" if "weighted" in methods else methods[-1]
+
+
 def method_name(method):
     key, targets, rule = parse_method(method)
     return (
@@ -130,8 +141,7 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     name = args.figure or "demo"
-    shown = "weighted" if "weighted" in args.methods else args.methods[-1]  # Fig. 5 is about the weights
-    last = root / shown.replace(":", "_").replace("@", "_") if root else None
+    last = root / branch_folder(shown_method(args.methods)) if root else None
     for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
         if last and (last / png).exists():
             shutil.copy(last / png, out / f"{name}_{png}")

@@ -32,10 +32,11 @@ No public video dataset can be downloaded here, so the project makes one whose t
   sources  --clips-per-source N (1 by default: every video its own source) makes each class's videos
            in groups of N clips of one source, as a real dataset holds several clips of one recording:
            they share the scene (background, texture, colours, size, place, distractor) and the sound's
-           character (pitch, tempo), and differ in start (phase), a few percent of tempo and pitch,
-           a little position, size and colour, and their noise. They are the faulty negatives that
-           matter: the same class, nearly the same instance, and xID must push them apart. Splits are
-           by source (no source has clips in train and test); held-out sounds are sources of their own.
+           character (pitch and tempo; with --source-pitch own, the tempo only), and differ in start
+           (phase), a few percent of tempo and pitch, a little position, size and colour, and their
+           noise. They are the faulty negatives that matter: the same class, nearly the same instance,
+           and xID must push them apart. Splits are by source (no source has clips in train and test);
+           held-out sounds are sources of their own.
   _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
            for `--faulty-source noise`.
 
@@ -107,6 +108,13 @@ def add_arguments(p):
         default=1,
         help="clips made from each source (scene and sound character shared, start and details varied); "
         "--train-per-class and --test-per-class must be multiples of it; 1, the default: one clip a source",
+    )
+    p.add_argument(
+        "--source-pitch",
+        choices=("shared", "own"),
+        default="shared",
+        help="with --clips-per-source: the clips of a source share its pitch (give or take 3%%), or each "
+        "draws its own from the class's register, so that only the scene and the tempo mark the source",
     )
     p.add_argument(
         "--audio-codec",
@@ -261,6 +269,11 @@ def write_mp4(path, frames, wav, fps, rate, gop=12, audio_codec="aac"):
             c.mux(aus.encode())
 
 
+def class_pitch(rng, c):
+    """A video's pitch: its class's register, give or take a quarter of an octave."""
+    return float(220 * 2 ** (class_signature(c)[3] * 0.75 + rng.uniform(-0.25, 0.25)))
+
+
 def _video_params(rng, c, seconds, noise):
     shape, path, timbre, register = class_signature(c)
     dshape = SHAPES[rng.integers(5)]
@@ -280,15 +293,17 @@ def _video_params(rng, c, seconds, noise):
         dcolour=rng.uniform(0, 255, 3),
         distractor=rng.uniform(-0.5, 0.5, 2),
         dfreq=float(rng.uniform(0.5, 3)),
-        pitch=float(220 * 2 ** (register * 0.75 + rng.uniform(-0.25, 0.25))),
+        pitch=class_pitch(rng, c),
         seed=int(rng.integers(2**31)),
     )
 
 
-def _clip_of_source(rng, source, seconds):
+def _clip_of_source(rng, source, seconds, c=None):
     """One clip of a source: its scene and sound character, with its own start (phase), a few percent of
-    tempo and pitch, a little position, size and colour, and its own noise (seed)."""
-    return {
+    tempo and pitch, a little position, size and colour, and its own noise (seed). With the class `c`
+    given, the clip's pitch is its own, drawn as an independent video of that class draws it, so that
+    the sound names the source by its tempo alone (--source-pitch own)."""
+    clip = {
         **source,
         "seconds": float(rng.uniform(*seconds)),
         "freq": source["freq"] * float(rng.uniform(0.92, 1.08)),
@@ -302,6 +317,9 @@ def _clip_of_source(rng, source, seconds):
         "scene_seed": source["seed"],
         "seed": int(rng.integers(2**31)),
     }
+    if c is not None:
+        clip["pitch"] = class_pitch(rng, c)
+    return clip
 
 
 def source_name(class_name, split, k):
@@ -342,6 +360,7 @@ def generate(
     instance_cue=0.0,
     class_cue=1.0,
     clips_per_source=1,
+    source_pitch="shared",
     audio_codec="aac",
 ):
     """Write the dataset described in the module docstring under `out`."""
@@ -381,7 +400,7 @@ def generate(
                 else:
                     if k % clips_per_source == 0:  # a new source: its scene and sound character
                         source = _video_params(rng, c, seconds, noise)
-                    p = _clip_of_source(rng, source, seconds)
+                    p = _clip_of_source(rng, source, seconds, c if source_pitch == "own" else None)
                 audio_p, audio_class = p, c
                 if split == "train" and rng.uniform() < faulty:  # the sound of another, unseen video
                     audio_class = int(rng.integers(classes))
