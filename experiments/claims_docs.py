@@ -129,6 +129,21 @@ def replace_after(path, mark, new, until=None):
     Path(path).write_text(head + mark + "\n" + new + rest)
 
 
-def update(folder, res, readme="README.md", claims_md="CLAIMS.md"):
-    replace_after(readme, README_MARK, readme_block(folder, res) + "\n", until="## ")  # a blank line before it
+def relative_to(doc, text):
+    """Links written from the repository's root (results/..., CLAIMS.md) made relative to `doc`, a file
+    in the root or in results/."""
+    if Path(doc).parent.name != "results":
+        return text
+    text = text.replace("](results/", "](")
+    return re.sub(r"\]\((CLAIMS|BENCHMARKS|README)\.md", r"](../\1.md", text)
+
+
+# The verdicts on the two earlier sets live in results/HISTORY.md since the one-regime screen; the
+# README points there until the claims have run on the adopted regime.
+HISTORY = "results/HISTORY.md"
+
+
+def update(folder, res, readme=HISTORY, claims_md="CLAIMS.md"):
+    block = relative_to(readme, readme_block(folder, res))
+    replace_after(readme, README_MARK, block + "\n", until="## ")  # a blank line before it
     replace_after(claims_md, CLAIMS_MARK, claims_block(folder), until="## ")

@@ -157,9 +157,10 @@ def claims_block(folder):
     )
 
 
-def update_docs(folder, res, readme="README.md", claims_md="CLAIMS.md"):
-    """The README's and CLAIMS.md's faulty-negative sections, remade from the report."""
-    claims_docs.replace_after(readme, README_MARK, readme_block(res), until="## ")
+def update_docs(folder, res, readme=claims_docs.HISTORY, claims_md="CLAIMS.md"):
+    """The faulty-negative sections of results/HISTORY.md (once the README's) and CLAIMS.md, remade from
+    the report."""
+    claims_docs.replace_after(readme, README_MARK, claims_docs.relative_to(readme, readme_block(res)), until="## ")
     claims_docs.replace_after(claims_md, CLAIMS_MARK, claims_block(folder), until="## ")
 
 
