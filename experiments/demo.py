@@ -93,6 +93,8 @@ SYNTH_SETS = {
     "synth_src20": ["--train-per-class", "100", "--test-per-class", "40", "--clips-per-source", "20", *_CHEAP],
     "synth_src10p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "10"]
     + ["--source-pitch", "own", *_CHEAP],
+    "synth_src5p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "5"]
+    + ["--source-pitch", "own", *_CHEAP],
 }
 
 
