@@ -95,6 +95,8 @@ SYNTH_SETS = {
     + ["--source-pitch", "own", *_CHEAP],
     "synth_src5p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "5"]
     + ["--source-pitch", "own", *_CHEAP],
+    "synth_src2p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "2"]
+    + ["--source-pitch", "own", *_CHEAP],
 }
 
 
