@@ -22,8 +22,8 @@ import torch.distributed as dist
 
 from media import decode, manifest
 
-if TYPE_CHECKING:  # for annotations only: data.py imports this module
-    from data import ClipSpec
+if TYPE_CHECKING:  # for annotations only
+    from media.clip import ClipSpec
 
 _PRELOADED = {}  # (path, part, settings) -> the part: frames (T, H, W, 3) uint8, audio (samples,), or None
 
