@@ -278,13 +278,14 @@ def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
     import evaluate
+    from devices import default_device
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
-    device = evaluate.device_default()
+    device = default_device()
     encoder = AVModel(**checkpoint.model_args(cfg)).video
     rows, feats = [], {}
     for split in ("train", "test"):
-        ds = evaluate.eval_set(cfg, split)[0]
+        ds = data.eval_set(cfg, split)[0]
         t0 = time.perf_counter()
         feats[split] = evaluate.extract_features(encoder, ds, device, workers=args.workers[0])
         dt = time.perf_counter() - t0
