@@ -7,7 +7,7 @@
     python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
     python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
-    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/manifest.py scan: files/s per processes
+    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -322,16 +322,16 @@ def bench_eval(args):
 
 
 def bench_scan(args):
-    """files/s of manifest.scan over every video under --root, once per process count, alternated
+    """files/s of media/scan.py's scan over every video under --root, once per process count, alternated
     twice (the page cache is warm after the first pass); the manifests must agree."""
     import io
 
-    from media import manifest
+    from media import scan
 
     rows, lines = {}, []
     for rep, jobs in itertools.product(range(2), args.workers):
         t0 = time.perf_counter()
-        got = manifest.scan(args.root, jobs=jobs, out=io.StringIO(), progress=False)
+        got = scan.scan(args.root, jobs=jobs, out=io.StringIO(), progress=False)
         seconds = time.perf_counter() - t0
         assert rows.setdefault("first", got) == got, "the manifest depends on the process count"
         lines.append(f"| {jobs} | {rep} | {len(got)} | {seconds:.2f} | {len(got) / seconds:.0f} |")
