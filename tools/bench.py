@@ -31,6 +31,7 @@ import train
 from analysis import fewshot
 from augment import ClipAugment
 from config import parse_config
+from devices import default_device
 from media import decode, loader_workers, manifest
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
@@ -98,12 +99,12 @@ def bench_data(args):
 def loader_rate(ds, n_workers, pin, batch=8):
     """DataLoader clips/s per worker, worker start-up left out: at least 16 batches per worker, so the
     first batch (timed out) and the last ones (fewer workers busy) weigh little."""
-    loader = torch.utils.data.DataLoader(
+    loader = loader_workers.loader(
         ds,
-        batch_size=batch,
-        num_workers=n_workers,
-        worker_init_fn=loader_workers.worker_init_fn(n_workers, pin),
+        batch,
+        n_workers,
         sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 16 * batch * max(1, n_workers))),
+        pin_workers=pin,
     )
     it = iter(loader)
     next(it)
@@ -115,7 +116,7 @@ def loader_rate(ds, n_workers, pin, batch=8):
 
 def _setup(args, amp, channels_last):
     cfg = parse_config(["--preset", args.preset])
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device()
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     model.video.to(memory_format=fmt)
@@ -278,7 +279,6 @@ def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
     import evaluate
-    from devices import default_device
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = default_device()
