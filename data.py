@@ -318,13 +318,15 @@ def build_train_set(cfg: "Config") -> AVDataset:
             f"train.py: --num-negatives {cfg.num_negatives}: expected fewer than the {len(records)} training "
             f"videos of {cfg.data} (at most {len(records) - 1})"
         )
+    pooled = cfg.faulty_fraction > 0 and cfg.faulty_source != "train"  # --faulty-source heldout or noise
     try:
         dataset = AVDataset(
             records,
             clip_spec(cfg),
             train=True,
             faulty_fraction=cfg.faulty_fraction,
-            **injection(cfg, records),
+            faulty_source="pool" if pooled else "train",
+            pool=injection_pool(cfg, records) if pooled else (),
             seed=cfg.seed,
             max_bad_fraction=cfg.max_bad_fraction,
             preload=cfg.preload,
@@ -334,13 +336,6 @@ def build_train_set(cfg: "Config") -> AVDataset:
         raise SystemExit(f"train.py: {err}") from None
     dataset.classes = classes
     return dataset
-
-
-def injection(cfg: "Config", records: list[Record]) -> dict[str, Any]:
-    """AVDataset's faulty_source and pool for the run's --faulty-source."""
-    if cfg.faulty_fraction == 0 or cfg.faulty_source == "train":
-        return {"faulty_source": "train", "pool": ()}
-    return {"faulty_source": "pool", "pool": injection_pool(cfg, records)}
 
 
 def pool_folder(cfg: "Config") -> Path:
