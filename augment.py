@@ -25,8 +25,8 @@ import torch.nn.functional as F
 import torchaudio
 from torch import Tensor
 
-if TYPE_CHECKING:  # for annotations only: augment.py needs nothing else of data.py
-    from data import ClipSpec
+if TYPE_CHECKING:  # for annotations only
+    from media.clip import ClipSpec
 
 MEAN, STD = 0.45, 0.225  # per channel, as AVID normalises
 GREY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights

@@ -12,15 +12,20 @@ outside both splits (faulty_source="pool", the default), each used once. The dev
 faulty_source="train" lends the audio of another training video instead; that video's sound then
 sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (tests/test_injection.py).
 
+A run's datasets are made from its config.Config here: build_train_set (the instances, the pool its
+injected audio comes from, checked to lie outside both splits) and train_loader for train.py,
+eval_set and check_disjoint for the evaluation protocols (evaluate.py, finetune.py).
+
 Which files a dataset holds (layouts, split lists, manifest) is media/manifest.py's business; this file
-turns them into items. Decoding is media/decode.py's, preloading media/preload.py's, loader workers
-media/loader_workers.py's. Tests: tests/test_data.py
+turns them into items. What a clip is, is media/clip.py's; decoding media/decode.py's, preloading
+media/preload.py's, loaders and their workers media/loader_workers.py's. Tests: tests/test_data.py,
+tests/test_injection.py
 """
 
 import itertools
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,6 +35,8 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
+from media import loader_workers, manifest
+from media.clip import ClipSpec, clip_spec
 from media.decode import read_clip
 from media.manifest import Record
 from media.preload import decode_many
@@ -38,41 +45,7 @@ if TYPE_CHECKING:  # for annotations only
     from config import Config
 
 
-@dataclass(frozen=True)
-class ClipSpec:
-    """What one training clip is. Defaults are the paper's ablation setting (Sec. 5.1)."""
-
-    frames: int = 8  # T
-    fps: float = 16.0
-    size: int = 80  # crop side; 112 in Sec. 6
-    audio_rate: int = 11025  # 24000 in Sec. 6
-    audio_seconds: float = 2.0
-    n_mels: int = 80  # 128 in Sec. 6
-    n_time: int = 80  # spectrogram time steps; 128 in Sec. 6
-    augment: float = 1.0  # video augmentation strength; 1 is the paper's (augment.py)
-
-    @property
-    def seconds(self) -> float:
-        return self.frames / self.fps
-
-
-SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
-
-
-def clip_spec(cfg: "Config", audio: bool = True) -> ClipSpec:
-    """The ClipSpec of a config.Config (or anything with the same fields); audio=False for
-    evaluation, which reads video only."""
-    return ClipSpec(
-        frames=cfg.frames,
-        fps=cfg.fps,
-        size=cfg.size,
-        audio_rate=cfg.audio_rate,
-        n_mels=cfg.n_mels,
-        n_time=cfg.n_time,
-        audio_seconds=2.0 if audio else 0.0,
-        augment=cfg.augment,
-    )
 
 
 def video_transform(size: int, train: bool, strength: float = 1.0) -> Callable[[Tensor], Tensor]:
@@ -215,6 +188,18 @@ class AVDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.records)
 
+    def instances(self) -> dict[str, Any]:
+        """The per-slot facts a checkpoint keeps (persistence/checkpoint.py): paths, labels, faulty,
+        injected, the class names and each slot's replacement audio ('' if none)."""
+        return {
+            "paths": [r.path for r in self.records],
+            "labels": self.labels,
+            "faulty": self.faulty,
+            "injected": self.injected,
+            "classes": list(getattr(self, "classes", [])),
+            "replacement_audio": [self.donor.get(i, ("",))[0] for i in range(len(self))],
+        }
+
     @property
     def labels(self) -> Tensor:
         return torch.tensor([r.label for r in self.records])
@@ -305,3 +290,161 @@ class SeededSampler(torch.utils.data.Sampler):
 
     def __len__(self) -> int:
         return len(self.sampler)
+
+
+# ----------------------------------------------------------------------------- a run's datasets
+
+
+def build_train_set(cfg: "Config") -> AVDataset:
+    """The pre-training instances (one bank slot each), with the injected faulty positives."""
+    if not Path(cfg.data).is_dir():
+        name = Path(cfg.data).name
+        make = (
+            "make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
+            if name == "synth2000"
+            else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
+            if name.startswith("synth")
+            else 'README, "Real datasets", says how to lay one out'
+        )
+        raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}")
+    try:  # a split list, a manifest or a folder that holds nothing usable: one line, not a traceback
+        records, classes = manifest.load_records(
+            cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=True
+        )
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"train.py: {err}") from None
+    if cfg.num_negatives >= len(records):  # eq. (1)'s negatives are other instances: K >= N only repeats them
+        raise SystemExit(
+            f"train.py: --num-negatives {cfg.num_negatives}: expected fewer than the {len(records)} training "
+            f"videos of {cfg.data} (at most {len(records) - 1})"
+        )
+    pooled = cfg.faulty_fraction > 0 and cfg.faulty_source != "train"  # --faulty-source heldout or noise
+    try:
+        dataset = AVDataset(
+            records,
+            clip_spec(cfg),
+            train=True,
+            faulty_fraction=cfg.faulty_fraction,
+            faulty_source="pool" if pooled else "train",
+            pool=injection_pool(cfg, records) if pooled else (),
+            seed=cfg.seed,
+            max_bad_fraction=cfg.max_bad_fraction,
+            preload=cfg.preload,
+            preload_cache=cfg.preload_cache,
+        )
+    except ValueError as err:  # e.g. a faulty-positive pool smaller than the share to inject
+        raise SystemExit(f"train.py: {err}") from None
+    dataset.classes = classes
+    return dataset
+
+
+def pool_folder(cfg: "Config") -> Path:
+    """Where --faulty-source heldout or noise takes its sounds: --faulty-pool, else the synthetic set's."""
+    if cfg.faulty_pool:
+        return Path(cfg.faulty_pool)
+    return Path(cfg.data) / ("_heldout" if cfg.faulty_source == "heldout" else "_pool")
+
+
+def injection_pool(cfg: "Config", records: list[Record]) -> list[tuple[str, float]]:
+    """The replacement audio of Sec. 5.2 as (path, seconds): 'heldout' reads --faulty-pool (default
+    ROOT/_heldout), 'noise' ROOT/_pool. A pool that holds a file of the training or the test split
+    is refused: the paper's injected audio is "not part of the training set"."""
+    root, folder = Path(cfg.data), pool_folder(cfg)
+    if not folder.is_dir():
+        raise SystemExit(
+            f"--faulty-fraction {cfg.faulty_fraction} injects audio from outside the training set "
+            f"(paper, Sec. 5.2), but the pool {folder} does not exist. Pass --faulty-pool DIR, a folder "
+            f"of media in neither split (for example the videos left out of a Kinetics subset), or "
+            f"regenerate the synthetic set (synthetic.py writes ROOT/_heldout); --faulty-source train "
+            f"lends other training videos' audio instead (a deviation)"
+        )
+    try:
+        test = manifest.list_split(cfg.layout, root, "test", cfg.fold, cfg.annotations or None)[0]
+    except (FileNotFoundError, ValueError):  # a dataset without a test split: nothing there to leak into
+        test = []
+    in_splits = {Path(r.path).resolve() for r in records} | {(root / rel).resolve() for rel, _ in test}
+    pool = manifest.audio_pool(folder)
+    shared = [p for p, _ in pool if Path(p).resolve() in in_splits]
+    if shared:
+        raise SystemExit(
+            f"--faulty-pool {folder}: {len(shared)} of its files are training or test videos "
+            f"(first: {shared[0]}); injected audio must come from outside both splits"
+        )
+    return pool
+
+
+def split_records(cfg: "Config", split: str) -> tuple[list[Record], list[str]]:
+    """The usable videos of one split, video only (UCF101/HMDB51 videos often have no audio)."""
+    return manifest.load_records(
+        cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=False
+    )
+
+
+def eval_set(
+    cfg: "Config",
+    split: str,
+    train_mode: bool = False,
+    num_clips: int = 10,
+    keep: Sequence[int] | None = None,
+    preload: bool | None = None,
+) -> tuple[AVDataset, list[str]]:
+    """Video-only dataset of one split, for the evaluation protocols; `keep` selects records by
+    position (a held-out validation part); preload defaults to the config's."""
+    records, classes = split_records(cfg, split)
+    if keep is not None:
+        records = [records[i] for i in keep]
+    return AVDataset(
+        records,
+        clip_spec(cfg, audio=False),
+        train=train_mode,
+        audio=False,
+        num_clips=num_clips,
+        max_bad_fraction=cfg.max_bad_fraction,
+        preload=cfg.preload if preload is None else preload,
+        preload_cache=cfg.preload_cache,
+    ), classes
+
+
+def check_disjoint(query: Iterable[Any], gallery: Iterable[Any], what: str = "query and gallery") -> None:
+    """Refuse an evaluation whose two sets (datasets or record lists) share a video file: it would
+    find every query itself."""
+    paths = [{r.path for r in getattr(s, "records", s)} for s in (query, gallery)]
+    shared = sorted(paths[0] & paths[1])
+    if shared:
+        raise ValueError(
+            f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
+            f"dataset disjoint train.txt/test.txt lists (python -m media.manifest split ROOT makes them)"
+        )
+
+
+# ----------------------------------------------------------------------------- loaders
+
+
+def train_loader(
+    cfg: "Config", dataset: AVDataset, rank: int, world: int, device: torch.device
+) -> tuple[SeededSampler, torch.utils.data.DataLoader]:
+    """Pre-training's loader: shuffled per rank; each item's random draws seeded by (seed, epoch,
+    index) (SeededSampler)."""
+    if cfg.batch_size % world:
+        raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
+    sampler = SeededSampler(
+        torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed),
+        seed=cfg.seed + 7919 * rank,
+    )
+    batches = loader_workers.loader(
+        dataset,
+        cfg.batch_size // world,
+        cfg.workers,
+        seed=cfg.seed,
+        sampler=sampler,
+        drop_last=True,
+        pin_memory=device.type == "cuda",
+        persistent=True,
+        pin_workers=cfg.pin_workers,
+    )
+    if len(batches) == 0:
+        raise SystemExit(
+            f"train.py: --batch-size {cfg.batch_size}: expected at most the {len(dataset)} training videos of "
+            f"{cfg.data} (a step takes one batch, and the last, incomplete one is dropped)"
+        )
+    return sampler, batches

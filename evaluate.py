@@ -9,10 +9,14 @@
     finetune   encoder + dropout after the max pooling + linear layer; Adam, batch 192, 200 epochs,
                cosine 1e-4 -> 1e-5, backbone lr x0.1, weight decay 1e-3; trained on the whole train
                split, the final epoch's top-1 of video-level predictions (softmax averaged over 10
-               clips) on the test split (Sec. 5.1; Sec. 6 also on 32-frame clips: --frames 32)
+               clips) on the test split (Sec. 5.1; Sec. 6 also on 32-frame clips: --frames 32;
+               finetune.py)
     analysis   the weights of eq. (6) against the known faulty positives (AUROC, histogram as in
-               Fig. 5), soft-target mass on same-class candidates, per-class R@1 (Fig. 10), and
-               the retrieval figure (Fig. 11): query frames and their top-4 retrievals
+               Fig. 5), soft-target mass on same-class candidates (analysis/weights.py), per-class
+               R@1 (Fig. 10), and the retrieval figure (Fig. 11): query frames and their top-4 retrievals
+
+This file holds the protocols' entry (`evaluate`, the command line) and the features the first three
+tasks share; the datasets of a split are data.py's (eval_set, check_disjoint).
 
 Deviations are named options, off by default: --standardise (few-shot), --select-on-val (fine-tune),
 --accumulate (gradient accumulation when a batch of 192 does not fit). Every task prints the
@@ -23,37 +27,27 @@ file with its gallery (or a test split that shares one with the train split) is 
     python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1
 """
 
-import copy
 import hashlib
 import json
-import math
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch import Tensor
-from tqdm import tqdm
 
 import augment
 import data
-from analysis import fewshot
-from analysis.diagnostics import faulty_auroc
+import finetune
+from analysis import fewshot, weights
 from config import POSITIVE, Config, OneLineParser, at_least, between, one_of
-from losses import SOFT_TARGET_STRATEGIES, sample_weights, soft_targets
-from media import loader_workers, manifest
-from memory_bank import MemoryBank
+from devices import default_device
+from finetune import FINETUNE
+from media import manifest
+from media.loader_workers import loader, progress
 from persistence import runstate
 from persistence.checkpoint import CheckpointError, load_pretrained
-
-FINETUNE = dict(
-    epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5
-)  # Sec. 5.1
-
 
 CLIPS = 10  # clips per video averaged for retrieval and few-shot (Sec. 5.1, Sec. 6)
 
@@ -63,81 +57,7 @@ def named(clips: int) -> dict[str, int]:
     return {} if clips == CLIPS else {"clips": clips}
 
 
-def device_default() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def split_records(cfg: Config, split: str) -> tuple[list[manifest.Record], list[str]]:
-    """The usable videos of one split, video only (UCF101/HMDB51 videos often have no audio)."""
-    return manifest.load_records(
-        cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=False
-    )
-
-
-def eval_set(
-    cfg: Config,
-    split: str,
-    train_mode: bool = False,
-    num_clips: int = 10,
-    keep: Sequence[int] | None = None,
-    preload: bool | None = None,
-) -> tuple[data.AVDataset, list[str]]:
-    """Video-only dataset of one split; `keep` selects records by position (a held-out validation
-    part); preload defaults to the config's."""
-    records, classes = split_records(cfg, split)
-    if keep is not None:
-        records = [records[i] for i in keep]
-    return data.AVDataset(
-        records,
-        data.clip_spec(cfg, audio=False),
-        train=train_mode,
-        audio=False,
-        num_clips=num_clips,
-        max_bad_fraction=cfg.max_bad_fraction,
-        preload=cfg.preload if preload is None else preload,
-        preload_cache=cfg.preload_cache,
-    ), classes
-
-
-def check_disjoint(query: Iterable[str], gallery: Iterable[str], what: str = "query and gallery") -> None:
-    """Refuse an evaluation whose two sets (datasets or record lists) share a video file: it would
-    find every query itself."""
-    paths = [{r.path for r in getattr(s, "records", s)} for s in (query, gallery)]
-    shared = sorted(paths[0] & paths[1])
-    if shared:
-        raise ValueError(
-            f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
-            f"dataset disjoint train.txt/test.txt lists (python -m media.manifest split ROOT makes them)"
-        )
-
-
-def loader(
-    dataset: torch.utils.data.Dataset, batch_size: int, workers: int, shuffle: bool = False, seed: int = 0
-) -> torch.utils.data.DataLoader:
-    g = torch.Generator().manual_seed(seed)
-    return torch.utils.data.DataLoader(
-        dataset,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        num_workers=workers,
-        drop_last=shuffle,
-        generator=g,
-        worker_init_fn=loader_workers.worker_init_fn(workers),
-    )
-
-
 # ----------------------------------------------------------------------------- features
-
-
-def progress(iterable: Iterable[Any], desc: str, **kwargs: Any) -> Iterable[Any]:
-    """A tqdm bar on a terminal, nothing in a log file or a test (as train.py's bar)."""
-    return tqdm(iterable, desc=desc, disable=not sys.stderr.isatty(), leave=False, **kwargs)
-
-
-def say(text: str) -> None:
-    """A progress line on a terminal only."""
-    if sys.stderr.isatty():
-        print(text, file=sys.stderr)
 
 
 @torch.no_grad()
@@ -174,7 +94,7 @@ def cached_features(
     """extract_features of a split, saved next to the checkpoint under a key of checkpoint, data
     settings and files; returns the features and the split's records (they name the files). The
     dataset is built, and decoded, only when the features are not cached."""
-    records = split_records(cfg, split)[0]
+    records = data.split_records(cfg, split)[0]
     st = Path(ckpt).stat()
     key = json.dumps(
         [
@@ -196,7 +116,7 @@ def cached_features(
     path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
     if path.exists():
         return torch.load(path, weights_only=True), records
-    feats = extract_features(encoder, eval_set(cfg, split, num_clips=clips)[0], device, workers=workers)
+    feats = extract_features(encoder, data.eval_set(cfg, split, num_clips=clips)[0], device, workers=workers)
     torch.save(feats, path)
     return feats, records
 
@@ -215,7 +135,7 @@ def recall_at_k(
 ) -> tuple[dict[int, float], Tensor]:
     """R@k by Euclidean distance (Fig. 11): the share of queries with a same-label video among their
     k nearest. Returns ({k: R@k}, per-query indices of the nearest max(ks) gallery videos)."""
-    device = device or device_default()
+    device = device or default_device()
     g = gallery.float().to(device)  # (G, F)
     gl = gallery_labels.to(device)
     kmax = min(max(ks), g.shape[0])
@@ -227,200 +147,6 @@ def recall_at_k(
         nearest.append(top.cpu())
     hits = torch.cat(hits)
     return {k: float(hits[:, :k].any(1).float().mean()) for k in ks}, torch.cat(nearest)
-
-
-# ----------------------------------------------------------------------------- fine-tuning
-
-
-class Classifier(nn.Module):
-    """The pre-trained video encoder, dropout after its global max pooling, and a linear layer."""
-
-    def __init__(self, encoder: nn.Module, num_classes: int, dropout: float = 0.5) -> None:
-        super().__init__()
-        self.encoder, self.dropout = encoder, nn.Dropout(dropout)
-        self.fc = nn.Linear(encoder.out_dim, num_classes)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fc(self.dropout(self.encoder(x)))  # (B, classes)
-
-
-def finetune_optimizer(
-    clf: Classifier,
-    lr: float,
-    backbone_lr_scale: float = 0.1,
-    weight_decay: float = 1e-3,
-    freeze_backbone: bool = False,
-) -> torch.optim.Optimizer:
-    for p in clf.encoder.parameters():
-        p.requires_grad_(not freeze_backbone)
-    groups = [{"params": clf.fc.parameters(), "lr": lr}]
-    if not freeze_backbone:
-        groups.append({"params": clf.encoder.parameters(), "lr": lr * backbone_lr_scale})
-    for g in groups:
-        g["initial_lr"] = g["lr"]  # the schedule scales each group from its own start
-    return torch.optim.Adam(groups, weight_decay=weight_decay)
-
-
-def finetune_step(
-    clf: Classifier,
-    optimizer: torch.optim.Optimizer,
-    video: Tensor,
-    label: Tensor,
-    freeze_backbone: bool = False,
-    accumulate: int = 1,
-) -> tuple[float, int]:
-    """One optimiser step over `accumulate` equal micro-batches of (video, label): the gradient of
-    the mean loss of the whole batch. BatchNorm sees the micro-batches (the only difference).
-    Returns the batch's mean loss and how many of its clips were classified right."""
-    clf.train()
-    if freeze_backbone:
-        clf.encoder.eval()  # frozen means BatchNorm statistics too
-    optimizer.zero_grad(set_to_none=True)
-    total, correct = 0.0, 0
-    for v, y in zip(video.chunk(accumulate), label.chunk(accumulate)):
-        logits = clf(v)  # (b, classes)
-        loss = F.cross_entropy(logits, y) * len(y) / len(label)
-        loss.backward()
-        total += loss.item()
-        correct += int((logits.argmax(1) == y).sum())
-    optimizer.step()
-    return total, correct
-
-
-@torch.no_grad()
-def video_accuracy(clf: Classifier, dataset: data.AVDataset, device: torch.device, workers: int = 2) -> float:
-    """Top-1 of video-level predictions: softmax averaged over each video's clips."""
-    clf.eval()
-    correct = total = 0
-    for batch in progress(loader(dataset, 8, workers), f"accuracy ({len(dataset)} videos)"):
-        x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
-        probs = clf(x.flatten(0, 1)).softmax(1).view(x.shape[0], x.shape[1], -1).mean(1)  # (B, classes)
-        correct += int((probs.argmax(1).cpu() == batch["label"]).sum())
-        total += x.shape[0]
-    return correct / total
-
-
-def finetune(
-    encoder: nn.Module,
-    cfg: Config,
-    epochs: int = FINETUNE["epochs"],
-    lr: float = FINETUNE["lr"],
-    lr_min: float = FINETUNE["lr_min"],
-    batch_size: int = FINETUNE["batch_size"],
-    accumulate: int = 1,
-    frames: int | None = None,
-    select_on_val: bool = False,
-    val_fraction: float = 0.1,
-    freeze_backbone: bool = False,
-    device: torch.device | None = None,
-    workers: int = 2,
-    seed: int = 0,
-    curve_every: int = 0,
-) -> dict[str, Any]:
-    """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
-    select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
-    that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
-    curve_every N > 0 also records the test accuracy after every Nth epoch, as out["curve"]: a
-    diagnostic of how long the fine-tune takes to converge, never used to pick an epoch."""
-    device = device or device_default()
-    if frames:
-        cfg = copy.copy(cfg)
-        cfg.frames = frames
-    if batch_size % accumulate:
-        raise ValueError(f"batch_size {batch_size} must divide into accumulate={accumulate} micro-batches")
-    train_set, classes = eval_set(cfg, "train", train_mode=True)
-    test_set, _ = eval_set(cfg, "test")
-    check_disjoint(test_set, train_set, "the test and train splits")
-    fit_idx, val_set = np.arange(len(train_set)), None
-    if select_on_val:
-        rng = np.random.default_rng(seed)
-        labels = train_set.labels.numpy()
-        val_idx = np.concatenate(
-            [
-                rng.permutation(np.flatnonzero(labels == c))[: max(1, int(val_fraction * (labels == c).sum()))]
-                for c in np.unique(labels)
-            ]
-        )
-        fit_idx = np.setdiff1d(fit_idx, val_idx)
-        val_set = eval_set(cfg, "train", keep=val_idx)[0]
-    batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
-    clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)
-    opt = finetune_optimizer(clf, lr, FINETUNE["backbone_lr_scale"], FINETUNE["weight_decay"], freeze_backbone)
-    aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
-    fit = loader(torch.utils.data.Subset(train_set, fit_idx), batch_size, workers, shuffle=True, seed=seed)
-    steps, best, curve = epochs * len(fit), (-1.0, None), {}
-    for epoch in range(epochs):
-        loss_sum = correct = seen = 0
-        for i, batch in enumerate(progress(fit, f"fine-tune epoch {epoch + 1}/{epochs}")):
-            # cosine from lr to lr_min, the backbone's group scaled by the same factor
-            scale = lr_min / lr + (1 - lr_min / lr) * 0.5 * (1 + math.cos(math.pi * (epoch * len(fit) + i) / steps))
-            for g in opt.param_groups:
-                g["lr"] = g["initial_lr"] * scale
-            video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
-            loss, right = finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
-            loss_sum, correct, seen = loss_sum + loss * len(video), correct + right, seen + len(video)
-        say(
-            f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, "
-            f"train accuracy {correct / max(1, seen):.3f}"
-        )
-        if select_on_val:
-            val = video_accuracy(clf, val_set, device, workers)
-            if val > best[0]:
-                best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
-        if curve_every and (epoch + 1) % curve_every == 0 and epoch + 1 < epochs:
-            curve[epoch + 1] = video_accuracy(clf, test_set, device, workers)
-            say(f"fine-tune epoch {epoch + 1}/{epochs}: test accuracy {curve[epoch + 1]:.3f} (diagnostic)")
-    out = {}
-    if select_on_val:
-        clf.load_state_dict(best[1])
-        out["val_acc"] = best[0]
-    out["test_acc"] = video_accuracy(clf, test_set, device, workers)
-    out["steps"] = steps
-    if curve_every:
-        out["curve"] = {**curve, epochs: out["test_acc"]}
-    return out
-
-
-# ----------------------------------------------------------------------------- analysis
-
-
-def weight_analysis(bank: MemoryBank, faulty: Tensor, cfg: Config) -> tuple[dict[str, Any], Tensor, Tensor, Tensor]:
-    """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at
-    k = number of faulty instances, ranking by increasing weight. Slots excluded from the bank (files
-    that failed to decode) are left out."""
-    mu, sigma = bank.score_stats(bank.scores())  # eq. (6)'s statistics, over the valid slots
-    valid = bank.valid.cpu()  # (N,)
-    scores, faulty = bank.scores().cpu()[valid], faulty[valid]  # (M,) each
-    w = sample_weights(scores, float(mu), float(sigma), cfg.delta, cfg.kappa, cfg.w_min)
-    k = int(faulty.sum())
-    out = {
-        "faulty_auroc": faulty_auroc(scores, faulty),
-        "mean_weight": float(w.mean()),
-        "mean_weight_faulty": float(w[faulty].mean()) if k else None,
-        "mean_weight_clean": float(w[~faulty].mean()),
-    }
-    if k:
-        out["faulty_precision_at_k"] = float(faulty[scores.argsort()[:k]].float().mean())
-    return out, scores, w, faulty
-
-
-@torch.no_grad()
-def soft_target_analysis(
-    bank: MemoryBank, labels: Tensor, cfg: Config, num_negatives: int | None = None, seed: int = 0
-) -> dict[str, float]:
-    """Share of soft-target mass S(j|i), j != i, on same-class candidates (faulty negatives), per
-    strategy, and the share expected by chance (the same-class share of the candidates)."""
-    torch.manual_seed(seed)
-    idx = torch.arange(bank.num_items)
-    cand = bank.sample(idx, num_negatives or min(cfg.num_negatives, bank.num_items - 1))  # (N, 1+K)
-    vbar, abar = bank.targets(cand)  # (N, 1+K, D)
-    same = (labels[cand] == labels[:, None]).float()[:, 1:]  # (N, K)
-    out = {"chance": float(same.mean())}
-    for strategy in SOFT_TARGET_STRATEGIES:
-        S_v, _ = soft_targets(vbar, abar, strategy, lam=1.0, tau_s=cfg.tau_s, tau_t=cfg.tau_t, labels=labels[cand])
-        neg = S_v[:, 1:]  # (N, K)
-        out[strategy] = float((neg * same).sum() / neg.sum().clamp_min(1e-12))
-    return out
 
 
 # ----------------------------------------------------------------------------- command line
@@ -492,7 +218,7 @@ def _evaluate(
 ) -> dict[str, Any]:
     from analysis import figures as figs
 
-    device = device or device_default()
+    device = device or default_device()
     cfg, model, bank, instances = load_pretrained(ckpt)
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
@@ -500,7 +226,7 @@ def _evaluate(
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
         tr, tr_records = cached_features(ckpt, cfg, model.video, "train", device, workers, clips)
         te, te_records = cached_features(ckpt, cfg, model.video, "test", device, workers, clips)
-        check_disjoint(te_records, tr_records, "the test queries and the train gallery")
+        data.check_disjoint(te_records, tr_records, "the test queries and the train gallery")
         recall, nearest = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
         results["retrieval"] = {
             **{f"R@{k}": v for k, v in recall.items()},
@@ -523,9 +249,9 @@ def _evaluate(
         }
     if "analysis" in tasks:
         faulty, labels = instances["faulty"], instances["labels"]
-        wa, scores, w, faulty_kept = weight_analysis(bank, faulty, cfg)
+        wa, scores, w, faulty_kept = weights.weight_analysis(bank, faulty, cfg)
         results["weights"] = wa
-        results["soft_targets_same_class"] = soft_target_analysis(bank, labels, cfg)
+        results["soft_targets_same_class"] = weights.soft_target_analysis(bank, labels, cfg)
         classes = manifest.list_split(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None)[1]
         per_class = [
             float((tr["labels"][nearest[:, 0]] == te["labels"])[te["labels"] == c].float().mean())
@@ -538,8 +264,8 @@ def _evaluate(
             figs.scores_and_weights(scores, w, faulty_kept, cfg, out / "scores_weights.png")
             figs.per_class(per_class, classes, out / "per_class_r1.png")
             figs.retrievals(
-                eval_set(cfg, "test", preload=False)[0],
-                eval_set(cfg, "train", preload=False)[0],
+                data.eval_set(cfg, "test", preload=False)[0],
+                data.eval_set(cfg, "train", preload=False)[0],
                 nearest,
                 classes,
                 out / "retrievals.png",
@@ -553,7 +279,7 @@ def _evaluate(
             "curve_every": 0,
             **(finetune_args or {}),
         }
-        res = finetune(
+        res = finetune.finetune(
             model.video,
             cfg,
             epochs=fa["epochs"],

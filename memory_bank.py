@@ -19,6 +19,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from devices import all_gather_cat
+
 
 class MemoryBank(nn.Module):
     def __init__(self, num_items: int, dim: int = 128, momentum: float = 0.5, seed: int = 0) -> None:
@@ -97,18 +99,11 @@ class MemoryBank(nn.Module):
         if keep is not None:
             keep = torch.as_tensor(keep, device=self.video.device)
         if dist.is_initialized() and dist.get_world_size() > 1:
-            idx, v, a = (_all_gather_cat(t) for t in (idx, v, a))  # (W*B,), (W*B, D), (W*B, D)
+            idx, v, a = (all_gather_cat(t) for t in (idx, v, a))  # (W*B,), (W*B, D), (W*B, D)
             if keep is not None:
-                keep = _all_gather_cat(keep)  # (W*B,)
+                keep = all_gather_cat(keep)  # (W*B,)
         if keep is not None:
             idx, v, a = idx[keep], v[keep], a[keep]  # (B', ...)
         for bank, f in ((self.video, v), (self.audio, a)):
             m = self.momentum * bank[idx] + (1 - self.momentum) * f  # (B, D)
             bank[idx] = F.normalize(m, dim=1)
-
-
-def _all_gather_cat(t: Tensor) -> Tensor:
-    """Concatenate the same-shaped tensor `t` from every rank, in rank order."""
-    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, t.contiguous())
-    return torch.cat(out, dim=0)

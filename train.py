@@ -11,20 +11,22 @@ soft, robust) under a cosine learning rate. `--init` branches a second stage off
     torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
-Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the result differs
-from the checkpoint's (--allow-config-change overrides); how a run survives faults is persistence/runstate.py's.
+Read top to bottom: the parts a step touches, the objective, the step, one epoch, the recipe. The
+training set and its injected faults are data.py's (build_train_set, train_loader), the schedule
+schedule.py's. Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the
+result differs from the checkpoint's (--allow-config-change overrides). Resuming, checkpoints, the log
+and SIGTERM are one object around the loop, persistence/runstate.py's Run.
 Logs: a tqdm bar and OUT/log.jsonl, one line per epoch. Options and their paper values: python
 train.py --help (config.py).
 """
 
 import math
-import os
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,96 +40,14 @@ import data
 from analysis.diagnostics import bank_report
 from augment import ClipAugment
 from config import Config, parse_config
+from devices import gather_on_host, setup_distributed
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint, runstate
+from schedule import lr_at
 
 # ----------------------------------------------------------------------------- what a run is built from
-
-
-def build_train_set(cfg: Config) -> data.AVDataset:
-    """The pre-training instances (one bank slot each), with the injected faulty positives."""
-    if not Path(cfg.data).is_dir():
-        name = Path(cfg.data).name
-        make = (
-            "make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
-            if name == "synth2000"
-            else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
-            if name.startswith("synth")
-            else 'README, "Real datasets", says how to lay one out'
-        )
-        raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}")
-    try:  # a split list, a manifest or a folder that holds nothing usable: one line, not a traceback
-        records, classes = manifest.load_records(
-            cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=True
-        )
-    except (FileNotFoundError, ValueError) as err:
-        raise SystemExit(f"train.py: {err}") from None
-    if cfg.num_negatives >= len(records):  # eq. (1)'s negatives are other instances: K >= N only repeats them
-        raise SystemExit(
-            f"train.py: --num-negatives {cfg.num_negatives}: expected fewer than the {len(records)} training "
-            f"videos of {cfg.data} (at most {len(records) - 1})"
-        )
-    try:
-        dataset = data.AVDataset(
-            records,
-            data.clip_spec(cfg),
-            train=True,
-            faulty_fraction=cfg.faulty_fraction,
-            **injection(cfg, records),
-            seed=cfg.seed,
-            max_bad_fraction=cfg.max_bad_fraction,
-            preload=cfg.preload,
-            preload_cache=cfg.preload_cache,
-        )
-    except ValueError as err:  # e.g. a faulty-positive pool smaller than the share to inject
-        raise SystemExit(f"train.py: {err}") from None
-    dataset.classes = classes
-    return dataset
-
-
-def injection(cfg: Config, records: list[manifest.Record]) -> dict[str, Any]:
-    """data.AVDataset's faulty_source and pool for the run's --faulty-source."""
-    if cfg.faulty_fraction == 0 or cfg.faulty_source == "train":
-        return {"faulty_source": "train", "pool": ()}
-    return {"faulty_source": "pool", "pool": injection_pool(cfg, records)}
-
-
-def pool_folder(cfg: Config) -> Path:
-    """Where --faulty-source heldout or noise takes its sounds: --faulty-pool, else the synthetic set's."""
-    if cfg.faulty_pool:
-        return Path(cfg.faulty_pool)
-    return Path(cfg.data) / ("_heldout" if cfg.faulty_source == "heldout" else "_pool")
-
-
-def injection_pool(cfg: Config, records: list[manifest.Record]) -> list[tuple[str, float]]:
-    """The replacement audio of Sec. 5.2 as (path, seconds): 'heldout' reads --faulty-pool (default
-    ROOT/_heldout), 'noise' ROOT/_pool. A pool that holds a file of the training or the test split
-    is refused: the paper's injected audio is "not part of the training set"."""
-    root, folder = Path(cfg.data), pool_folder(cfg)
-    if not folder.is_dir():
-        raise SystemExit(
-            f"--faulty-fraction {cfg.faulty_fraction} injects audio from outside the training set "
-            f"(paper, Sec. 5.2), but the pool {folder} does not exist. Pass --faulty-pool DIR, a folder "
-            f"of media in neither split (for example the videos left out of a Kinetics subset), or "
-            f"regenerate the synthetic set (synthetic.py writes ROOT/_heldout); --faulty-source train "
-            f"lends other training videos' audio instead (a deviation)"
-        )
-    try:
-        test = manifest.list_split(cfg.layout, root, "test", cfg.fold, cfg.annotations or None)[0]
-    except (FileNotFoundError, ValueError):  # a dataset without a test split: nothing there to leak into
-        test = []
-    in_splits = {Path(r.path).resolve() for r in records} | {(root / rel).resolve() for rel, _ in test}
-    pool = manifest.audio_pool(folder)
-    shared = [p for p, _ in pool if Path(p).resolve() in in_splits]
-    if shared:
-        raise SystemExit(
-            f"--faulty-pool {folder}: {len(shared)} of its files are training or test videos "
-            f"(first: {shared[0]}); injected audio must come from outside both splits"
-        )
-    return pool
 
 
 @dataclass
@@ -142,6 +62,30 @@ class Parts:
     autocast: object  # torch.autocast context, or nullcontext() in fp32
     video_format: torch.memory_format
     truth: dict  # ground truth on the device, for the oracles only: labels, injected
+
+    def unwrapped(self) -> torch.nn.Module:
+        """The model without its DDP wrapper: what is saved (the wrapper only synchronises gradients)."""
+        return self.model.module if isinstance(self.model, DDP) else self.model
+
+    def buffers(self) -> Iterator[Tensor]:
+        return self.unwrapped().buffers()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.unwrapped().state_dict(),
+            "bank": self.bank.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A resumed run's whole state, or a branch's model and bank alone (--init: a fresh optimizer)."""
+        self.unwrapped().load_state_dict(state["model"])
+        self.bank.load_state_dict(state["bank"])
+        if "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])
+        if state.get("scaler") and self.scaler.is_enabled():  # empty when saved without fp16 (bf16 or fp32)
+            self.scaler.load_state_dict(state["scaler"])
 
 
 def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> Parts:
@@ -163,15 +107,6 @@ def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> P
 
 
 # ----------------------------------------------------------------------------- schedule and step
-
-
-def lr_at(step: int, cfg: Config, steps_per_epoch: int) -> float:
-    """Constant during the xID warm-up, then cosine from lr to lr_min over the second stage."""
-    warm = cfg.warmup_epochs * steps_per_epoch
-    if step < warm:
-        return cfg.lr
-    progress = (step - warm) / max(1, cfg.epochs * steps_per_epoch)
-    return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))
 
 
 def stage_at(epoch: int, cfg: Config) -> str:
@@ -249,65 +184,7 @@ def train_step(
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
 
 
-def gather_on_host(t: Tensor) -> Tensor:
-    """A small CPU tensor (B,) from every rank, concatenated, without a device sync: under NCCL it
-    travels over a gloo group of its own (made once). One process: t itself."""
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
-        return t
-    global _HOST_GROUP
-    if _HOST_GROUP is None:
-        _HOST_GROUP = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
-    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, t.contiguous(), group=_HOST_GROUP)
-    return torch.cat(out)
-
-
-_HOST_GROUP = None
-
-
 # ----------------------------------------------------------------------------- the recipe's steps
-
-
-def setup_distributed() -> tuple[bool, int, int, torch.device]:
-    """torchrun's environment decides: (ddp, rank, world, device). Plain python is one process."""
-    if "RANK" not in os.environ:
-        return False, 0, 1, torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(backend)
-    device = torch.device("cpu")
-    if backend == "nccl":
-        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
-        torch.cuda.set_device(device)
-    return True, dist.get_rank(), dist.get_world_size(), device
-
-
-def make_loader(
-    cfg: Config, dataset: data.AVDataset, rank: int, world: int, device: torch.device
-) -> tuple[data.SeededSampler, torch.utils.data.DataLoader]:
-    """Shuffled per rank; each item's random draws seeded by (seed, epoch, index) (data.SeededSampler)."""
-    if cfg.batch_size % world:
-        raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
-    sampler = data.SeededSampler(
-        torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed),
-        seed=cfg.seed + 7919 * rank,
-    )
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=cfg.batch_size // world,
-        sampler=sampler,
-        num_workers=cfg.workers,
-        drop_last=True,
-        pin_memory=device.type == "cuda",
-        persistent_workers=cfg.workers > 0,
-        worker_init_fn=loader_workers.worker_init_fn(cfg.workers, cfg.pin_workers),
-        generator=torch.Generator().manual_seed(cfg.seed),
-    )  # its own: the loader's draws leave the global RNG alone
-    if len(loader) == 0:
-        raise SystemExit(
-            f"train.py: --batch-size {cfg.batch_size}: expected at most the {len(dataset)} training videos of "
-            f"{cfg.data} (a step takes one batch, and the last, incomplete one is dropped)"
-        )
-    return sampler, loader
 
 
 def train_epoch(
@@ -317,12 +194,12 @@ def train_epoch(
     epoch: int,
     world: int,
     show_bar: bool,
-    stop: runstate.SigtermStop,
+    stop_requested: Callable[[int], bool],
     resume: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """One pass over the loader, or the rest of one after `resume` (how far a stopped run got).
     Returns the epoch's log record (means of the step statistics) and None, or, on a stop request
-    (SIGTERM), None and how far this epoch got."""
+    (stop_requested(i) after step i: SIGTERM), None and how far this epoch got."""
     stage, steps = stage_at(epoch, cfg), len(loader)
     parts.model.train()
     done = resume["steps"] if resume else 0
@@ -350,7 +227,7 @@ def train_epoch(
                     f"lower --lr, raise --tau, --tau-s or --tau-t if one is near 0, or try --amp off"
                 )
             bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
-        if i < steps - 1 and runstate.stop_requested(stop, i, loss.device):
+        if i < steps - 1 and stop_requested(i):
             return None, {
                 "epoch": epoch,
                 "steps": i + 1,
@@ -381,10 +258,8 @@ def main(cfg: Config, on_epoch: Callable[[int], None] | None = None) -> tuple[AV
     """Train as cfg says. on_epoch(epoch) is called after each epoch that ran and was logged (rank 0):
     how experiments/demo.py shows its progress."""
     ddp, rank, world, device = setup_distributed()
-    master_process = rank == 0
-    out = Path(cfg.out)
-    with runstate.hold_for_job(out, master_process):  # one run per folder; a dead holder does not count
-        return run(cfg, ddp, rank, world, device, out, on_epoch)
+    with runstate.hold_for_job(Path(cfg.out), rank == 0):  # one run per folder; a dead holder does not count
+        return run(cfg, ddp, rank, world, device, on_epoch)
 
 
 def run(
@@ -393,61 +268,32 @@ def run(
     rank: int,
     world: int,
     device: torch.device,
-    out: Path,
     on_epoch: Callable[[int], None] | None = None,
 ) -> tuple[AVModel, MemoryBank]:
-    master_process = rank == 0
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
     if cfg.init and not Path(cfg.init).is_file():  # before the data is read
         raise SystemExit(f"train.py: --init {cfg.init}: no such checkpoint (a train.py run's OUT/ckpt.pt)")
-    dataset = build_train_set(cfg)
-    sampler, loader = make_loader(cfg, dataset, rank, world, device)
+    dataset = data.build_train_set(cfg)
+    sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
     parts = build_parts(cfg, dataset, device)
-    start_epoch, history, resume = runstate.restore(cfg, parts, out / "ckpt.pt", rank, dataset)
-    history = runstate.rewrite_log(history, out, start_epoch) if master_process else []  # rank 0 keeps the log
-    raw_model = parts.model  # what is saved; the DDP wrapper only synchronises gradients
-    if ddp:
-        parts.model = DDP(raw_model, device_ids=[device.index] if device.type == "cuda" else None)
-
-    with runstate.SigtermStop() as stop:  # SIGTERM stops the run at a step boundary, resumably
-        for epoch in range(start_epoch, cfg.warmup_epochs + cfg.epochs):
+    show_bar = rank == 0 and sys.stdout.isatty()
+    # restores (resume or --init), then saves, logs and stops at each epoch's end
+    with runstate.Run(cfg, parts, dataset.instances(), asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
+        if ddp:  # after the restore: DDP starts every replica from rank 0's weights
+            parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
+        for epoch, resume in r.epochs():
             # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
             # the items it trained on
             sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
-            record, stopped = train_epoch(
-                parts, loader, cfg, epoch, world, master_process and sys.stdout.isatty(), stop, resume
-            )
-            resume = None
+            record, stopped = train_epoch(parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume)
             if record is not None:
-                record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))  # log only
-                history.append(record)
-            try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
-                runstate.save_epoch(
-                    parts,
-                    raw_model,
-                    cfg,
-                    dataset,
-                    epoch if record else epoch - 1,
-                    len(loader),
-                    out / "ckpt.pt",
-                    ddp,
-                    world,
-                    master_process,
-                    history,
-                    partial=stopped,
-                )
-            except checkpoint.CheckpointError as err:
-                raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
-            if master_process and record is not None:
-                runstate.log_epoch(record, out)
-                if on_epoch is not None:
-                    on_epoch(epoch)
-            if stopped or runstate.stop_requested(stop, 0, parts.bank.video.device):
-                runstate.exit_stopped(out, epoch, stopped, master_process)
+                # ground truth, log only
+                record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
+            r.end_epoch(epoch, record, stopped)
     if ddp:
         dist.destroy_process_group()
-    return raw_model, parts.bank
+    return parts.unwrapped(), parts.bank
 
 
 if __name__ == "__main__":

@@ -117,7 +117,8 @@ def run(module_name, names):
     return report
 
 
-def main(argv=None):
+def main(argv=None, student="exercises.student"):
+    """The command line; `student` is the module checked without --solutions (a test passes another)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("names", nargs="*", help=f"which: {' '.join(EXERCISES)} (default: all)")
     p.add_argument("--solutions", action="store_true", help="check exercises/solutions.py instead")
@@ -125,7 +126,7 @@ def main(argv=None):
     unknown = [n for n in args.names if n not in EXERCISES]
     if unknown:
         p.error(f"unknown exercise {unknown[0]!r}: expected some of {list(EXERCISES)}")
-    module = "exercises.solutions" if args.solutions else "exercises.student"
+    module = "exercises.solutions" if args.solutions else student
     report = run(module, args.names or list(EXERCISES))
     for name, problems in report.items():
         number = EXERCISES[name][0]

@@ -1,4 +1,4 @@
-"""Table 2's fine-tune column (Sec. 5.1's protocol, evaluate.finetune) for the claims' checkpoints.
+"""Table 2's fine-tune column (Sec. 5.1's protocol, finetune.finetune) for the claims' checkpoints.
 
 One fine-tune is 200 epochs on the train split (about 33 min on 2 cores), so the column is run
 where a GPU is: every checkpoint in its own process, all at once, each appending one JSON line to
@@ -82,11 +82,12 @@ def encoder_of(slim_path):
 def finetune_one(slim_path, results, epochs=None, device=None):
     """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
     import evaluate
+    import finetune
 
     cfg, encoder, slim = encoder_of(slim_path)
     t0 = time.time()
-    fa = {**evaluate.FINETUNE, "epochs": epochs or evaluate.FINETUNE["epochs"], "frames": cfg.frames}
-    res = evaluate.finetune(encoder, cfg, epochs=fa["epochs"], frames=fa["frames"], device=device, workers=0)
+    fa = {**finetune.FINETUNE, "epochs": epochs or finetune.FINETUNE["epochs"], "frames": cfg.frames}
+    res = finetune.finetune(encoder, cfg, epochs=fa["epochs"], frames=fa["frames"], device=device, workers=0)
     line = {
         "seed": slim["seed"],
         "method": slim["method"],

@@ -1,7 +1,7 @@
 """The report of `python -m experiments.claims report`: Fig. 7, Table 1 and Table 2 from the finished
 settings in results/claims/settings/, and each claim of results/claims/PLAN.md judged as the plan says:
 paired differences over seeds on the two primary endpoints (1-shot, 5-shot), two-sided paired t-tests,
-Holm's step-down over the two at family-wise 0.05. R@1 and R@5 are shown, not judged.
+Holm's step-down over the two at family-wise 0.05 (analysis/statistics.py). R@1 and R@5 are shown, not judged.
 
     python -m experiments.claims report     # writes results/claims/{fig7,table1,table2,VERDICT}.md, fig7*.png
 
@@ -19,11 +19,11 @@ from statistics import mean
 import numpy as np
 
 from analysis import figures
+from analysis.statistics import ALPHA, holm, interval, t_test
 from experiments import demo, demo_report
 
 PRIMARY = ("1-shot", "5-shot")
 SHOWN = ("R@1", "R@5")
-ALPHA = 0.05
 
 
 def load(folder):
@@ -188,56 +188,6 @@ REPORTED = [  # shown with their intervals, not judged (PLAN.md)
         "weighted",
     ),
 ]
-
-
-def t_test(values, others=None):
-    """Two-sided t-test: one sample against 0, or Welch's for two unpaired samples. p-value (1.0 for too
-    few values or no spread)."""
-    from scipy import stats
-
-    values = np.asarray(values, dtype=float)
-    if others is not None:
-        others = np.asarray(others, dtype=float)
-        if min(len(values), len(others)) < 2 or values.std() + others.std() == 0:
-            return 1.0
-        return float(stats.ttest_ind(values, others, equal_var=False).pvalue)
-    if len(values) < 2 or values.std() == 0:
-        return 1.0 if len(values) < 2 or values.mean() == 0 else 0.0
-    return float(stats.ttest_1samp(values, 0.0).pvalue)
-
-
-def interval(a, b, paired, level=0.95, sided=2):
-    """Mean difference A - B and its t-interval: (mean, low, high). Paired: on the per-seed differences;
-    unpaired: Welch's, with the Welch-Satterthwaite degrees of freedom. sided=1 gives one-sided bounds."""
-    from scipy import stats
-
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    q = 1 - (1 - level) / sided
-    if paired:
-        d = a - b
-        m = d.mean()
-        if len(d) < 2:
-            return m, m, m
-        h = stats.t.ppf(q, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-        return m, m - h, m + h
-    m = a.mean() - b.mean()
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    se = np.sqrt(va + vb)
-    if se == 0:
-        return m, m, m
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    h = stats.t.ppf(q, df) * se
-    return m, m - h, m + h
-
-
-def holm(pvalues):
-    """Holm's step-down adjusted p-values, in the order given: reject where adjusted < ALPHA."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    adjusted, running = [1.0] * len(pvalues), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
 
 
 def cell(claim, res, metric):

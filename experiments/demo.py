@@ -117,7 +117,7 @@ def ensure_data(root, synth_args=None):
 def faulty_share(cfg):
     """The share of faulty positives in the training set, natural plus injected: the generator knows
     the natural ones, a user does not (the `shares` deviation only)."""
-    return float(train.build_train_set(cfg).faulty.float().mean())
+    return float(data.build_train_set(cfg).faulty.float().mean())
 
 
 def shares_delta(common):
@@ -172,7 +172,7 @@ def setting_key(args, faulty):
     cfg = parse_config(["--preset", "demo", "--data", args.data] + args.train_args)
     pool = None
     if cfg.faulty_source != "train":
-        folder = train.pool_folder(cfg)
+        folder = data.pool_folder(cfg)
         files = sorted((f.name, f.stat().st_size) for f in folder.iterdir()) if folder.is_dir() else []
         pool = hashlib.sha1(repr(files).encode()).hexdigest()[:12]
     return key | {"injection_stream": data.INJECTION_STREAM, "faulty_source": cfg.faulty_source, "pool_sha1": pool}

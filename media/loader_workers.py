@@ -1,16 +1,20 @@
-"""DataLoader workers on the CPU: which core each is held to, and what it does when it starts.
+"""DataLoaders and their workers on the CPU: how every loader is made (`loader`), which core each worker
+is held to, what it does when it starts, and the bar shown over a loader on a terminal (`progress`).
 
 On a GPU workstation each loader worker gets a core of its own, the main processes keep theirs
 (MAIN_CORES each); on a small machine nothing is pinned. Used by train.py, evaluate.py and
-tools/bench.py through worker_init_fn. Tests: tests/test_data.py
+tools/bench.py through `loader` and worker_init_fn. Tests: tests/test_data.py
 """
 
 import functools
 import os
 import signal
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
+from tqdm import tqdm
 
 MAIN_CORES = 2  # cores left to each main process when workers are held to cores ("auto")
 PROCESS_SLOT = (0, 1)  # (this process, processes) sharing the machine, when torchrun does not say
@@ -58,3 +62,37 @@ def worker_init(worker_id: int, cores: list[int] | None = None) -> None:
 def worker_init_fn(workers: int, policy: str = "auto") -> Callable[[int], None]:
     """DataLoader's worker_init_fn for `workers` workers under the pinning policy (worker_cores)."""
     return functools.partial(worker_init, cores=worker_cores(workers, policy))
+
+
+def loader(
+    dataset: torch.utils.data.Dataset,
+    batch_size: int,
+    workers: int,
+    shuffle: bool = False,
+    seed: int = 0,
+    sampler: torch.utils.data.Sampler | None = None,
+    drop_last: bool | None = None,
+    pin_memory: bool = False,
+    persistent: bool = False,
+    pin_workers: str = "auto",
+) -> torch.utils.data.DataLoader:
+    """Every DataLoader of training and evaluation: workers set up by worker_init_fn, and a
+    generator of its own, so that the loader's draws leave the global RNG alone. drop_last defaults
+    to `shuffle` (a training pass drops its incomplete batch, an evaluation keeps every video)."""
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        sampler=sampler,
+        num_workers=workers,
+        drop_last=shuffle if drop_last is None else drop_last,
+        pin_memory=pin_memory,
+        persistent_workers=persistent and workers > 0,
+        worker_init_fn=worker_init_fn(workers, pin_workers),
+        generator=torch.Generator().manual_seed(seed),
+    )
+
+
+def progress(iterable: Iterable[Any], desc: str, **kwargs: Any) -> Iterable[Any]:
+    """A tqdm bar over a loader on a terminal, nothing in a log file or a test (as train.py's bar)."""
+    return tqdm(iterable, desc=desc, disable=not sys.stderr.isatty(), leave=False, **kwargs)

@@ -1,13 +1,10 @@
-"""Which files make a dataset: layouts, split lists, the scan of usable files, the manifest (Sec. 5.1).
+"""Which files make a dataset: layouts, split lists, the manifest of usable files (Sec. 5.1).
 
     python -m media.manifest scan ROOT --out ROOT/manifest.csv [--video-only] [--jobs N]
     python -m media.manifest split ROOT [--test-fraction 0.2 --seed 0]     # a folder without split lists
 
-`scan` opens every video once and keeps the usable ones (path, label, duration, fps, size, audio);
-each unusable file gets one line with its path and the reason: empty, cannot be opened, no video
-stream, no audio stream, shorter than one clip, truncated. The scan probes with every core, shows
-files/s and the time left, and writes each result to OUT.partial as it comes: a stopped scan resumes
-without probing a file twice, and the manifest is written atomically at the end. `load_records` joins a layout's split
+`scan` (media/scan.py) opens every video once and keeps the usable ones, naming each other file with
+its reason; a missing manifest is made by a scan. `load_records` joins a layout's split
 (UCF101, HMDB51, Kinetics-400, or a plain folder of class folders) with the manifest, so the number
 of memory-bank slots always comes from the files that work.
 
@@ -19,26 +16,25 @@ with the reason. Tests: tests/test_data.py, tests/test_protocols.py
 
 import argparse
 import csv
-import json
-import mimetypes
-import multiprocessing
 import os
 import sys
 from collections import Counter
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
 
 import av
 import numpy as np
-from tqdm import tqdm
 
-# containers PyAV (FFmpeg) reads that real collections ship: Kinetics .mp4/.webm/.mkv, UCF101 and
-# HMDB51 .avi, phones .mov/.m4v/.3gp, older archives .mpg/.mpeg/.flv, Wikimedia .ogv
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".ogv", ".flv", ".3gp")
-AUDIO_EXTENSIONS = (".m4a", ".wav", ".mp3", ".flac", ".ogg", ".aac")  # replacement audio (--faulty-pool)
-MIN_VIDEO_SECONDS, MIN_AUDIO_SECONDS = 0.5, 2.0  # one clip: 8 frames at 16 fps, 2 s of audio
+from media.scan import (
+    AUDIO_EXTENSIONS,
+    VIDEO_EXTENSIONS,
+    partial,
+    probe,
+    report_unsupported,
+    scan,
+    stream_duration,
+    write_manifest,
+)
 
 
 @dataclass
@@ -121,9 +117,6 @@ def _class_dirs(root: str | Path) -> list[str]:
     return sorted(d.name for d in Path(root).iterdir() if d.is_dir() and d.name[0] not in "_.")
 
 
-_REPORTED = set()  # files already reported as not usable, so that each is named once per process
-
-
 def _class_files(root: str | Path, classes: list[str]) -> list[tuple[str, int]]:
     items = []
     for k, c in enumerate(classes):
@@ -131,22 +124,8 @@ def _class_files(root: str | Path, classes: list[str]) -> list[tuple[str, int]]:
             if f.suffix.lower() in VIDEO_EXTENSIONS:
                 items.append((f"{c}/{f.name}", k))
             elif f.is_file():
-                _report_unsupported(f)
+                report_unsupported(f)
     return items
-
-
-def _report_unsupported(path: Path, out: TextIO = sys.stderr) -> None:
-    """Name a media-looking file that is not read, once, with the reason."""
-    mime = mimetypes.guess_type(path.name)[0] or ""
-    if path in _REPORTED or not (mime.startswith(("video/", "audio/")) or path.suffix.lower() in AUDIO_EXTENSIONS):
-        return
-    _REPORTED.add(path)
-    what = (
-        "audio only, not a video"
-        if mime.startswith("audio/") or path.suffix.lower() in AUDIO_EXTENSIONS
-        else f"{path.suffix} is not a supported video container ({' '.join(VIDEO_EXTENSIONS)})"
-    )
-    print(f"data: ignored {path}: {what}; convert it to .mp4 to use it", file=out)
 
 
 def folder_split(
@@ -277,190 +256,6 @@ def audio_pool(folder: str | Path) -> list[tuple[str, float]]:
     if not pool:
         raise ValueError(f"no audio files in the faulty-positive pool {folder}")
     return pool
-
-
-# ----------------------------------------------------------------------------- scan
-
-MANIFEST_FIELDS = ["path", "label", "duration", "fps", "width", "height", "has_audio", "audio_rate", "audio_duration"]
-
-
-def stream_duration(container: av.container.InputContainer, stream: av.stream.Stream) -> float:
-    if stream.duration is not None:
-        return float(stream.duration * stream.time_base)
-    return container.duration / 1e6 if container.duration else 0.0
-
-
-def probe(
-    path: str | Path,
-    need_audio: bool = True,
-    min_video: float = MIN_VIDEO_SECONDS,
-    min_audio: float = MIN_AUDIO_SECONDS,
-) -> dict[str, Any]:
-    """Manifest row for one file, or raise ValueError naming why it is unusable."""
-    path = Path(path)
-    if path.stat().st_size == 0:
-        raise ValueError("empty file")
-    try:
-        container = av.open(str(path))
-    except av.FFmpegError as err:
-        raise ValueError(f"cannot be opened ({err.strerror or err})") from None
-    with container:
-        if not container.streams.video:
-            raise ValueError("no video stream")
-        vs = container.streams.video[0]
-        vs.codec_context.thread_count = 1  # the scan runs a process per core: decoder threads would only compete
-        has_audio = bool(container.streams.audio)
-        if need_audio and not has_audio:
-            raise ValueError("no audio stream")
-        duration = stream_duration(container, vs)
-        audio_duration = stream_duration(container, container.streams.audio[0]) if has_audio else 0.0
-        if duration < min_video or (need_audio and audio_duration < min_audio):
-            raise ValueError(f"shorter than one clip ({duration:.2f}s video, {audio_duration:.2f}s audio)")
-        try:  # decode the last second: a cut-off file claims more than it holds
-            container.seek(max(0, int((duration - 1.0) / vs.time_base)), stream=vs, backward=True)
-            last = max((f.time or 0.0 for f in container.decode(vs)), default=-1.0)
-        except av.FFmpegError as err:
-            raise ValueError(f"truncated (decoding fails near the end: {err})") from None
-        if last < duration - 1.0:
-            raise ValueError(f"truncated (claims {duration:.2f}s, frames stop at {max(last, 0):.2f}s)")
-        return {
-            "path": "",
-            "label": path.parent.name,
-            "duration": f"{duration:.3f}",
-            "fps": f"{float(vs.average_rate or 0):.3f}",
-            "width": vs.width,
-            "height": vs.height,
-            "has_audio": int(has_audio),
-            "audio_rate": container.streams.audio[0].rate if has_audio else 0,
-            "audio_duration": f"{audio_duration:.3f}",
-        }
-
-
-def partial(manifest_path: str | Path) -> Path:
-    """Where a scan for MANIFEST_PATH keeps what it has probed so far: MANIFEST_PATH.partial."""
-    return Path(f"{manifest_path}.partial")
-
-
-def _probe_one(job: tuple[Path, str, list[int], bool]) -> tuple[str, list[int], dict | None, str | None]:
-    """(relative path, file stamp, manifest row or None, why unusable or None), in a pool process."""
-    path, rel, stamp, need_audio = job
-    try:
-        return rel, stamp, probe(path, need_audio) | {"path": rel}, None
-    except (ValueError, OSError) as err:
-        return rel, stamp, None, str(err)
-
-
-def _stamp(path: str | Path) -> list[int]:
-    st = os.stat(path)
-    return [st.st_size, st.st_mtime_ns]
-
-
-def _read_journal(journal: Path | None, need_audio: bool) -> dict[str, tuple]:
-    """{relative path: (stamp, row, why)} from an earlier scan's journal made with the same need_audio;
-    a line cut by a kill mid-write is the last one and is dropped."""
-    if journal is None or not journal.exists():
-        return {}
-    done, lines = {}, journal.read_text().splitlines()
-    try:
-        head = json.loads(lines[0]) if lines else None
-    except ValueError:
-        head = None
-    if not head or head.get("need_audio") != need_audio:
-        return {}
-    for line in lines[1:]:
-        try:
-            rel, stamp, row, why = json.loads(line)
-        except ValueError:
-            continue
-        done[rel] = (stamp, row, why)
-    return done
-
-
-def scan(
-    root: str | Path,
-    files: list[Path] | None = None,
-    need_audio: bool = True,
-    out: TextIO = sys.stdout,
-    jobs: int | None = None,
-    journal: Path | None = None,
-    progress: bool = True,
-) -> list[dict[str, Any]]:
-    """Probe every video under root (or the given files) with `jobs` processes (default: every core);
-    print one line per unusable file. With `journal` (a path), each result is appended there as it
-    comes, and the results already there for an unchanged file (same size and mtime) are not probed
-    again: a stopped scan resumes. Rows come back sorted by path, whatever the order of the probes."""
-    root = Path(root)
-    if files is None:
-        found = [p for p in root.rglob("*") if p.is_file() and not _hidden(p.relative_to(root))]
-        for p in found:
-            if p.suffix.lower() not in VIDEO_EXTENSIONS:
-                _report_unsupported(p, out)
-        files = [p for p in found if p.suffix.lower() in VIDEO_EXTENSIONS]
-    files = sorted(files)
-    journal = Path(journal) if journal else None
-    done = _read_journal(journal, need_audio)
-    todo, results = [], {}
-    for f in files:
-        rel, stamp = str(Path(f).relative_to(root)), _stamp(f)
-        if rel in done and done[rel][0] == stamp:
-            results[rel] = done[rel][1:]
-        else:
-            todo.append((str(f), rel, stamp, need_audio))
-    log = None
-    if journal is not None:
-        fresh = not done
-        log = open(journal, "w" if fresh else "a")
-        if fresh:
-            log.write(json.dumps({"need_audio": need_audio}) + "\n")
-        elif not journal.read_bytes().endswith(b"\n"):  # a line cut by a kill: end it, it is dropped when read
-            log.write("\n")
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
-    bar = tqdm(
-        total=len(files),
-        initial=len(files) - len(todo),
-        unit="file",
-        desc=f"scan {root}",
-        disable=not progress or not todo,
-        file=sys.stderr,
-        smoothing=0.05,
-    )
-    # fork where there is one: the probe needs only PyAV, and a forked worker starts in milliseconds
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-    try:
-        with context.Pool(jobs) if jobs > 1 else nullcontext() as pool:
-            chunk = max(1, min(8, len(todo) // (4 * jobs)))  # small chunks for a small folder: every process busy
-            probed = pool.imap_unordered(_probe_one, todo, chunksize=chunk) if pool else map(_probe_one, todo)
-            for rel, stamp, row, why in probed:
-                results[rel] = (row, why)
-                if log is not None:
-                    log.write(json.dumps([rel, stamp, row, why]) + "\n")
-                    log.flush()  # a kill loses at most the line being written
-                bar.update()
-    finally:
-        bar.close()
-        if log is not None:
-            log.close()
-    rows = []
-    for rel in sorted(results):
-        row, why = results[rel]
-        if row is None:
-            print(f"unusable: {root / rel}: {why}", file=out)
-        else:
-            rows.append(row)
-    return rows
-
-
-def _hidden(rel: Path) -> bool:
-    return any(part[0] in "_." for part in rel.parts[:-1])
-
-
-def write_manifest(rows: list[dict[str, Any]], path: str | Path) -> None:
-    tmp = Path(f"{path}.tmp")
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, MANIFEST_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> None:

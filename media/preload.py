@@ -20,10 +20,10 @@ import av
 import torch
 import torch.distributed as dist
 
-from media import decode, manifest
+from media import decode, scan
 
-if TYPE_CHECKING:  # for annotations only: data.py imports this module
-    from data import ClipSpec
+if TYPE_CHECKING:  # for annotations only
+    from media.clip import ClipSpec
 
 _PRELOADED = {}  # (path, part, settings) -> the part: frames (T, H, W, 3) uint8, audio (samples,), or None
 
@@ -106,11 +106,11 @@ def _decode_whole_file(path: str, spec: "ClipSpec", video: bool, audio: bool = T
             if video:
                 vs = c.streams.video[0]
                 frames = decode.decode_frames(
-                    c, 0.0, max(spec.frames, int(manifest.stream_duration(c, vs) * spec.fps)), spec.fps
+                    c, 0.0, max(spec.frames, int(scan.stream_duration(c, vs) * spec.fps)), spec.fps
                 )
             wav = None
             if audio and spec.audio_seconds and c.streams.audio:
-                wav = decode.decode_audio(c, 0.0, manifest.stream_duration(c, c.streams.audio[0]), spec.audio_rate)
+                wav = decode.decode_audio(c, 0.0, scan.stream_duration(c, c.streams.audio[0]), spec.audio_rate)
             return frames, wav
     except (av.FFmpegError, RuntimeError, IndexError) as err:
         return err, None

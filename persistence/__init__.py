@@ -1,2 +1,3 @@
 """How a run survives faults: what a checkpoint holds and how it is written atomically (checkpoint),
-resuming, the log, SIGTERM and one run per folder (runstate). train.py and evaluate.py use them."""
+and the run management around train.py's loop, runstate.Run: resuming, the log, SIGTERM; one run per
+folder (runstate). train.py and evaluate.py use them."""

@@ -2,13 +2,13 @@
 
     format      CHECKPOINT_FORMAT
     model_args  AVModel(**model_args) rebuilds the encoders and heads (model.py)
-    clip        the data.ClipSpec of the pre-training clips
+    clip        the media/clip.py ClipSpec of the pre-training clips
     config      every config.Config field of the run
     model       the unwrapped model's state dict
     bank        the memory bank's buffers (memory_bank.py)
     instances   one entry per bank slot: path, label, faulty (ground truth or injected), injected,
                 the file its audio was replaced by ('' if none), and the class names: what the
-                analysis of the weights (Fig. 5) and of the injection need
+                analysis of the weights (Fig. 5) and of the injection need (data.AVDataset.instances)
     optimizer, scaler, epoch, step, rng   what a resumed run needs
 
 Writes are atomic (a kill during the write leaves the previous file whole), the checkpoint before
@@ -23,16 +23,13 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from config import Config, config_from_dict
 from memory_bank import MemoryBank
 from model import AVModel
-
-if TYPE_CHECKING:  # for annotations only
-    from data import AVDataset
 
 CHECKPOINT_FORMAT = 3  # 3: the bank's `valid` buffer (slots excluded for files that failed)
 
@@ -124,18 +121,6 @@ def load_pretrained(path: str | Path) -> tuple[Config, AVModel, MemoryBank, dict
     bank = MemoryBank(state["bank"]["video"].shape[0], dim=state["bank"]["video"].shape[1], momentum=cfg.momentum)
     bank.load_state_dict(state["bank"])
     return cfg, model, bank, state["instances"]
-
-
-def instances_of(dataset: "AVDataset") -> dict[str, Any]:
-    """The per-slot facts of a training set that a checkpoint keeps (see the module docstring)."""
-    return {
-        "paths": [r.path for r in dataset.records],
-        "labels": dataset.labels,
-        "faulty": dataset.faulty,
-        "injected": dataset.injected,
-        "classes": list(getattr(dataset, "classes", [])),
-        "replacement_audio": [dataset.donor.get(i, ("",))[0] for i in range(len(dataset))],
-    }
 
 
 def rng_state() -> dict[str, Any]:

@@ -1,11 +1,14 @@
 """How a training run survives faults and resumes: the machinery around train.py's recipe.
 
-    restore        resume OUT/ckpt.pt (or ckpt.pt.prev when ckpt.pt is unreadable), or branch off --init
-    save_epoch     the checkpoint after an epoch (rank 0 writes; every rank's RNG; the log so far)
+    Run            the run management around train.py's loop, one object: restore, the epochs left,
+                   and at each epoch's end the checkpoint, the log line and a stop
+      .restore     resume OUT/ckpt.pt (or ckpt.pt.prev when ckpt.pt is unreadable), or branch off --init
+      .save        the checkpoint after an epoch (rank 0 writes; every rank's RNG; the log so far)
+      .stop_requested   whether SIGTERM asked for a stop; under DDP the ranks agree on it
     rewrite_log    OUT/log.jsonl rebuilt from the checkpoint, so each epoch is logged once
     log_epoch      the epoch's line on the terminal and in log.jsonl
     read_log       the records of a log.jsonl, in order (for the tools that read runs)
-    SigtermStop    SIGTERM stops the run at a step boundary; stop_requested makes the ranks agree
+    SigtermStop    SIGTERM stops the run at a step boundary
     hold_folder    one run per folder: a POSIX lock on OUT/run.lock, its holder named, gone with the process
     hold_for_job   the same under torchrun: rank 0 holds it for the job, every rank stops if it cannot
 
@@ -21,11 +24,11 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import torch
 import torch.distributed as dist
@@ -33,15 +36,11 @@ import torch.distributed as dist
 from config import Config, config_from_dict, result_changes
 from persistence import checkpoint
 
-if TYPE_CHECKING:  # for annotations only: train.py and data.py import this module's callers
-    from data import AVDataset
-    from train import Parts
 
-
-def same_injection(state: dict[str, Any], dataset: "AVDataset", path: str | Path, allow: bool = False) -> None:
+def same_injection(state: dict[str, Any], injected: torch.Tensor, path: str | Path, allow: bool = False) -> None:
     """A run resumed or branched off must see the faulty positives its bank was trained with."""
     saved = state["instances"]["injected"]
-    if saved is not None and not allow and not torch.equal(saved.cpu(), dataset.injected):
+    if saved is not None and not allow and not torch.equal(saved.cpu(), injected):
         raise SystemExit(
             f"{path} was trained with other injected faulty positives than this run's (another "
             f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); "
@@ -75,58 +74,154 @@ def load_resumable(ckpt_path: Path, rank: int) -> dict[str, Any]:
         return state
 
 
-def restore(
-    cfg: Config, parts: "Parts", ckpt_path: Path, rank: int, dataset: "AVDataset"
-) -> tuple[int, list[dict[str, Any]], dict[str, Any] | None]:
-    """Resume OUT/ckpt.pt (model, bank, optimizer, RNG, the log's history) or branch off --init (model
-    and bank, a fresh optimizer). Returns the first epoch to run, the log records up to it, and how far
-    a run stopped mid-epoch got into it (None if it did not)."""
-    num_items = len(dataset)
-    if ckpt_path.exists():  # rerunning the same command resumes
-        state = load_resumable(ckpt_path, rank)
-        changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
-        if changed and not cfg.allow_config_change:
-            raise SystemExit(
-                f"{ckpt_path} was trained with other settings: "
-                + ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
-                + ". Use another --out, or --allow-config-change to resume under the new ones."
-            )
-        same_injection(state, dataset, ckpt_path, cfg.allow_config_change)  # same settings, older draw
-        parts.model.load_state_dict(state["model"])
-        parts.bank.load_state_dict(state["bank"])
-        parts.optimizer.load_state_dict(state["optimizer"])
-        if state["scaler"] and parts.scaler.is_enabled():  # empty when saved without fp16 (bf16 or fp32)
-            parts.scaler.load_state_dict(state["scaler"])
-        checkpoint.set_rng_state(state["rng"][rank] if rank < len(state["rng"]) else state["rng"][0])
-        if rank == 0:
-            print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
-        return state["epoch"] + 1, state["log"], state["partial"]  # partial: where a stopped epoch stopped
-    if cfg.init:
-        try:
-            state = checkpoint.load_checkpoint(cfg.init)
-        except (FileNotFoundError, checkpoint.CheckpointError) as err:  # a path the user typed: one line
-            raise SystemExit(f"train.py: --init {cfg.init}: {err}") from None
-        if state["bank"]["video"].shape[0] != num_items:
-            raise SystemExit(
-                f"--init {cfg.init}: its memory bank has {state['bank']['video'].shape[0]} slots, "
-                f"the training set {num_items} videos; use the same data and manifest"
-            )
-        same_injection(state, dataset, cfg.init, cfg.allow_config_change)
-        parts.model.load_state_dict(state["model"])
-        parts.bank.load_state_dict(state["bank"])
-    return 0, [], None
+class Trainable(Protocol):
+    """What a run saves and restores (train.Parts): the model, bank, optimizer and scaler as one state."""
+
+    def state_dict(self) -> dict[str, Any]: ...  # {"model", "bank", "optimizer", "scaler"}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...  # also {"model", "bank"} alone
+
+    def buffers(self) -> Iterator[torch.Tensor]: ...  # the unwrapped model's
 
 
-def stop_requested(stop: dict[str, bool], i: int, device: torch.device) -> bool:
-    """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th
-    step, where the ranks agree on it (and sync anyway)."""
-    if not dist.is_initialized():
-        return stop["requested"]
-    if i % 10:
-        return False
-    flag = torch.tensor(float(stop["requested"]), device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
+class Run:
+    """Run management around train.py's loop, in one object. Entering it restores the state (resume
+    OUT/ckpt.pt, or branch off --init), rewrites the log to match, and lets SIGTERM ask for a stop;
+    `epochs()` yields the epochs left, each with how far a stopped run got into it; `end_epoch`
+    checkpoints, logs, and exits if a stop was asked for:
+
+        with runstate.Run(cfg, parts, dataset.instances(), clip, steps, rank, device) as run:
+            for epoch, resume in run.epochs():
+                record, stopped = train_epoch(..., run.stop_requested, resume)
+                run.end_epoch(epoch, record, stopped)
+
+    `instances` and `clip` are the training set's facts the checkpoint keeps (persistence/checkpoint.py)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        parts: Trainable,
+        instances: dict[str, Any],
+        clip: dict[str, Any],
+        steps_per_epoch: int,
+        rank: int,
+        device: torch.device,
+        on_epoch: Callable[[int], None] | None = None,
+    ) -> None:
+        self.cfg, self.parts, self.instances, self.clip = cfg, parts, instances, clip
+        self.steps, self.rank, self.device, self.on_epoch = steps_per_epoch, rank, device, on_epoch
+        self.out = Path(cfg.out)
+        self.ckpt = self.out / "ckpt.pt"
+        self.master = rank == 0
+
+    def __enter__(self) -> "Run":
+        self.start, history, self.resume = self.restore()
+        self.history = rewrite_log(history, self.out, self.start) if self.master else []  # rank 0 keeps the log
+        self.sigterm = SigtermStop()  # SIGTERM stops the run at a step boundary, resumably
+        self.stop = self.sigterm.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sigterm.__exit__(*exc)
+
+    def epochs(self) -> Iterator[tuple[int, dict[str, Any] | None]]:
+        """(epoch, how far a stopped run got into it, or None) for each epoch left to train."""
+        for epoch in range(self.start, self.cfg.warmup_epochs + self.cfg.epochs):
+            resume, self.resume = self.resume, None  # only the first epoch resumes mid-way
+            yield epoch, resume
+
+    def end_epoch(self, epoch: int, record: dict[str, Any] | None, stopped: dict[str, Any] | None) -> None:
+        """After an epoch, or a part of one that a stop ended (`stopped`: how far it got): checkpoint,
+        then log the epoch's record (rank 0; on_epoch), then exit if a stop was asked for."""
+        if record is not None:
+            self.history.append(record)
+        try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
+            self.save(epoch if record else epoch - 1, partial=stopped)
+        except checkpoint.CheckpointError as err:
+            raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
+        if self.master and record is not None:
+            log_epoch(record, self.out)
+            if self.on_epoch is not None:
+                self.on_epoch(epoch)
+        if stopped or self.stop_requested(0):
+            exit_stopped(self.out, epoch, stopped, self.master)
+
+    def restore(self) -> tuple[int, list[dict[str, Any]], dict[str, Any] | None]:
+        """Resume OUT/ckpt.pt (model, bank, optimizer, RNG, the log's history) or branch off --init
+        (model and bank, a fresh optimizer). Returns the first epoch to run, the log records up to
+        it, and how far a run stopped mid-epoch got into it (None if it did not)."""
+        cfg, ckpt_path, injected = self.cfg, self.ckpt, self.instances["injected"]
+        if ckpt_path.exists():  # rerunning the same command resumes
+            state = load_resumable(ckpt_path, self.rank)
+            changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
+            if changed and not cfg.allow_config_change:
+                raise SystemExit(
+                    f"{ckpt_path} was trained with other settings: "
+                    + ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                    + ". Use another --out, or --allow-config-change to resume under the new ones."
+                )
+            same_injection(state, injected, ckpt_path, cfg.allow_config_change)  # same settings, older draw
+            # the scaler's state is empty when saved without fp16 (bf16 or fp32): load_state_dict skips it
+            self.parts.load_state_dict({k: state[k] for k in ("model", "bank", "optimizer", "scaler")})
+            rngs = state["rng"]
+            checkpoint.set_rng_state(rngs[self.rank] if self.rank < len(rngs) else rngs[0])
+            if self.master:
+                print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
+            return state["epoch"] + 1, state["log"], state["partial"]  # partial: where a stopped epoch stopped
+        if cfg.init:
+            try:
+                state = checkpoint.load_checkpoint(cfg.init)
+            except (FileNotFoundError, checkpoint.CheckpointError) as err:  # a path the user typed: one line
+                raise SystemExit(f"train.py: --init {cfg.init}: {err}") from None
+            slots, num_items = state["bank"]["video"].shape[0], len(self.instances["paths"])
+            if slots != num_items:
+                raise SystemExit(
+                    f"--init {cfg.init}: its memory bank has {slots} slots, "
+                    f"the training set {num_items} videos; use the same data and manifest"
+                )
+            same_injection(state, injected, cfg.init, cfg.allow_config_change)
+            self.parts.load_state_dict({"model": state["model"], "bank": state["bank"]})
+        return 0, [], None
+
+    def save(self, epoch: int, partial: dict[str, Any] | None = None) -> None:
+        """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
+        log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
+        `epoch` is the last whole one and `partial` says how far the next one got."""
+        rngs = [checkpoint.rng_state()]
+        if dist.is_initialized():
+            # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
+            # holds its own; take rank 0's so that every replica equals the checkpoint.
+            for buf in self.parts.buffers():
+                dist.broadcast(buf, src=0)
+            rngs = [None] * dist.get_world_size()
+            dist.all_gather_object(rngs, checkpoint.rng_state())
+        if self.master:
+            checkpoint.save_checkpoint(
+                self.ckpt,
+                model_args=checkpoint.model_args(self.cfg),
+                clip=self.clip,
+                config=asdict(self.cfg),
+                **self.parts.state_dict(),
+                instances=self.instances,
+                epoch=epoch,
+                step=(epoch + 1) * self.steps,
+                rng=rngs,
+                log=self.history,
+                partial=partial,
+            )
+        if dist.is_initialized():
+            dist.barrier()  # no rank starts the next epoch before the checkpoint is written
+
+    def stop_requested(self, i: int) -> bool:
+        """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th
+        step, where the ranks agree on it (and sync anyway)."""
+        if not dist.is_initialized():
+            return self.stop["requested"]
+        if i % 10:
+            return False
+        flag = torch.tensor(float(self.stop["requested"]), device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
 
 
 class SigtermStop:
@@ -158,52 +253,6 @@ def exit_stopped(out: Path, epoch: int, stopped: dict[str, Any] | None, master_p
             file=sys.stderr,
         )
     raise SystemExit(128 + signal.SIGTERM)
-
-
-def save_epoch(
-    parts: "Parts",
-    raw_model: torch.nn.Module,
-    cfg: Config,
-    dataset: "AVDataset",
-    epoch: int,
-    steps: int,
-    ckpt_path: Path,
-    ddp: bool,
-    world: int,
-    master_process: bool,
-    history: list[dict[str, Any]],
-    partial: dict[str, Any] | None = None,
-) -> None:
-    """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
-    log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
-    `epoch` is the last whole one and `partial` says how far the next one got."""
-    rngs = [checkpoint.rng_state()]
-    if ddp:
-        # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
-        # holds its own; take rank 0's so that every replica equals the checkpoint.
-        for buf in raw_model.buffers():
-            dist.broadcast(buf, src=0)
-        rngs = [None] * world
-        dist.all_gather_object(rngs, checkpoint.rng_state())
-    if master_process:
-        checkpoint.save_checkpoint(
-            ckpt_path,
-            model_args=checkpoint.model_args(cfg),
-            clip=asdict(dataset.spec),
-            config=asdict(cfg),
-            model=raw_model.state_dict(),
-            bank=parts.bank.state_dict(),
-            instances=checkpoint.instances_of(dataset),
-            optimizer=parts.optimizer.state_dict(),
-            scaler=parts.scaler.state_dict(),
-            epoch=epoch,
-            step=(epoch + 1) * steps,
-            rng=rngs,
-            log=history,
-            partial=partial,
-        )
-    if ddp:
-        dist.barrier()  # no rank starts the next epoch before the checkpoint is written
 
 
 def rewrite_log(history: list[dict[str, Any]], out: Path, start_epoch: int) -> list[dict[str, Any]]:

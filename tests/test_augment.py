@@ -6,6 +6,7 @@ import torchvision.transforms.v2.functional as TF
 
 import augment
 import data
+from media.clip import SOTA_CLIP, ClipSpec
 
 
 def clips(n=3, t=4, size=24):
@@ -76,7 +77,7 @@ def test_hue_mask_form_gives_the_argmax_form_bit_for_bit_on_ties():
 def test_one_draw_per_clip_shared_by_its_frames():
     torch.manual_seed(0)
     still = torch.randint(0, 256, (1, 3, 1, 16, 16), dtype=torch.uint8).expand(16, 3, 8, 16, 16)  # 16 copies
-    spec = data.ClipSpec(audio_seconds=0.0)
+    spec = ClipSpec(audio_seconds=0.0)
     out, audio = augment.ClipAugment(spec, p_jitter=1.0, p_grey=0.5, p_blur=0.5)(still)
     assert out.shape == (16, 3, 8, 16, 16) and audio is None
     assert torch.allclose(out, out[:, :, :1].expand_as(out), atol=1e-5)  # every frame of a clip alike
@@ -84,14 +85,14 @@ def test_one_draw_per_clip_shared_by_its_frames():
 
 
 def test_eval_mode_only_normalises_and_keeps_the_clip_axis():
-    spec = data.ClipSpec(n_mels=40, n_time=40)
+    spec = ClipSpec(n_mels=40, n_time=40)
     video = torch.randint(0, 256, (2, 10, 3, 8, 16, 16), dtype=torch.uint8)  # (B, clips, 3, T, H, W)
     out, audio = augment.ClipAugment(spec, train=False)(video, torch.randn(2, 10, 22050))
     torch.testing.assert_close(out, (video.float() / 255 - 0.45) / 0.225)
     assert audio.shape == (2, 10, 1, 40, 40)
 
 
-@pytest.mark.parametrize("spec,shape", [(data.ClipSpec(), (1, 80, 80)), (data.SOTA_CLIP, (1, 128, 128))])
+@pytest.mark.parametrize("spec,shape", [(ClipSpec(), (1, 80, 80)), (SOTA_CLIP, (1, 128, 128))])
 def test_spectrogram_shapes_for_both_paper_settings(spec, shape):
     wav = torch.randn(int(spec.audio_seconds * spec.audio_rate))
     assert augment.LogMel(spec)(wav).shape == shape
@@ -99,19 +100,19 @@ def test_spectrogram_shapes_for_both_paper_settings(spec, shape):
 
 
 def test_augment_strength_zero_leaves_colour_and_crop_alone_and_one_is_the_paper():
-    spec = data.ClipSpec(size=24, augment=0.0)
+    spec = ClipSpec(size=24, augment=0.0)
     x = (255 * clips(n=8)).to(torch.uint8)
     out, _ = augment.ClipAugment(spec)(x)
     torch.testing.assert_close(out, augment.normalise(x), atol=1e-5, rtol=0)  # no jitter, grey or blur drawn
     frames = torch.randint(0, 256, (4, 24, 24, 3), dtype=torch.uint8)
     crop = data.video_transform(24, train=True, strength=0.0)(frames)  # (3, T, 24, 24): the whole frame
     assert torch.equal(crop, frames.permute(3, 0, 1, 2)) or torch.equal(crop, frames.permute(3, 0, 1, 2).flip(-1))
-    paper = augment.ClipAugment(data.ClipSpec(size=24))
+    paper = augment.ClipAugment(ClipSpec(size=24))
     assert paper.jitter == (0.4, 0.4, 0.4, 0.1) and (paper.p_jitter, paper.p_grey, paper.p_blur) == (0.8, 0.2, 0.5)
     torch.manual_seed(0)
     a, _ = paper(x)
     torch.manual_seed(0)
-    b, _ = augment.ClipAugment(data.ClipSpec(size=24, augment=0.5))(x)
+    b, _ = augment.ClipAugment(ClipSpec(size=24, augment=0.5))(x)
     assert (
         not torch.allclose(a, b) and (a - augment.normalise(x)).abs().mean() > (b - augment.normalise(x)).abs().mean()
     )

@@ -3,8 +3,10 @@ primary endpoints, a verdict only with every planned seed, and the direction of 
 fine-tune column's packed checkpoints (experiments/claims_finetune.py) and the generated sections of
 the README and CLAIMS.md (experiments/claims_docs.py)."""
 
+import numpy as np
 import pytest
 
+from analysis import statistics
 from experiments import claims_report as cr
 
 
@@ -12,6 +14,35 @@ def test_holm_adjusts_the_smaller_p_by_two_and_keeps_the_order():
     assert cr.holm([0.02, 0.04]) == [0.04, 0.04]
     assert cr.holm([0.03, 0.01]) == [0.03, 0.02]
     assert cr.holm([0.3, 0.001]) == [0.3, 0.002]
+
+
+def interval_by_hand(a, b, paired, level=0.95, sided=2):
+    """The t-intervals as the judge once computed them, written out: the reference for scipy's."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    q = 1 - (1 - level) / sided
+    if paired:
+        d = a - b
+        h = stats.t.ppf(q, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+        return d.mean(), d.mean() - h, d.mean() + h
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    h = stats.t.ppf(q, df) * np.sqrt(va + vb)
+    return a.mean() - b.mean(), a.mean() - b.mean() - h, a.mean() - b.mean() + h
+
+
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("sided", [1, 2])
+def test_scipys_paired_and_welch_intervals_are_the_hand_written_ones(paired, sided):
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 9):
+        a, b = rng.normal(0.6, 0.1, n), rng.normal(0.5, 0.3, n)
+        if not paired:
+            b = b[: max(2, n - 1)]  # Welch's samples need not be the same size
+        got = statistics.interval(a, b, paired, level=0.95, sided=sided)
+        assert got == pytest.approx(interval_by_hand(a, b, paired, 0.95, sided), rel=1e-12)
+    assert statistics.interval([0.5, 0.7], [0.4, 0.6], paired=True) == (pytest.approx(0.1),) * 3  # no spread
 
 
 def settings(gain_1shot, gain_5shot, seeds=5):

@@ -59,7 +59,7 @@ def commands(tmp: Path) -> list[list[str]]:
         ],
         [
             "-c",
-            "import train, config; ds = train.build_train_set(config.parse_config(['--preset', 'demo', '--data', "
+            "import data, config; ds = data.build_train_set(config.parse_config(['--preset', 'demo', '--data', "
             f"'{tour}', '--faulty-fraction', '0.5', '--num-negatives', '31', '--no-preload'])); "
             "print(int(ds.injected.sum()), 'injected')",
         ],

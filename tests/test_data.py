@@ -11,6 +11,7 @@ import torch
 import data
 from conftest import RATE, clicks, counter_frames
 from media import decode, manifest, preload
+from media.clip import ClipSpec
 from tools import synthetic
 
 
@@ -41,7 +42,7 @@ def test_audio_is_aligned_after_seeking(files, start):
 
 
 def test_read_clip_and_window_past_the_end(files):
-    spec = data.ClipSpec()
+    spec = ClipSpec()
     frames, wav = decode.read_clip(files["25fps"], 2.9, spec, audio_start=2.0)
     assert frames.shape == (8, 32, 32, 3) and wav.shape == (22050,)
     assert frames[-1, 0, 0, 0] >= 3 * 73  # last frames repeat the final one
@@ -344,7 +345,7 @@ def test_the_preload_cache_gives_the_decoded_files_to_other_processes_and_decode
 
 
 def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
-    ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), data.ClipSpec(size=32), train=True)
+    ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), ClipSpec(size=32), train=True)
     sampler = data.SeededSampler(torch.utils.data.DistributedSampler(ds, num_replicas=1, rank=0, seed=3), seed=3)
 
     def epoch(e, workers):
@@ -360,7 +361,7 @@ def test_seeded_items_do_not_depend_on_workers(tmp_path, files):
 
 
 def test_a_seeded_item_is_what_its_seed_alone_draws_and_leaves_the_global_stream_alone(tmp_path, files):
-    ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), data.ClipSpec(size=32), train=True)
+    ds = data.AVDataset(_dataset_files(tmp_path, files, n=6), ClipSpec(size=32), train=True)
     torch.manual_seed(123)
     expected = torch.rand(3)  # the global stream, as it goes on without any item made
     torch.manual_seed(123)
@@ -420,12 +421,10 @@ def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, file
     `seed`, epoch 0 visited every injected video first, in batches of faulty positives only."""
     import types
 
-    import train
-
     recs = _dataset_files(tmp_path, files) * 20  # 200 instances; nothing is decoded here
     for seed in range(3):
         ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="train", seed=seed)
-        sampler, _ = train.make_loader(
+        sampler, _ = data.train_loader(
             types.SimpleNamespace(batch_size=20, seed=seed, workers=0, pin_workers="off"), ds, 0, 1, torch.device("cpu")
         )
         for epoch in range(3):
@@ -450,7 +449,7 @@ def test_training_evaluation_and_preload_decode_and_convert_with_one_thread(tmp_
     recs = _dataset_files(tmp_path, files, n=4)
     pool = manifest.audio_pool(files["silent_pool"].parent)
     data.AVDataset(recs, train=True, faulty_fraction=0.5, pool=pool)[0]  # a training item
-    decode.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_path=pool[0][0], audio_start=0.0)  # injected audio
+    decode.read_clip(recs[0].path, 0.5, ClipSpec(), audio_path=pool[0][0], audio_start=0.0)  # injected audio
     data.AVDataset(recs, train=False, audio=False, num_clips=2)[1]  # evaluation
     data.AVDataset(manifest.load_records("folder", _tree_for(tmp_path, files["10fps"]), "train")[0], preload=True)
     assert len(seen) >= 8 and set(seen) == {decode.DECODER_THREADS} == {1}
@@ -459,7 +458,7 @@ def test_training_evaluation_and_preload_decode_and_convert_with_one_thread(tmp_
     assert decode.SWSCALE_THREADS == 1
     monkeypatch.setattr(decode, "SWSCALE_THREADS", -1)
     with pytest.raises(Exception, match="Invalid argument"):
-        decode.read_clip(recs[0].path, 0.5, data.ClipSpec(), audio_start=0.0)
+        decode.read_clip(recs[0].path, 0.5, ClipSpec(), audio_start=0.0)
 
 
 def test_decoded_frames_are_those_of_a_per_frame_conversion_and_a_mislabelled_container_still_opens(files, tmp_path):

@@ -69,13 +69,19 @@ def test_the_readme_demo_table_is_the_committed_reference():
     assert int(auroc) == round(100 * rows["xid"]["AUROC"])
 
 
-def imports(path: Path, modules: set[str]) -> set[str]:
-    """The tree's modules that `path` imports, at the top or inside a function; not those under
-    `if TYPE_CHECKING:`, which name types for annotations and never run."""
+def python_files() -> list[str]:
+    """The tracked Python files, but the student's exercise file, which may hold anything (even a syntax error)."""
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    return [f for f in files if f != references.STUDENT]
+
+
+def imports(path: Path, modules: set[str], type_hints: bool = False) -> set[str]:
+    """The tree's modules that `path` imports, at the top or inside a function; those under
+    `if TYPE_CHECKING:`, which name types for annotations and never run, only with type_hints."""
     out = set()
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING" and not type_hints:
             node.body = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -89,7 +95,7 @@ def imports(path: Path, modules: set[str]) -> set[str]:
 
 
 def test_no_module_imports_one_that_imports_it_back():
-    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    files = python_files()
     modules = {f[:-3].replace("/", ".").removesuffix(".__init__"): f for f in files}
     graph = {m: imports(ROOT / f, set(modules)) - {m} for m, f in modules.items()}
 
@@ -107,6 +113,39 @@ def test_no_module_imports_one_that_imports_it_back():
     cycles = sorted((a, b) for a, deps in graph.items() for b in deps if reaches(b, a))
     assert cycles == []
     assert re.search(r"from experiments import .*claims_report", (ROOT / "experiments/claims_docs.py").read_text())
+
+
+# The stack, lowest first (README, "Where things are"): the method's parts; the rooms of machinery they
+# and the recipe call on; the recipe and the protocols; what runs and checks them.
+LEVELS = [
+    {"config", "losses", "model", "memory_bank", "devices", "schedule"},
+    {"media", "persistence", "analysis"},
+    {"augment", "data", "train", "evaluate", "finetune"},
+    {"experiments", "tools", "exercises", "tests", "conftest"},
+]
+
+
+def level(module: str) -> int:
+    top = module.split(".")[0]
+    found = [k for k, names in enumerate(LEVELS) if top in names or module.startswith("test_")]
+    assert found, f"{module}: not in LEVELS; place it there"
+    return found[0]
+
+
+def test_no_module_imports_one_above_its_level_type_hints_included(tmp_path):
+    files = python_files()
+    modules = {f[:-3].replace("/", ".").removesuffix(".__init__"): f for f in files}
+    up = sorted(
+        (m, dep)
+        for m, f in modules.items()
+        for dep in imports(ROOT / f, set(modules), type_hints=True)
+        if level(dep) > level(m)
+    )
+    assert up == []
+    # a planted arrow of the kind there was (media/decode.py naming data.ClipSpec for annotations) is seen
+    planted = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from data import ClipSpec\n"
+    (tmp_path / "decode.py").write_text(planted)
+    assert imports(tmp_path / "decode.py", set(modules), type_hints=True) == {"data"} and level("data") > level("media")
 
 
 def test_the_readme_demo_times_are_benchmarks_md_s():

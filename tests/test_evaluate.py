@@ -1,14 +1,16 @@
-"""evaluate.py on hand-made inputs with known answers: the paper's protocols, and no leaks."""
+"""evaluate.py and finetune.py on hand-made inputs with known answers: the paper's protocols, and no leaks."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+import data
 import evaluate
-from analysis import fewshot
+import finetune
+from analysis import fewshot, weights
 from config import Config, parse_config
-from media import manifest
+from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
 from tools import synthetic
@@ -85,10 +87,10 @@ def test_few_shot_uses_raw_features_unless_asked():
 
 @pytest.mark.parametrize("freeze", [True, False])
 def test_finetune_step_moves_only_what_it_should(freeze):
-    clf = evaluate.Classifier(VideoEncoder(9, width=0.125), num_classes=3)
-    opt = evaluate.finetune_optimizer(clf, lr=1e-2, freeze_backbone=freeze)
+    clf = finetune.Classifier(VideoEncoder(9, width=0.125), num_classes=3)
+    opt = finetune.finetune_optimizer(clf, lr=1e-2, freeze_backbone=freeze)
     before = {k: v.clone() for k, v in clf.state_dict().items()}
-    loss, correct = evaluate.finetune_step(clf, opt, torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0]), freeze)
+    loss, correct = finetune.finetune_step(clf, opt, torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0]), freeze)
     assert loss > 0 and 0 <= correct <= 4
     after = clf.state_dict()
     enc_changed = [k for k in before if k.startswith("encoder.") and not torch.equal(before[k], after[k])]
@@ -109,7 +111,7 @@ def test_weight_analysis_finds_planted_low_scores():
     other = torch.randn(20, 16, generator=torch.Generator().manual_seed(7))
     bank.audio[faulty] = F.normalize(other, dim=1)  # planted: unrelated audio memory
     cfg = Config(delta=-1.0)
-    res, scores, w, _ = evaluate.weight_analysis(bank, faulty, cfg)
+    res, scores, w, _ = weights.weight_analysis(bank, faulty, cfg)
     assert res["faulty_auroc"] == pytest.approx(1.0) and res["faulty_precision_at_k"] == 1.0
     assert res["mean_weight_faulty"] < 0.3 < 0.95 < res["mean_weight_clean"]
 
@@ -120,7 +122,7 @@ def test_soft_target_analysis_sees_same_class_mass():
     bank = MemoryBank(200, dim=16)
     bank.video.copy_(F.normalize(protos[labels] + 0.1 * torch.randn(200, 16), dim=1))
     bank.audio.copy_(F.normalize(protos[labels] + 0.1 * torch.randn(200, 16), dim=1))
-    res = evaluate.soft_target_analysis(bank, labels, Config(), num_negatives=64)
+    res = weights.soft_target_analysis(bank, labels, Config(), num_negatives=64)
     assert res["chance"] == pytest.approx(49 / 199, abs=0.05)
     assert res["ccp"] > 0.9 and res["oracle"] == pytest.approx(1.0)
 
@@ -148,20 +150,20 @@ def test_finetune_trains_on_the_whole_train_split_and_reports_the_final_epoch(tm
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--no-preload"])
     enc = VideoEncoder(9, width=0.125)
     before = {k: v.clone() for k, v in enc.state_dict().items()}
-    res = evaluate.finetune(enc, cfg, epochs=30, lr=1e-2, lr_min=1e-3, batch_size=8, accumulate=2, workers=0)
+    res = finetune.finetune(enc, cfg, epochs=30, lr=1e-2, lr_min=1e-3, batch_size=8, accumulate=2, workers=0)
     assert set(res) == {"test_acc", "steps"}  # no validation part held out by default
     assert res["steps"] == 30 * (8 // 8)  # every one of the 8 train videos in every epoch
     assert res["test_acc"] == 1.0  # 6 test videos, dark vs bright
     assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())  # the caller's encoder is untouched
-    sel = evaluate.finetune(enc, cfg, epochs=1, batch_size=4, select_on_val=True, val_fraction=0.25, workers=0)
+    sel = finetune.finetune(enc, cfg, epochs=1, batch_size=4, select_on_val=True, val_fraction=0.25, workers=0)
     assert set(sel) == {"val_acc", "test_acc", "steps"} and sel["steps"] == 1 * (6 // 4)  # 2 held out
-    curve = evaluate.finetune(enc, cfg, epochs=3, lr=1e-2, lr_min=1e-3, batch_size=8, workers=0, curve_every=2)
+    curve = finetune.finetune(enc, cfg, epochs=3, lr=1e-2, lr_min=1e-3, batch_size=8, workers=0, curve_every=2)
     assert set(curve["curve"]) == {2, 3} and curve["curve"][3] == curve["test_acc"]  # every 2nd epoch and the last
 
 
 def test_finetune_accumulation_gives_the_gradient_of_the_whole_batch():
     torch.manual_seed(0)
-    clf = evaluate.Classifier(VideoEncoder(9, width=0.125), 3, dropout=0.0)
+    clf = finetune.Classifier(VideoEncoder(9, width=0.125), 3, dropout=0.0)
     x, y = torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0])
     clf.eval()  # BatchNorm in eval mode: then micro-batches change nothing
     grads = []
@@ -185,8 +187,8 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
     ].read_text()
     # retrieval on the split: the queries are not in the gallery, so R@1 is not trivially 100%
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--no-preload"])
-    tr, te = evaluate.eval_set(cfg, "train")[0], evaluate.eval_set(cfg, "test")[0]
-    evaluate.check_disjoint(te, tr)
+    tr, te = data.eval_set(cfg, "train")[0], data.eval_set(cfg, "test")[0]
+    data.check_disjoint(te, tr)
     enc = VideoEncoder(9, width=0.125)
     ftr = evaluate.extract_features(enc, tr, torch.device("cpu"), workers=0)
     fte = evaluate.extract_features(enc, te, torch.device("cpu"), workers=0)
@@ -194,7 +196,7 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
     assert dist.min() > 1e-3  # no query finds itself at distance 0
     # and a set that does share files is refused
     with pytest.raises(ValueError, match="share 8 video file"):
-        evaluate.check_disjoint(tr, tr)
+        data.check_disjoint(tr, tr)
 
 
 def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_naming_it(tmp_path):
@@ -254,7 +256,7 @@ def test_progress_shows_on_a_terminal_and_stays_quiet_in_a_log(monkeypatch, caps
 
     for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
         monkeypatch.setattr("sys.stderr", stream)
-        evaluate.say("fine-tune epoch 1/3: loss 2.3000, train accuracy 0.100")
-        assert list(evaluate.progress(range(3), "features")) == [0, 1, 2]
+        finetune.say("fine-tune epoch 1/3: loss 2.3000, train accuracy 0.100")
+        assert list(loader_workers.progress(range(3), "features")) == [0, 1, 2]
         assert ("fine-tune epoch 1/3" in stream.getvalue()) == shown
         assert ("features" in stream.getvalue()) == shown

@@ -5,11 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import train
+import data
 from config import parse_config
 from losses import xid_loss
 from memory_bank import MemoryBank
-from persistence import checkpoint
 from tools import synthetic
 
 
@@ -31,24 +30,24 @@ def config(data, *args):
 def test_no_injected_audio_comes_from_a_training_or_test_file(small):
     splits = {str(small / rel) for name in ("train", "test") for rel in (small / f"{name}.txt").read_text().split()}
     for fraction in (0.25, 0.5, 0.95):  # shares are below 1 (config.py)
-        ds = train.build_train_set(config(small, "--faulty-fraction", fraction))  # the default: heldout
+        ds = data.build_train_set(config(small, "--faulty-fraction", fraction))  # the default: heldout
         used = [path for path, _ in ds.donor.values()]
         assert len(used) == round(fraction * 20) and len(set(used)) == len(used)  # never a sound twice
         assert all("/_heldout/" in p for p in used) and not set(used) & splits
-        saved = checkpoint.instances_of(ds)["replacement_audio"]  # the checkpoint says which file each got
+        saved = ds.instances()["replacement_audio"]  # the checkpoint says which file each got
         assert [bool(p) for p in saved] == ds.injected.tolist() and not set(saved) & splits
 
 
 def test_a_pool_that_holds_files_of_either_split_is_refused(small, tmp_path):
     with pytest.raises(SystemExit, match="training or test videos"):  # the whole dataset as the pool
-        train.build_train_set(
+        data.build_train_set(
             config(small, "--faulty-fraction", 0.5, "--faulty-pool", small / "class00_disk_horizontal")
         )
     with pytest.raises(SystemExit, match=r"does not exist\. Pass --faulty-pool DIR"):
-        train.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-pool", tmp_path / "missing"))
+        data.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-pool", tmp_path / "missing"))
     with pytest.raises(SystemExit, match=r"holds 2 audio files.*injects 10 of 20"):  # the noise pool is small
-        train.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-source", "noise"))
-    lent = train.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-source", "train"))
+        data.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-source", "noise"))
+    lent = data.build_train_set(config(small, "--faulty-fraction", 0.5, "--faulty-source", "train"))
     assert {p for p, _ in lent.donor.values()} <= {r.path for r in lent.records}  # the named deviation
 
 

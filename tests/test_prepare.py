@@ -111,7 +111,7 @@ def test_the_audio_sidecar_gives_the_containers_samples_and_an_old_copy_reads_as
     without sidecars (made before them) reads the container as before, and a rerun of prepare adds them."""
     import shutil
 
-    from data import ClipSpec
+    from media.clip import ClipSpec
 
     _, dst = prepared
     video = dst / "a" / "c25.mp4"
@@ -141,7 +141,7 @@ def test_the_frame_index_gives_the_containers_frames_and_a_stale_or_missing_one_
     video replaced) is refused by name, with the command that remakes it."""
     import shutil
 
-    from data import ClipSpec
+    from media.clip import ClipSpec
 
     _, dst = prepared
     rng = np.random.default_rng(1)

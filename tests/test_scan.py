@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from media import manifest
+from media import scan
 from test_data import make_bad_folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,8 +23,8 @@ def many(tmp_path, files, n=12):
 def test_two_processes_give_the_manifest_and_the_reports_of_one(tmp_path, files):
     root = many(tmp_path, files)
     one, two = io.StringIO(), io.StringIO()
-    rows1 = manifest.scan(root, out=one, jobs=1, progress=False)
-    rows2 = manifest.scan(root, out=two, jobs=2, progress=False)
+    rows1 = scan.scan(root, out=one, jobs=1, progress=False)
+    rows2 = scan.scan(root, out=two, jobs=2, progress=False)
     assert rows1 == rows2 and len(rows1) == 13
     assert one.getvalue() == two.getvalue() and one.getvalue().count("unusable:") == 5
 
@@ -33,18 +33,18 @@ def test_a_stopped_scan_resumes_without_probing_a_file_twice(tmp_path, files, mo
     root = many(tmp_path, files)
     journal = tmp_path / "m.csv.partial"
     everything = sorted(p for p in root.iterdir() if p.suffix == ".mp4")
-    manifest.scan(root, files=everything[:7], jobs=1, journal=journal, progress=False)  # stopped after 7
+    scan.scan(root, files=everything[:7], jobs=1, journal=journal, progress=False)  # stopped after 7
     with open(journal, "a") as f:
         f.write('["copy1')  # and killed in the middle of the next line
     probed = []
-    real = manifest.probe
-    monkeypatch.setattr(manifest, "probe", lambda path, *a: probed.append(os.path.basename(path)) or real(path, *a))
-    rows = manifest.scan(root, jobs=1, journal=journal, out=io.StringIO(), progress=False)
+    real = scan.probe
+    monkeypatch.setattr(scan, "probe", lambda path, *a: probed.append(os.path.basename(path)) or real(path, *a))
+    rows = scan.scan(root, jobs=1, journal=journal, out=io.StringIO(), progress=False)
     assert sorted(probed) == sorted(p.name for p in everything[7:])  # the rest, each once
-    assert rows == manifest.scan(root, jobs=1, out=io.StringIO(), progress=False)  # as a scan in one go
+    assert rows == scan.scan(root, jobs=1, out=io.StringIO(), progress=False)  # as a scan in one go
     os.utime(everything[0], ns=(1, 1))  # a file changed since: probed again
     probed.clear()
-    manifest.scan(root, jobs=1, journal=journal, out=io.StringIO(), progress=False)
+    scan.scan(root, jobs=1, journal=journal, out=io.StringIO(), progress=False)
     assert probed == [everything[0].name]
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import data
+import schedule
 import train
 from config import Config, parse_config
 from memory_bank import MemoryBank
@@ -68,6 +70,11 @@ def weights(out):
     return checkpoint.load_checkpoint(Path(out) / "ckpt.pt")
 
 
+def restorer(cfg, parts, dataset):
+    """The run management of cfg.out, for calling its restore alone (one process, CPU)."""
+    return runstate.Run(cfg, parts, dataset.instances(), {}, 1, rank=0, device=torch.device("cpu"))
+
+
 def assert_same_state(a, b):
     for key in ("model", "bank"):
         assert a[key].keys() == b[key].keys()
@@ -110,7 +117,7 @@ def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
 
 def test_lr_schedule_is_constant_then_cosine():
     cfg = Config(lr=1.0, lr_min=0.1, warmup_epochs=2, epochs=2)
-    lrs = [train.lr_at(s, cfg, 10) for s in range(40)]
+    lrs = [schedule.lr_at(s, cfg, 10) for s in range(40)]
     assert lrs[:20] == [1.0] * 20 and lrs[20] == pytest.approx(1.0) and lrs[30] == pytest.approx(0.55)
     assert all(b <= a for a, b in zip(lrs[20:], lrs[21:])) and lrs[-1] > 0.1
 
@@ -190,10 +197,10 @@ def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
         + TINY
         + ["--workers", "0"]
     )
-    dataset = train.build_train_set(cfg)
+    dataset = data.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     fresh = {k: v.clone() for k, v in parts.model.state_dict().items()}
-    assert runstate.restore(cfg, parts, tmp_path / "branch" / "ckpt.pt", 0, dataset) == (0, [], None)
+    assert restorer(cfg, parts, dataset).restore() == (0, [], None)
     assert_same_state(warm, {"model": parts.model.state_dict(), "bank": parts.bank.state_dict()})
     assert not all(torch.equal(fresh[k], warm["model"][k]) for k in fresh)  # so the load did something
     assert parts.optimizer.state_dict()["state"] == {}  # a fresh optimizer
@@ -227,13 +234,14 @@ def test_resuming_under_other_settings_stops_and_names_them(tiny_data, tmp_path)
 def test_a_checkpoint_made_with_other_injected_positives_is_refused():
     """Resuming or branching off a bank trained on other faulty positives (an older injection draw)
     would mix two experiments silently."""
-    import types
 
-    ds = types.SimpleNamespace(injected=torch.tensor([True, False, False, True]))
-    runstate.same_injection({"instances": {"injected": ds.injected.clone()}}, ds, "same.pt")  # no error
+    injected = torch.tensor([True, False, False, True])
+    runstate.same_injection({"instances": {"injected": injected.clone()}}, injected, "same.pt")  # no error
     with pytest.raises(SystemExit, match="other.pt was trained with other injected faulty positives"):
-        runstate.same_injection({"instances": {"injected": torch.tensor([False, True, False, True])}}, ds, "other.pt")
-    runstate.same_injection({"instances": {"injected": ~ds.injected}}, ds, "other.pt", allow=True)
+        runstate.same_injection(
+            {"instances": {"injected": torch.tensor([False, True, False, True])}}, injected, "other.pt"
+        )
+    runstate.same_injection({"instances": {"injected": ~injected}}, injected, "other.pt", allow=True)
 
 
 def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
@@ -258,10 +266,10 @@ def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
         + TINY
         + ["--workers", "0"]
     )
-    dataset = train.build_train_set(cfg)
+    dataset = data.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     assert parts.scaler.is_enabled()
-    assert runstate.restore(cfg, parts, tmp_path / "ckpt.pt", 0, dataset)[0] == 1
+    assert restorer(cfg, parts, dataset).restore()[0] == 1
 
 
 def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
@@ -285,7 +293,7 @@ def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
         + TINY
         + ["--workers", "0"]
     )
-    dataset = train.build_train_set(cfg)
+    dataset = data.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     n = len(dataset)
     idx = torch.arange(n)

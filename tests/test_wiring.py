@@ -11,8 +11,8 @@ import torch.nn.functional as F
 import train
 from augment import ClipAugment
 from config import parse_config
-from data import ClipSpec
 from losses import robust_xid_loss, sample_weights, soft_targets
+from media.clip import ClipSpec
 from memory_bank import MemoryBank
 from model import AVModel
 

@@ -7,7 +7,7 @@
     python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
     python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
-    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/manifest.py scan: files/s per processes
+    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -31,6 +31,7 @@ import train
 from analysis import fewshot
 from augment import ClipAugment
 from config import parse_config
+from devices import default_device
 from media import decode, loader_workers, manifest
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
@@ -98,12 +99,12 @@ def bench_data(args):
 def loader_rate(ds, n_workers, pin, batch=8):
     """DataLoader clips/s per worker, worker start-up left out: at least 16 batches per worker, so the
     first batch (timed out) and the last ones (fewer workers busy) weigh little."""
-    loader = torch.utils.data.DataLoader(
+    loader = loader_workers.loader(
         ds,
-        batch_size=batch,
-        num_workers=n_workers,
-        worker_init_fn=loader_workers.worker_init_fn(n_workers, pin),
+        batch,
+        n_workers,
         sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 16 * batch * max(1, n_workers))),
+        pin_workers=pin,
     )
     it = iter(loader)
     next(it)
@@ -115,7 +116,7 @@ def loader_rate(ds, n_workers, pin, batch=8):
 
 def _setup(args, amp, channels_last):
     cfg = parse_config(["--preset", args.preset])
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = default_device()
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     model.video.to(memory_format=fmt)
@@ -280,11 +281,11 @@ def bench_eval(args):
     import evaluate
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
-    device = evaluate.device_default()
+    device = default_device()
     encoder = AVModel(**checkpoint.model_args(cfg)).video
     rows, feats = [], {}
     for split in ("train", "test"):
-        ds = evaluate.eval_set(cfg, split)[0]
+        ds = data.eval_set(cfg, split)[0]
         t0 = time.perf_counter()
         feats[split] = evaluate.extract_features(encoder, ds, device, workers=args.workers[0])
         dt = time.perf_counter() - t0
@@ -321,16 +322,16 @@ def bench_eval(args):
 
 
 def bench_scan(args):
-    """files/s of manifest.scan over every video under --root, once per process count, alternated
+    """files/s of media/scan.py's scan over every video under --root, once per process count, alternated
     twice (the page cache is warm after the first pass); the manifests must agree."""
     import io
 
-    from media import manifest
+    from media import scan
 
     rows, lines = {}, []
     for rep, jobs in itertools.product(range(2), args.workers):
         t0 = time.perf_counter()
-        got = manifest.scan(args.root, jobs=jobs, out=io.StringIO(), progress=False)
+        got = scan.scan(args.root, jobs=jobs, out=io.StringIO(), progress=False)
         seconds = time.perf_counter() - t0
         assert rows.setdefault("first", got) == got, "the manifest depends on the process count"
         lines.append(f"| {jobs} | {rep} | {len(got)} | {seconds:.2f} | {len(got) / seconds:.0f} |")

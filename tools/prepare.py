@@ -49,7 +49,7 @@ import av
 import numpy as np
 from tqdm import tqdm
 
-from media import decode, manifest
+from media import decode, scan
 
 X264_DECODE = {"cabac": {}, "cavlc": {"x264-params": "cabac=0"}, "fastdecode": {"tune": "fastdecode"}}
 NATIVE_CONTAINERS = (".mp4", ".mov", ".mkv", ".avi")  # hold H.264 + PCM; the rest get Matroska
@@ -102,7 +102,7 @@ def prepare(
             continue
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix.lower() in manifest.VIDEO_EXTENSIONS:
+        if path.suffix.lower() in scan.VIDEO_EXTENSIONS:
             # a copy made before the audio sidecar or the frame index existed gets them on a rerun
             stale = not decode.frame_index(out).exists() or (
                 audio_codec == "pcm_s16le" and not decode.sidecar(out, audio_rate).exists()
@@ -133,9 +133,9 @@ def prepare(
     for path, err in failed:
         print(f"prepare: left out {path}: {err}", file=sys.stderr)
     # the scan of the copy uses every core too, and resumes from dst/manifest.csv.partial if stopped
-    rows = manifest.scan(dst, jobs=workers, journal=manifest.partial(dst / "manifest.csv"))
-    manifest.write_manifest(rows, dst / "manifest.csv")
-    manifest.partial(dst / "manifest.csv").unlink(missing_ok=True)
+    rows = scan.scan(dst, jobs=workers, journal=scan.partial(dst / "manifest.csv"))
+    scan.write_manifest(rows, dst / "manifest.csv")
+    scan.partial(dst / "manifest.csv").unlink(missing_ok=True)
     print(
         f"prepared {len(jobs) - len(failed)} videos ({len(failed)} failed, {copied} other files copied) "
         f"-> {dst}, {len(rows)} usable in its manifest ({time.time() - t0:.1f}s)"
@@ -145,7 +145,7 @@ def prepare(
 def done_before(dst):
     """Videos an earlier, stopped run already wrote (for the progress bar's start)."""
     return (
-        sum(1 for p in dst.rglob("*") if p.suffix.lower() in manifest.VIDEO_EXTENSIONS and not p.name.startswith("."))
+        sum(1 for p in dst.rglob("*") if p.suffix.lower() in scan.VIDEO_EXTENSIONS and not p.name.startswith("."))
         if dst.exists()
         else 0
     )
@@ -176,7 +176,7 @@ def write_sidecar(video: Path, rate: int) -> None:
         if not c.streams.audio:
             return
         s = c.streams.audio[0]
-        wav = decode.decode_audio(c, 0.0, manifest.stream_duration(c, s), rate)  # (n,) float32, exact s16 / 32768
+        wav = decode.decode_audio(c, 0.0, scan.stream_duration(c, s), rate)  # (n,) float32, exact s16 / 32768
     side = decode.sidecar(video, rate)
     tmp = side.with_name(f".{side.name}.tmp")
     (wav.numpy() * 32768).round().astype("<i2").tofile(tmp)

@@ -1,0 +1,68 @@
+"""The statistics the claims are judged by (results/claims/PLAN.md): t-tests, paired and Welch t-intervals
+of a mean difference, and Holm's step-down over a family, on scipy.stats.
+
+    t_test     two-sided p-value: one sample against 0, or Welch's for two unpaired samples
+    interval   mean difference A - B and its t-interval, paired (per-seed differences) or Welch's
+    holm       Holm's step-down adjusted p-values
+
+    python -m experiments.claims report      # experiments/claims_report.py judges with these
+
+Tests: tests/test_claims.py (against the intervals written out by hand)
+"""
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+ALPHA = 0.05  # the family-wise level of the plan
+
+
+def t_test(values: ArrayLike, others: ArrayLike | None = None) -> float:
+    """Two-sided t-test: one sample against 0, or Welch's for two unpaired samples. p-value (1.0 for too
+    few values or no spread)."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    if others is not None:
+        others = np.asarray(others, dtype=float)
+        if min(len(values), len(others)) < 2 or values.std() + others.std() == 0:
+            return 1.0
+        return float(stats.ttest_ind(values, others, equal_var=False).pvalue)
+    if len(values) < 2 or values.std() == 0:
+        return 1.0 if len(values) < 2 or values.mean() == 0 else 0.0
+    return float(stats.ttest_1samp(values, 0.0).pvalue)
+
+
+def interval(
+    a: ArrayLike, b: ArrayLike, paired: bool, level: float = 0.95, sided: int = 2
+) -> tuple[float, float, float]:
+    """Mean difference A - B and its t-interval: (mean, low, high). Paired: on the per-seed differences
+    (scipy's ttest_rel); unpaired: Welch's (ttest_ind, equal_var=False, the Welch-Satterthwaite degrees
+    of freedom). sided=1 gives one-sided bounds at `level`: the two-sided interval at 1 - 2 (1 - level)."""
+    from scipy import stats
+
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    confidence = 1 - 2 * (1 - level) / sided
+    if paired:
+        d = a - b
+        m = d.mean()
+        if len(d) < 2 or d.std() == 0:  # no spread: scipy's interval would be nan
+            return m, m, m
+        low, high = stats.ttest_rel(a, b).confidence_interval(confidence)
+        return m, float(low), float(high)
+    m = a.mean() - b.mean()
+    if a.var() + b.var() == 0:
+        return m, m, m
+    low, high = stats.ttest_ind(a, b, equal_var=False).confidence_interval(confidence)
+    return m, float(low), float(high)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: reject where adjusted < ALPHA."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [1.0] * len(pvalues), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted

@@ -1,0 +1,191 @@
+"""Fine-tuning, the paper's third downstream protocol (Sec. 5.1, "Downstream"; Sec. 6, Table 5): the
+pre-trained video encoder, dropout after its global max pooling and a linear layer, trained on the
+whole train split of the evaluation set; the final epoch's top-1 of video-level predictions (softmax
+averaged over 10 clips) on the test split.
+
+    FINETUNE   the paper's settings: Adam, batch 192, 200 epochs, cosine 1e-4 -> 1e-5 (schedule.cosine),
+               backbone lr x0.1, weight decay 1e-3, dropout 0.5
+    finetune   the protocol; deviations are named options, off by default: select_on_val (keep the best
+               epoch on a held-out tenth of the train split), accumulate (gradient accumulation when a
+               batch of 192 does not fit), curve_every (the test accuracy along the way, a diagnostic)
+
+    python evaluate.py finetune CKPT --finetune-epochs 20     # evaluate.py runs it and stores the protocol
+
+Tests: tests/test_evaluate.py
+"""
+
+import copy
+import sys
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+import augment
+import data
+from config import Config
+from devices import default_device
+from media.loader_workers import loader, progress
+from schedule import cosine
+
+FINETUNE = dict(
+    epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5
+)  # Sec. 5.1
+
+
+def say(text: str) -> None:
+    """A progress line on a terminal only."""
+    if sys.stderr.isatty():
+        print(text, file=sys.stderr)
+
+
+class Classifier(nn.Module):
+    """The pre-trained video encoder, dropout after its global max pooling, and a linear layer."""
+
+    def __init__(self, encoder: nn.Module, num_classes: int, dropout: float = 0.5) -> None:
+        super().__init__()
+        self.encoder, self.dropout = encoder, nn.Dropout(dropout)
+        self.fc = nn.Linear(encoder.out_dim, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc(self.dropout(self.encoder(x)))  # (B, classes)
+
+
+def finetune_optimizer(
+    clf: Classifier,
+    lr: float,
+    backbone_lr_scale: float = 0.1,
+    weight_decay: float = 1e-3,
+    freeze_backbone: bool = False,
+) -> torch.optim.Optimizer:
+    for p in clf.encoder.parameters():
+        p.requires_grad_(not freeze_backbone)
+    groups = [{"params": clf.fc.parameters(), "lr": lr}]
+    if not freeze_backbone:
+        groups.append({"params": clf.encoder.parameters(), "lr": lr * backbone_lr_scale})
+    for g in groups:
+        g["initial_lr"] = g["lr"]  # the schedule scales each group from its own start
+    return torch.optim.Adam(groups, weight_decay=weight_decay)
+
+
+def finetune_step(
+    clf: Classifier,
+    optimizer: torch.optim.Optimizer,
+    video: Tensor,
+    label: Tensor,
+    freeze_backbone: bool = False,
+    accumulate: int = 1,
+) -> tuple[float, int]:
+    """One optimiser step over `accumulate` equal micro-batches of (video, label): the gradient of
+    the mean loss of the whole batch. BatchNorm sees the micro-batches (the only difference).
+    Returns the batch's mean loss and how many of its clips were classified right."""
+    clf.train()
+    if freeze_backbone:
+        clf.encoder.eval()  # frozen means BatchNorm statistics too
+    optimizer.zero_grad(set_to_none=True)
+    total, correct = 0.0, 0
+    for v, y in zip(video.chunk(accumulate), label.chunk(accumulate)):
+        logits = clf(v)  # (b, classes)
+        loss = F.cross_entropy(logits, y) * len(y) / len(label)
+        loss.backward()
+        total += loss.item()
+        correct += int((logits.argmax(1) == y).sum())
+    optimizer.step()
+    return total, correct
+
+
+@torch.no_grad()
+def video_accuracy(clf: Classifier, dataset: data.AVDataset, device: torch.device, workers: int = 2) -> float:
+    """Top-1 of video-level predictions: softmax averaged over each video's clips."""
+    clf.eval()
+    correct = total = 0
+    for batch in progress(loader(dataset, 8, workers), f"accuracy ({len(dataset)} videos)"):
+        x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
+        probs = clf(x.flatten(0, 1)).softmax(1).view(x.shape[0], x.shape[1], -1).mean(1)  # (B, classes)
+        correct += int((probs.argmax(1).cpu() == batch["label"]).sum())
+        total += x.shape[0]
+    return correct / total
+
+
+def finetune(
+    encoder: nn.Module,
+    cfg: Config,
+    epochs: int = FINETUNE["epochs"],
+    lr: float = FINETUNE["lr"],
+    lr_min: float = FINETUNE["lr_min"],
+    batch_size: int = FINETUNE["batch_size"],
+    accumulate: int = 1,
+    frames: int | None = None,
+    select_on_val: bool = False,
+    val_fraction: float = 0.1,
+    freeze_backbone: bool = False,
+    device: torch.device | None = None,
+    workers: int = 2,
+    seed: int = 0,
+    curve_every: int = 0,
+) -> dict[str, Any]:
+    """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
+    select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
+    that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
+    curve_every N > 0 also records the test accuracy after every Nth epoch, as out["curve"]: a
+    diagnostic of how long the fine-tune takes to converge, never used to pick an epoch."""
+    device = device or default_device()
+    if frames:
+        cfg = copy.copy(cfg)
+        cfg.frames = frames
+    if batch_size % accumulate:
+        raise ValueError(f"batch_size {batch_size} must divide into accumulate={accumulate} micro-batches")
+    train_set, classes = data.eval_set(cfg, "train", train_mode=True)
+    test_set, _ = data.eval_set(cfg, "test")
+    data.check_disjoint(test_set, train_set, "the test and train splits")
+    fit_idx, val_set = np.arange(len(train_set)), None
+    if select_on_val:
+        rng = np.random.default_rng(seed)
+        labels = train_set.labels.numpy()
+        val_idx = np.concatenate(
+            [
+                rng.permutation(np.flatnonzero(labels == c))[: max(1, int(val_fraction * (labels == c).sum()))]
+                for c in np.unique(labels)
+            ]
+        )
+        fit_idx = np.setdiff1d(fit_idx, val_idx)
+        val_set = data.eval_set(cfg, "train", keep=val_idx)[0]
+    batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
+    clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)
+    opt = finetune_optimizer(clf, lr, FINETUNE["backbone_lr_scale"], FINETUNE["weight_decay"], freeze_backbone)
+    aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
+    fit = loader(torch.utils.data.Subset(train_set, fit_idx), batch_size, workers, shuffle=True, seed=seed)
+    steps, best, curve = epochs * len(fit), (-1.0, None), {}
+    for epoch in range(epochs):
+        loss_sum = correct = seen = 0
+        for i, batch in enumerate(progress(fit, f"fine-tune epoch {epoch + 1}/{epochs}")):
+            # cosine from lr to lr_min, the backbone's group scaled by the same factor
+            scale = cosine((epoch * len(fit) + i) / steps, 1.0, lr_min / lr)
+            for g in opt.param_groups:
+                g["lr"] = g["initial_lr"] * scale
+            video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
+            loss, right = finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
+            loss_sum, correct, seen = loss_sum + loss * len(video), correct + right, seen + len(video)
+        say(
+            f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, "
+            f"train accuracy {correct / max(1, seen):.3f}"
+        )
+        if select_on_val:
+            val = video_accuracy(clf, val_set, device, workers)
+            if val > best[0]:
+                best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
+        if curve_every and (epoch + 1) % curve_every == 0 and epoch + 1 < epochs:
+            curve[epoch + 1] = video_accuracy(clf, test_set, device, workers)
+            say(f"fine-tune epoch {epoch + 1}/{epochs}: test accuracy {curve[epoch + 1]:.3f} (diagnostic)")
+    out = {}
+    if select_on_val:
+        clf.load_state_dict(best[1])
+        out["val_acc"] = best[0]
+    out["test_acc"] = video_accuracy(clf, test_set, device, workers)
+    out["steps"] = steps
+    if curve_every:
+        out["curve"] = {**curve, epochs: out["test_acc"]}
+    return out
