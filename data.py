@@ -26,7 +26,7 @@ import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,15 +35,12 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as TF
 
+from config import PRESETS, Config
 from media import loader_workers, manifest
 from media.clip import ClipSpec, clip_spec
 from media.decode import read_clip
 from media.manifest import Record
 from media.preload import decode_many
-
-if TYPE_CHECKING:  # for annotations only
-    from config import Config
-
 
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
@@ -300,7 +297,9 @@ def build_train_set(cfg: "Config") -> AVDataset:
     if not Path(cfg.data).is_dir():
         name = Path(cfg.data).name
         make = (
-            "make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
+            "make demo makes it (experiments/demo.py generates it with its SYNTH_SETS options)"
+            if name == Path(PRESETS["demo"]["data"]).name
+            else "make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
             if name == "synth2000"
             else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
             if name.startswith("synth")

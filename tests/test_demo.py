@@ -2,6 +2,7 @@
 differences with confidence intervals."""
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -403,3 +404,16 @@ def test_a_ddp_warm_up_runs_under_torchrun_and_its_settings_are_not_mixed_with_o
     one.train_args = saved["key"]["train_args"]
     assert demo.setting_key(argparse.Namespace(**{**vars(one), "warmup_ranks": 2}), 0.2) == saved["key"]
     assert demo.setting_key(one, 0.2) == {k: v for k, v in saved["key"].items() if k != "warmup_ranks"}
+
+
+def test_train_pys_demo_preset_and_make_demo_share_one_regime():
+    """`train.py --preset demo` trains what `make demo` does: the same set and the same epochs."""
+    from config import PRESETS
+
+    preset = PRESETS["demo"]
+    assert (preset["data"], preset["warmup_epochs"], preset["epochs"]) == (
+        demo.DEMO["data"],
+        demo.DEMO["warmup_epochs"],
+        demo.DEMO["epochs"],
+    )
+    assert Path(demo.DEMO["data"]).name in demo.SYNTH_SETS  # make demo can generate it
