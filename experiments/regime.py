@@ -35,51 +35,53 @@ def rows(folder, seeds, faulty):
     return out
 
 
+def _verdict(per_seed_ok, complete, whole_ok):
+    """A criterion's verdict: False once any finished seed breaks a per-seed bound (no later seed can
+    mend it); else, with every planned seed, whether the whole criterion holds; else None (pending)."""
+    if not all(per_seed_ok):
+        return False
+    return whole_ok() if complete else None
+
+
 def criteria(zero, fifty, honesty=None):
     """zero, fifty: rows() at 0% and 50%; honesty: the two best audio-only AUROCs or None.
-    -> [(criterion, figures, holds)], holds None where its runs are missing."""
-    out = []
-    if len(zero) == len(SEEDS_0):
-        xid = [zero[s]["xid"]["1-shot"] for s in SEEDS_0]
-        gain = [zero[s]["soft:oracle"]["1-shot"] - zero[s]["xid"]["1-shot"] for s in SEEDS_0]
-        sd = statistics.stdev(gain)
-        out.append(
-            (
-                "(a)",
-                "xID 1-shot at 0%: " + " / ".join(f"{x:.1f}" for x in xid),
-                all(XID_RANGE[0] <= x <= XID_RANGE[1] for x in xid),
-            )
-        )
-        out.append(
-            (
-                "(b)",
-                "oracle soft - xID 1-shot: "
-                + " / ".join(f"{g:+.1f}" for g in gain)
-                + f", mean {statistics.mean(gain):+.1f}, paired SD {sd:.1f}",
-                statistics.mean(gain) >= SOFT_GAIN and min(gain) > 0 and sd <= SOFT_SD,
-            )
-        )
-    else:
-        out += [
-            ("(a)", f"{len(zero)} of {len(SEEDS_0)} seeds", None),
-            ("(b)", f"{len(zero)} of {len(SEEDS_0)} seeds", None),
-        ]
-    if len(fifty) == len(SEEDS_50):
-        auroc = [fifty[s]["xid"]["AUROC"] for s in SEEDS_50]
-        gain = [fifty[s]["oracle"]["1-shot"] - fifty[s]["xid"]["1-shot"] for s in SEEDS_50]
-        out.append(
-            (
-                "(c)",
-                "bank AUROC at 50%: "
-                + " / ".join(f"{a:.1f}" for a in auroc)
-                + "; Oracle - xID 1-shot: "
-                + " / ".join(f"{g:+.1f}" for g in gain)
-                + f", mean {statistics.mean(gain):+.1f}",
-                min(auroc) >= AUROC_MIN and statistics.mean(gain) >= ORACLE_GAIN,
-            )
-        )
-    else:
-        out.append(("(c)", f"{len(fifty)} of {len(SEEDS_50)} seeds", None))
+    -> [(criterion, figures, holds)], holds None while a criterion waits for its seeds."""
+    seeds0, seeds50 = [s for s in SEEDS_0 if s in zero], [s for s in SEEDS_50 if s in fifty]
+    xid = [zero[s]["xid"]["1-shot"] for s in seeds0]
+    gain = [zero[s]["soft:oracle"]["1-shot"] - zero[s]["xid"]["1-shot"] for s in seeds0]
+    auroc = [fifty[s]["xid"]["AUROC"] for s in seeds50]
+    oracle = [fifty[s]["oracle"]["1-shot"] - fifty[s]["xid"]["1-shot"] for s in seeds50]
+    done0, done50 = len(seeds0) == len(SEEDS_0), len(seeds50) == len(SEEDS_50)
+
+    def listed(values, sign=""):
+        return " / ".join(f"{v:{sign}.1f}" for v in values) + f" (seeds {', '.join(map(str, seeds0))})"
+
+    out = [
+        (
+            "(a)",
+            f"xID 1-shot at 0%: {listed(xid)}",
+            _verdict([XID_RANGE[0] <= x <= XID_RANGE[1] for x in xid], done0, lambda: True),
+        ),
+        (
+            "(b)",
+            f"oracle soft - xID 1-shot: {listed(gain, '+')}"
+            + (f", mean {statistics.mean(gain):+.1f}, paired SD {statistics.stdev(gain):.1f}" if done0 else ""),
+            _verdict(
+                [g > 0 for g in gain],
+                done0,
+                lambda: statistics.mean(gain) >= SOFT_GAIN and statistics.stdev(gain) <= SOFT_SD,
+            ),
+        ),
+        (
+            "(c)",
+            "bank AUROC at 50%: "
+            + " / ".join(f"{a:.1f}" for a in auroc)
+            + "; Oracle - xID 1-shot: "
+            + " / ".join(f"{g:+.1f}" for g in oracle)
+            + f" (seeds {', '.join(map(str, seeds50))})",
+            _verdict([a >= AUROC_MIN for a in auroc], done50, lambda: statistics.mean(oracle) >= ORACLE_GAIN),
+        ),
+    ]
     if honesty is None:
         out.append(("(d)", "not run", None))
     else:
