@@ -42,8 +42,8 @@ import data
 import finetune
 from analysis import fewshot, weights
 from config import POSITIVE, Config, OneLineParser, at_least, between, one_of
-from devices import default_device
 from finetune import FINETUNE
+from machinery.devices import default_device
 from media import manifest
 from media.loader_workers import loader, progress
 from persistence import runstate

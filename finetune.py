@@ -3,7 +3,7 @@ pre-trained video encoder, dropout after its global max pooling and a linear lay
 whole train split of the evaluation set; the final epoch's top-1 of video-level predictions (softmax
 averaged over 10 clips) on the test split.
 
-    FINETUNE   the paper's settings: Adam, batch 192, 200 epochs, cosine 1e-4 -> 1e-5 (schedule.cosine),
+    FINETUNE   the paper's settings: Adam, batch 192, 200 epochs, cosine 1e-4 -> 1e-5 (machinery/schedule.py's cosine),
                backbone lr x0.1, weight decay 1e-3, dropout 0.5
     finetune   the protocol; deviations are named options, off by default: select_on_val (keep the best
                epoch on a held-out tenth of the train split), accumulate (gradient accumulation when a
@@ -27,9 +27,9 @@ from torch import Tensor
 import augment
 import data
 from config import Config
-from devices import default_device
+from machinery.devices import default_device
+from machinery.schedule import cosine
 from media.loader_workers import loader, progress
-from schedule import cosine
 
 FINETUNE = dict(
     epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5

@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from devices import all_gather_cat
+from machinery.devices import all_gather_cat
 
 
 class MemoryBank(nn.Module):

@@ -13,7 +13,7 @@ soft, robust) under a cosine learning rate. `--init` branches a second stage off
 
 Read top to bottom: the parts a step touches, the objective, the step, one epoch, the recipe. The
 training set and its injected faults are data.py's (build_train_set, train_loader), the schedule
-schedule.py's. Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the
+machinery/schedule.py's. Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the
 result differs from the checkpoint's (--allow-config-change overrides). Resuming, checkpoints, the log
 and SIGTERM are one object around the loop, persistence/runstate.py's Run.
 Logs: a tqdm bar and OUT/log.jsonl, one line per epoch. Options and their paper values: python
@@ -40,12 +40,12 @@ import data
 from analysis.diagnostics import bank_report
 from augment import ClipAugment
 from config import Config, parse_config
-from devices import gather_on_host, setup_distributed
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
+from machinery.devices import gather_on_host, setup_distributed
+from machinery.schedule import lr_at
 from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint, runstate
-from schedule import lr_at
 
 # ----------------------------------------------------------------------------- what a run is built from
 

@@ -6,6 +6,7 @@ Soft-xID with the oracle's soft targets on the screen seeds 100-102; at 50%, xID
 seeds 100-101. The judge reads their settings files and, when given, the honesty log.
 
     python -m experiments.regime judge runs/regime/a runs/regime/a50 [--honesty data/synth_src10]
+    python -m experiments.regime judge results/regime/settings/e results/regime/settings/e50   # the committed ones
 """
 
 import argparse
@@ -28,7 +29,8 @@ def rows(folder, seeds, faulty):
     """{seed: {method: metrics in %}} of the finished settings of `seeds` in a demo results folder."""
     out = {}
     for seed in seeds:
-        path = Path(folder) / "demo_settings" / f"{demo.setting_name(seed, faulty)}.json"
+        settings = Path(folder) / "demo_settings"  # a demo results folder, or the settings themselves
+        path = (settings if settings.is_dir() else Path(folder)) / f"{demo.setting_name(seed, faulty)}.json"
         if path.exists():
             saved = json.loads(path.read_text())["rows"]
             out[seed] = {m: {k: 100 * v for k, v in r.items() if isinstance(v, float)} for m, r in saved.items()}

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import data
-import schedule
 import train
 from config import Config, parse_config
+from machinery import schedule
 from memory_bank import MemoryBank
 from persistence import checkpoint, runstate
 

@@ -31,7 +31,7 @@ import train
 from analysis import fewshot
 from augment import ClipAugment
 from config import parse_config
-from devices import default_device
+from machinery.devices import default_device
 from media import decode, loader_workers, manifest
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
