@@ -108,8 +108,11 @@ def soft_target_share(
     """video, audio (N, D) unit-norm memories, labels (N,). For at most `max_items` anchors, each with
     `num_negatives` other candidates drawn uniformly: the share of each strategy's S(j|i), j != i (lam 1,
     eqs. (10)-(14)), on candidates of the anchor's class, and `chance`, the same-class share of the
-    candidates. The draws use a generator of their own, so logging this leaves training's random
-    stream, and with it every number of the run, as it was."""
+    candidates. The share pools the mass of every anchor (an anchor whose S(i|i) leaves little to
+    the others weighs less) and reads the video side, S_v, of eqs. (8)-(14). The draws use a generator
+    of their own, so logging this leaves training's random stream, and with it every number of the
+    run, as it was. evaluate.py's analysis (analysis/weights.py) reports the same share over the whole
+    bank with the run's K, for every strategy."""
     g = torch.Generator().manual_seed(seed)
     video, audio, labels = video.float().cpu(), audio.float().cpu(), labels.cpu()
     n = video.shape[0]

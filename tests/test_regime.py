@@ -29,7 +29,7 @@ def test_a_candidate_inside_every_bound_meets_all_four():
 def test_each_bound_can_fail():
     assert verdicts(zero([50, 60, 85], [60, 69, 95]), {}, None)["(a)"] is False  # one seed above 80
     assert verdicts(zero([50, 60, 70], [57, 67, 77]), {}, None)["(b)"] is False  # mean gain 7 < 8
-    assert verdicts(zero([50, 60, 70], [70, 61, 85]), {}, None)["(b)"] is False  # paired SD 9.2 > 6
+    assert verdicts(zero([50, 60, 70], [70, 61, 85]), {}, None)["(b)"] is False  # paired SD 9.8 > 6
     assert verdicts(zero([50, 60, 70], [60, 69, 80]), fifty([85, 79], [30, 40], [36, 45]), None)["(c)"] is False
     assert verdicts(zero([50, 60, 70], [60, 69, 80]), fifty([85, 90], [30, 40], [33, 43]), None)["(c)"] is False
     assert verdicts({}, {}, [0.76, 0.5])["(d)"] is False

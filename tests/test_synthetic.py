@@ -185,3 +185,13 @@ def test_a_clip_of_a_source_keeps_the_sources_scene_under_noise_of_its_own():
     own = {**p, "scene_seed": p["seed"]}  # a separate noise stream, so not identical, but the same scene
     assert not np.array_equal(synthetic.render_video(p, 32, 8), synthetic.render_video(own, 32, 8))
     assert np.abs(synthetic.render_video(p, 32, 8).astype(float) - synthetic.render_video(own, 32, 8)).mean() < 10
+
+
+def test_source_pitch_own_draws_each_clips_pitch_from_the_class_register_not_the_source():
+    rng = np.random.default_rng(11)
+    source = synthetic._video_params(rng, 7, (1.0, 1.0), 0.3)  # class 7: register 1
+    shared = [synthetic._clip_of_source(rng, source, (1.0, 1.0))["pitch"] / source["pitch"] for _ in range(20)]
+    own = [synthetic._clip_of_source(rng, source, (1.0, 1.0), c=7)["pitch"] for _ in range(20)]
+    assert max(abs(np.log2(shared))) <= 0.03  # a source's clips keep its pitch, give or take about 2%
+    lo, hi = 220 * 2 ** (0.75 - 0.25), 220 * 2 ** (0.75 + 0.25)  # the class's register, as a new video's
+    assert all(lo <= f <= hi for f in own) and np.std(np.log2(own)) > 3 * np.std(np.log2(shared))

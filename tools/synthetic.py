@@ -35,8 +35,10 @@ No public video dataset can be downloaded here, so the project makes one whose t
            character (pitch and tempo; with --source-pitch own, the tempo only), and differ in start
            (phase), a few percent of tempo and pitch, a little position, size and colour, and their
            noise. They are the faulty negatives that matter: the same class, nearly the same instance,
-           and xID must push them apart. Splits are by source (no source has clips in train and test);
-           held-out sounds are sources of their own.
+           and xID must push them apart. Splits are by source (no source has clips in train and test).
+           Each held-out sound is one clip of a fresh source, so unlike a training sound it has no
+           siblings: results/regime/PLAN.md says why a novelty check should come before such a set
+           is adopted.
   _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
            for `--faulty-source noise`.
 
@@ -113,7 +115,7 @@ def add_arguments(p):
         "--source-pitch",
         choices=("shared", "own"),
         default="shared",
-        help="with --clips-per-source: the clips of a source share its pitch (give or take 3%%), or each "
+        help="with --clips-per-source: the clips of a source share its pitch (give or take about 2%%), or each "
         "draws its own from the class's register, so that only the scene and the tempo mark the source",
     )
     p.add_argument(
@@ -317,7 +319,7 @@ def _clip_of_source(rng, source, seconds, c=None):
         "scene_seed": source["seed"],
         "seed": int(rng.integers(2**31)),
     }
-    if c is not None:
+    if c is not None:  # the source's pitch jitter above is drawn all the same, so both kinds share one stream
         clip["pitch"] = class_pitch(rng, c)
     return clip
 
