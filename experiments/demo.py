@@ -26,6 +26,9 @@ natural share, which only the generator knows. Every
 run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
 as RESULTS/NAME_settings/seedS_faultyF.json, so that a later run (on another machine, its runs/ folder gone)
 only adds what is missing.
+
+Over 450 lines because the sets the project's commands name (SYNTH_SETS) and the regime (DEMO) sit beside
+the runs that use them; the tables, the progress line and the side-by-side jobs are in files of their own.
 """
 
 import argparse

@@ -49,6 +49,9 @@ marker DIR/.robust_xid_synthetic. The generator writes only into a folder that d
 is empty, or carries that marker: never into a user's dataset.
 
     python -m tools.synthetic --out data/synth [--classes 10 --train-per-class 50 --test-per-class 30]
+
+Over 450 lines because it is one generator: the picture, the sound, the cues and the sources all read
+and write one parameter dict per video, and the honesty tests rely on a single renderer for every sound.
 """
 
 import argparse
