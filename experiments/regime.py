@@ -101,8 +101,8 @@ def honesty_aurocs(root):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("command", choices=["judge"])
-    p.add_argument("zero", help="the candidate's results folder at 0%")
-    p.add_argument("fifty", help="the candidate's results folder at 50%")
+    p.add_argument("zero", help="the candidate's results folder at 0%%")
+    p.add_argument("fifty", help="the candidate's results folder at 50%%")
     p.add_argument("--honesty", metavar="DATA", help="the candidate's set: run tools.honesty's checks on it")
     args = p.parse_args(argv)
     found = criteria(

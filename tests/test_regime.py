@@ -40,3 +40,11 @@ def test_one_finished_seed_can_fail_a_per_seed_bound_and_otherwise_the_verdict_w
     v = verdicts(first, fifty([75.1], [11.4], [12.4]), None)
     assert v["(a)"] is False and v["(c)"] is False  # 19.6 < 35; AUROC 75.1 < 80: no later seed mends them
     assert v["(b)"] is None and v["(d)"] is None  # a positive gain on one seed: the mean waits
+
+
+def test_the_judges_help_prints():
+    import pytest
+
+    with pytest.raises(SystemExit) as done:
+        regime.main(["--help"])
+    assert done.value.code == 0
