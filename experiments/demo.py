@@ -90,7 +90,13 @@ def paper_delta(faulty):
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
-_CHEAP = ["--fps", "8", "--seconds", "2.5", "3", "--pool", "0", "--audio-codec", "flac"]
+def _sources(clips, test, pitch="shared"):
+    """The one-regime screen's candidate sets (results/regime/PLAN.md): 1000 training clips from sources
+    of `clips` clips each, split by source; short 8-fps files with FLAC audio, cheap to generate."""
+    sources = f"--train-per-class 100 --test-per-class {test} --clips-per-source {clips} --source-pitch {pitch}"
+    return (sources + " --fps 8 --seconds 2.5 3 --pool 0 --audio-codec flac").split()
+
+
 SYNTH_SETS = {
     "synth2000": ["--train-per-class", "200"],
     "synth_noise01": ["--noise", "0.1"],
@@ -100,16 +106,11 @@ SYNTH_SETS = {
     "synth_cue_b": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.5"],
     "synth_cue_c": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.35"],
     "synth_cue_d": ["--train-per-class", "200", "--instance-cue", "0.3", "--class-cue", "1"],
-    # the one-regime screen's candidates (results/regime/PLAN.md): 1000 training clips from sources that
-    # give several clips each, splits by source; short files at 8 fps with FLAC audio, cheap to generate
-    "synth_src10": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "10", *_CHEAP],
-    "synth_src20": ["--train-per-class", "100", "--test-per-class", "40", "--clips-per-source", "20", *_CHEAP],
-    "synth_src10p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "10"]
-    + ["--source-pitch", "own", *_CHEAP],
-    "synth_src5p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "5"]
-    + ["--source-pitch", "own", *_CHEAP],
-    "synth_src2p": ["--train-per-class", "100", "--test-per-class", "30", "--clips-per-source", "2"]
-    + ["--source-pitch", "own", *_CHEAP],
+    "synth_src10": _sources(10, 30),
+    "synth_src20": _sources(20, 40),
+    "synth_src10p": _sources(10, 30, "own"),
+    "synth_src5p": _sources(5, 30, "own"),
+    "synth_src2p": _sources(2, 30, "own"),
 }
 
 
