@@ -195,3 +195,37 @@ def test_source_pitch_own_draws_each_clips_pitch_from_the_class_register_not_the
     assert max(abs(np.log2(shared))) <= 0.03  # a source's clips keep its pitch, give or take about 2%
     lo, hi = 220 * 2 ** (0.75 - 0.25), 220 * 2 ** (0.75 + 0.25)  # the class's register, as a new video's
     assert all(lo <= f <= hi for f in own) and np.std(np.log2(own)) > 3 * np.std(np.log2(shared))
+
+
+def test_novelty_spots_held_out_sounds_that_lack_the_siblings_natural_sounds_have():
+    """The shortcut the novelty check exists for: natural sounds in tight groups (5 clips of a source),
+    held-out sounds alone. Their nearest-neighbour distance gives them away; alike sounds do not.
+    (With pairs the shortcut is weaker: at 50% injected half the kept clips lose their sibling.)"""
+    from tools.honesty import LIMIT, novelty_auroc
+
+    rng = np.random.default_rng(0)
+    sources = rng.normal(size=(80, 6))
+    siblings = np.repeat(sources, 5, axis=0) + rng.normal(0, 0.05, (400, 6))  # (400, 6): 80 sources x 5
+    alone = rng.normal(size=(400, 6))
+    assert novelty_auroc(siblings, alone) > 0.9
+    assert novelty_auroc(rng.normal(size=(400, 6)), alone) < LIMIT
+
+
+def test_the_sound_descriptor_finds_a_clips_source_sibling_more_often_than_chance(tmp_path):
+    """Clips of one source share their tempo: by rhythm, a clip's nearest other clip is its sibling far
+    more often than the 1 in 47 of chance, so the novelty check can see what sources share."""
+    from scipy.spatial.distance import cdist
+
+    from tools.honesty import VIEWS, sound_descriptor
+
+    synthetic.generate(
+        tmp_path, classes=4, train_per_class=12, test_per_class=0, pool=0, size=32, seconds=(2.2, 2.6), seed=1,
+        clips_per_source=2, source_pitch="own", heldout=0,
+    )  # fmt: skip
+    rows = list(csv.DictReader(open(tmp_path / "ground_truth.csv")))
+    d = np.array([sound_descriptor(tmp_path / r["path"]) for r in rows])[:, VIEWS["rhythm"]]  # (48, RHYTHMS)
+    z = (d - d.mean(0)) / d.std(0)
+    dist = cdist(z, z)  # (48, 48)
+    np.fill_diagonal(dist, np.inf)
+    found = np.mean([rows[i]["source"] == rows[j]["source"] for i, j in enumerate(dist.argmin(1))])
+    assert found > 3 / 47, found

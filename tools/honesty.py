@@ -2,6 +2,11 @@
 - audio alone cannot tell a faulty positive from a clean one: the best AUROC of four sound statistics
   (flatness, loudness, centroid, envelope variation) stays below 0.75, for the natural faults and for
   the held-out sounds that injection uses;
+- nor can a sound's novelty: with half the training sounds replaced by held-out ones, as injection at
+  50% does, the distance of each sound to its nearest neighbour in the set (by spectrum, by rhythm,
+  by both: the best of three) tells the injected ones from the natural ones with an AUROC below 0.75. On a set whose clips come
+  in sources, a natural sound has its source's siblings nearby and a held-out one may not: this is
+  the shortcut a weight could take without the cross-modal mechanism under test;
 - injected audio comes from neither split: no `_heldout/` file is listed in train.txt or test.txt;
 - train and test share no video.
 
@@ -18,16 +23,23 @@ from pathlib import Path
 
 import av
 import numpy as np
+from scipy.spatial.distance import cdist
 from sklearn.metrics import roc_auc_score
 
 LIMIT = 0.75
 
 
+def _waveform(path):
+    """A file's whole first audio channel and its sample rate."""
+    with av.open(str(path)) as c:
+        stream = c.streams.audio[0]
+        return np.concatenate([f.to_ndarray()[0] for f in c.decode(stream)]), stream.rate
+
+
 def audio_statistics(path, rate=22050):
     """Spectral flatness, loudness (RMS), spectral centroid and the envelope's coefficient of
     variation of a file's whole audio track: what a shortcut detector would look at."""
-    with av.open(str(path)) as c:
-        wav = np.concatenate([f.to_ndarray()[0] for f in c.decode(c.streams.audio[0])])
+    wav, _ = _waveform(path)
     n = 2 ** int(np.log2(len(wav)))
     spec = np.abs(np.fft.rfft(wav[:n] * np.hanning(n))) + 1e-9
     freqs = np.fft.rfftfreq(n, 1 / rate)
@@ -38,6 +50,48 @@ def audio_statistics(path, rate=22050):
         (freqs * spec).sum() / spec.sum(),
         env.std() / (env.mean() + 1e-9),
     )
+
+
+BANDS, RHYTHMS = 24, 12
+VIEWS = {"spectrum": slice(0, BANDS), "rhythm": slice(BANDS, BANDS + RHYTHMS), "both": slice(0, BANDS + RHYTHMS)}
+
+
+def sound_descriptor(path, bands=BANDS, rhythms=RHYTHMS):
+    """What makes two sounds alike to a listener who ignores the picture: the log energy of the whole
+    track in `bands` log-spaced frequency bands (pitch and timbre), and of its 20-ms envelope's
+    modulation in `rhythms` log-spaced bands from 0.5 to 12 Hz (tempo: what a source's clips share)."""
+    wav, rate = _waveform(path)
+    spec = np.abs(np.fft.rfft(wav)) ** 2  # (F,)
+    freqs = np.fft.rfftfreq(len(wav), 1 / rate)
+    block = max(1, rate // 50)
+    env = np.abs(wav[: len(wav) // block * block]).reshape(-1, block).mean(1)  # (blocks,) 20 ms each
+    mod = np.abs(np.fft.rfft(env - env.mean())) ** 2  # (blocks // 2 + 1,)
+    mod_freqs = np.fft.rfftfreq(len(env), block / rate)
+
+    def log_bands(power, f, lo, hi, k):
+        edges = np.geomspace(lo, hi, k + 1)
+        return [np.log(power[(f >= a) & (f < b)].sum() + 1e-12) for a, b in zip(edges[:-1], edges[1:])]
+
+    mods = np.array(log_bands(mod, mod_freqs, 0.5, 12.0, rhythms))
+    return np.r_[log_bands(spec, freqs, 50.0, rate / 2, bands), mods - np.log(mod.sum() + 1e-12)]  # (bands + rhythms,)
+
+
+def novelty_auroc(natural, held, share=0.5, seed=0):
+    """Inject as train.py does (a share of the training sounds replaced, each by its own held-out
+    sound), then score every sound of the resulting set by the distance to its nearest other sound
+    (descriptors standardised): the AUROC of that score, injected against natural, in the better
+    direction. natural: (N, D) descriptors of the training sounds; held: (M, D) of the pool."""
+    natural, held = np.asarray(natural, float), np.asarray(held, float)
+    rng = np.random.default_rng(seed)
+    k = min(int(round(share * len(natural))), len(held))
+    order = rng.permutation(len(natural))
+    x = np.r_[natural[order[k:]], held[rng.permutation(len(held))[:k]]]  # (N, D): the set after injection
+    y = np.r_[np.zeros(len(natural) - k), np.ones(k)]
+    z = (x - x.mean(0)) / (x.std(0) + 1e-9)
+    dist = cdist(z, z)  # (N, N)
+    np.fill_diagonal(dist, np.inf)
+    a = roc_auc_score(y, dist.min(1))
+    return max(a, 1 - a)
 
 
 def best_auroc(x_pos, x_neg):
@@ -63,6 +117,12 @@ def check(root, n=300, seed=0):
     stats = {p: audio_statistics(p) for p in faulty + clean + held}
     natural = max(best_auroc([stats[p] for p in faulty], [stats[p] for p in clean]))
     pool = max(best_auroc([stats[p] for p in held], [stats[p] for p in clean]))
+    # Novelty needs every training sound: a neighbour left out of a sample would look like novelty.
+    train = [root / r["path"] for r in rows]
+    pool_files = sorted((root / "_heldout").iterdir())[: len(train)]
+    natural_d = np.array([sound_descriptor(p) for p in train])  # (N, BANDS + RHYTHMS)
+    held_d = np.array([sound_descriptor(p) for p in pool_files])  # (M, BANDS + RHYTHMS)
+    novelty = max(novelty_auroc(natural_d[:, v], held_d[:, v], seed=seed) for v in VIEWS.values())
     shared = len(splits["train"] & splits["test"])
     leaked = sum(1 for s in splits.values() for line in s if line.startswith("_heldout/"))
     return {
@@ -71,6 +131,10 @@ def check(root, n=300, seed=0):
             natural < LIMIT,
         ),
         f"held-out pool vs clean, best audio-only AUROC ({len(held)} files)": (pool, pool < LIMIT),
+        f"held-out vs natural at 50% injected, nearest-neighbour novelty AUROC ({len(train)} sounds)": (
+            novelty,
+            novelty < LIMIT,
+        ),
         "videos in both train.txt and test.txt": (shared, shared == 0),
         "_heldout/ files in train.txt or test.txt": (leaked, leaked == 0),
     }
