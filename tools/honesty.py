@@ -4,9 +4,9 @@
   the held-out sounds that injection uses;
 - nor can a sound's novelty: with half the training sounds replaced by held-out ones, as injection at
   50% does, the distance of each sound to its nearest neighbour in the set (by spectrum, by rhythm,
-  by both: the best of three) tells the injected ones from the natural ones with an AUROC below 0.75. On a set whose clips come
-  in sources, a natural sound has its source's siblings nearby and a held-out one may not: this is
-  the shortcut a weight could take without the cross-modal mechanism under test;
+  by both: the best of three) tells the injected ones from the natural ones with an AUROC below 0.75.
+  On a set whose clips come in sources, a natural sound has its source's siblings nearby and a
+  held-out one may not: a shortcut a weight could take without the cross-modal mechanism under test;
 - injected audio comes from neither split: no `_heldout/` file is listed in train.txt or test.txt;
 - train and test share no video.
 
