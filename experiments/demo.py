@@ -90,11 +90,13 @@ def paper_delta(faulty):
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
-def _sources(clips, test, pitch="shared"):
-    """The one-regime screen's candidate sets (results/regime/PLAN.md): 1000 training clips from sources
-    of `clips` clips each, split by source; short 8-fps files with FLAC audio, cheap to generate."""
-    sources = f"--train-per-class 100 --test-per-class {test} --clips-per-source {clips} --source-pitch {pitch}"
-    return (sources + " --fps 8 --seconds 2.5 3 --pool 0 --audio-codec flac").split()
+def _sources(clips, test, pitch="shared", train=100, heldout=None):
+    """The one-regime screen's candidate sets (results/regime/PLAN.md): 10 x `train` training clips from
+    sources of `clips` clips each, split by source; short 8-fps files with FLAC audio, cheap to generate
+    (`heldout`: fewer held-out sounds than the default one per training clip, enough for 50%)."""
+    sources = f"--train-per-class {train} --test-per-class {test} --clips-per-source {clips} --source-pitch {pitch}"
+    extra = f" --heldout {heldout}" if heldout else ""
+    return (sources + " --fps 8 --seconds 2.5 3 --pool 0 --audio-codec flac" + extra).split()
 
 
 SYNTH_SETS = {
@@ -111,6 +113,7 @@ SYNTH_SETS = {
     "synth_src10p": _sources(10, 30, "own"),
     "synth_src5p": _sources(5, 30, "own"),
     "synth_src2p": _sources(2, 30, "own"),
+    "synth_src2p_2k": _sources(2, 30, "own", train=200, heldout=1000),
 }
 
 
