@@ -51,6 +51,7 @@ def demo_args(results, seed_methods, data="data/synth2000", runs="runs/claims"):
         finetune_epochs=0,
         trials=50,
         train_args=[],
+        preset="demo2000",  # the regime these claims ran on, before make demo moved (results/regime)
         workers=None,
         figures=False,
         columns=demo_report.COLUMNS,

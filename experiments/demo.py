@@ -45,7 +45,7 @@ from statistics import NormalDist
 import data
 import evaluate
 import train
-from config import config_from_dict, parse_config, result_changes
+from config import PRESETS, config_from_dict, parse_config, result_changes
 from experiments import jobs
 from experiments.demo_report import (
     COLUMNS,
@@ -73,6 +73,7 @@ DEMO = dict(
     eval_clips=10,
     methods=["xid", "weighted", "oracle"],
 )
+KEYED = ("data", "warmup_epochs", "epochs")  # in a setting's key under names of their own
 FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
 
 
@@ -164,6 +165,12 @@ def setting_file(args, seed, faulty):
     return settings_dir(args) / f"{setting_name(seed, faulty)}.json"
 
 
+def preset(args):
+    """The train.py preset a run starts from: the demo's, or `demo2000`, the older regime that the
+    claims' namespaces name (results/claims and results/negatives ran on it)."""
+    return getattr(args, "preset", "demo")
+
+
 def setting_key(args, faulty):
     """What a finished setting's numbers depend on, beyond its seed and noise level. The manifest's
     hash stands for the data: a regenerated set with other videos does not reuse old numbers. Where
@@ -172,6 +179,10 @@ def setting_key(args, faulty):
     nothing is injected, so 0% runs from before either change are the same runs."""
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
+    cfg = parse_config(["--preset", preset(args), "--data", args.data] + args.train_args)
+    # The recipe where it differs from demo2000's, whose settings files predate the field: a finished
+    # setting is never reused for a run of another model size, clip or rate.
+    recipe = {k: getattr(cfg, k) for k, v in PRESETS["demo2000"].items() if k not in KEYED and getattr(cfg, k) != v}
     key = {
         "data": args.data,
         "manifest_sha1": digest,
@@ -180,13 +191,13 @@ def setting_key(args, faulty):
         "finetune_epochs": args.finetune_epochs,
         "trials": args.trials,
         "train_args": args.train_args,
+        **({"recipe": recipe} if recipe else {}),
         **({"eval_clips": clips} if (clips := eval_clips(args)) != evaluate.CLIPS else {}),
         **({"warmup_ranks": args.warmup_ranks} if getattr(args, "warmup_ranks", 1) > 1 else {}),
         "delta": paper_delta(faulty),
     }  # settings made under the earlier natural + injected rule run again
     if faulty == 0:
         return key
-    cfg = parse_config(["--preset", "demo", "--data", args.data] + args.train_args)
     pool = None
     if cfg.faulty_source != "train":
         folder = data.pool_folder(cfg)
@@ -249,7 +260,7 @@ def warm_up(args, seed, faulty, progress=None):
     Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
     root = Path(args.runs) / setting_name(seed, faulty)
     common = (
-        ["--preset", "demo", "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)]
+        ["--preset", preset(args), "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)]
         + ["--preload-cache", str(Path(args.runs) / "preload")]  # the files decoded once for all processes
         + (["--workers", str(args.workers)] if args.workers is not None else [])
         + args.train_args

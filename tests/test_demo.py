@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from config import PRESETS
 from experiments import demo, demo_report, progress
 from tools import synthetic
 
@@ -417,3 +418,16 @@ def test_train_pys_demo_preset_and_make_demo_share_one_regime():
         demo.DEMO["epochs"],
     )
     assert Path(demo.DEMO["data"]).name in demo.SYNTH_SETS  # make demo can generate it
+
+
+def test_a_setting_of_another_model_or_clip_recipe_gets_another_key(tmp_path):
+    """Settings files of the demo2000 regime (the claims') predate the recipe field and keep their key;
+    a run of another width, clip or preset is never answered from them."""
+    args = argparse.Namespace(
+        data=str(tmp_path), warmup_epochs=25, epochs=6, finetune_epochs=0, trials=50, train_args=[], preset="demo2000"
+    )
+    assert "recipe" not in demo.setting_key(args, 0.0)
+    narrow = argparse.Namespace(**{**vars(args), "train_args": ["--width", "0.125", "--frames", "2"]})
+    assert demo.setting_key(narrow, 0.0)["recipe"] == {"width": 0.125, "frames": 2}
+    other = {k: v for k, v in PRESETS["demo"].items() if k not in demo.KEYED and PRESETS["demo2000"][k] != v}
+    assert demo.setting_key(argparse.Namespace(**{**vars(args), "preset": "demo"}), 0.0).get("recipe", {}) == other
