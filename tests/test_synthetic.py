@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from tools import synthetic
+from tools import render, synthetic
 from tools.honesty import audio_statistics, best_auroc
 
 
@@ -68,12 +68,12 @@ def test_the_injection_pool_holds_no_file_of_either_split_and_leaves_them_unchan
 
 
 def test_the_first_ten_classes_each_have_a_shape_of_their_own_and_all_25_signatures_differ():
-    shapes = [synthetic.class_signature(c)[0] for c in range(10)]
+    shapes = [render.class_signature(c)[0] for c in range(10)]
     assert len(set(shapes)) == 10
-    assert len({synthetic.class_signature(c) for c in range(25)}) == 25
+    assert len({render.class_signature(c) for c in range(25)}) == 25
     yy, xx = np.mgrid[0:64, 0:64] / 32 - 1.0  # the renderer's coordinates
-    masks = {s: synthetic._mask(s, xx, yy, 0.4) for s in synthetic.SHAPES}
-    for s, m in masks.items():  # every shape is a sizeable blob, at least 20 pixels off any other
+    masks = {s: render._mask(s, xx, yy, 0.4) for s in render.SHAPES + render.TRANSFER_SHAPES}
+    for s, m in masks.items():  # every shape of both families is a sizeable blob, 20 pixels off any other
         assert m.sum() > 60, s
         assert min(int((m ^ o).sum()) for t, o in masks.items() if t != s) >= 20, s
 
@@ -85,7 +85,7 @@ def test_the_shape_stays_in_the_central_region_that_training_crops_keep():
     for c in range(10):
         p = synthetic._video_params(rng, c, (3.0, 3.0), 0.3)
         bg = np.random.default_rng(p["seed"]).uniform(0, 255, 3) * 0.6  # the renderer's first draw
-        frames = synthetic.render_video({**p, "noise": 0.0, "dcolour": bg}, 64, 24).astype(float)  # no distractor
+        frames = render.render_video({**p, "noise": 0.0, "dcolour": bg}, 64, 24).astype(float)  # no distractor
         on = np.abs(frames - frames[:, :1, :1]).sum(-1) > 30  # pixels off the flat background
         ys, xs = np.nonzero(on.any(0))
         assert on.any(axis=(1, 2)).all(), f"class {c}: a frame without the shape"
@@ -111,8 +111,8 @@ def test_the_cue_options_at_their_defaults_leave_every_frame_and_sample_as_befor
     rng = np.random.default_rng(3)
     p = synthetic._video_params(rng, 4, (1.0, 1.0), 0.3)
     cued = {**p, "instance_cue": 0.0, "class_cue": 1.0}
-    assert np.array_equal(synthetic.render_video(p, 32, 8), synthetic.render_video(cued, 32, 8))
-    assert np.array_equal(synthetic.render_audio(p, 8000), synthetic.render_audio(cued, 8000))
+    assert np.array_equal(render.render_video(p, 32, 8), render.render_video(cued, 32, 8))
+    assert np.array_equal(render.render_audio(p, 8000), render.render_audio(cued, 8000))
 
 
 def test_the_instance_cue_puts_the_stripes_height_into_the_pitch_of_its_sound():
@@ -122,14 +122,14 @@ def test_the_instance_cue_puts_the_stripes_height_into_the_pitch_of_its_sound():
     pitches, heights = [], []
     for _ in range(6):
         p = {**synthetic._video_params(rng, 0, (1.0, 1.0), 0.0), "instance_cue": 1.0, "class_cue": 0.05}
-        height, _ = synthetic.instance_cue(p)
-        wav = synthetic.render_audio(p, rate)
+        height, _ = render.instance_cue(p)
+        wav = render.render_audio(p, rate)
         spectrum = np.abs(np.fft.rfft(wav))
         freqs = np.fft.rfftfreq(len(wav), 1 / rate)
         low = (freqs > 200) & (freqs < 1100)
         pitches.append(freqs[low][spectrum[low].argmax()])
         heights.append(height)
-        frame = synthetic.render_video(p, 64, 8)[0].astype(float)
+        frame = render.render_video(p, 64, 8)[0].astype(float)
         row = int(round((-0.45 + 0.9 * height + 1) * 32))  # the stripe's centre row
         same = np.abs(frame[row] - np.median(frame[row], axis=0)).max(axis=1) < 1  # (64,) pixels of one colour
         assert same.mean() > 0.75  # across the width, but where the shape or the distractor cross it
@@ -183,8 +183,8 @@ def test_a_clip_of_a_source_keeps_the_sources_scene_under_noise_of_its_own():
     clip = synthetic._clip_of_source(rng, p, (1.0, 1.0))
     assert clip["scene_seed"] == p["seed"] and clip["seed"] != p["seed"]
     own = {**p, "scene_seed": p["seed"]}  # a separate noise stream, so not identical, but the same scene
-    assert not np.array_equal(synthetic.render_video(p, 32, 8), synthetic.render_video(own, 32, 8))
-    assert np.abs(synthetic.render_video(p, 32, 8).astype(float) - synthetic.render_video(own, 32, 8)).mean() < 10
+    assert not np.array_equal(render.render_video(p, 32, 8), render.render_video(own, 32, 8))
+    assert np.abs(render.render_video(p, 32, 8).astype(float) - render.render_video(own, 32, 8)).mean() < 10
 
 
 def test_source_pitch_own_draws_each_clips_pitch_from_the_class_register_not_the_source():
@@ -229,3 +229,37 @@ def test_the_sound_descriptor_finds_a_clips_source_sibling_more_often_than_chanc
     np.fill_diagonal(dist, np.inf)
     found = np.mean([rows[i]["source"] == rows[j]["source"] for i, j in enumerate(dist.argmin(1))])
     assert found > 3 / 47, found
+
+
+def test_transfer_classes_share_no_shape_timbre_or_name_with_any_pretraining_class(tmp_path):
+    """The transfer endpoint judges classes never seen in pre-training (the paper's UCF101 and HMDB51)."""
+    seen = [render.class_signature(c) for c in range(25)]
+    new = [render.class_signature(c, "transfer") for c in range(25)]
+    assert not {s[0] for s in seen} & {s[0] for s in new}  # shapes
+    assert not {s[2] for s in seen} & {s[2] for s in new}  # timbres
+    assert len({s[0] for s in new[:5]}) == 5  # five transfer classes, five shapes
+    synthetic.generate(
+        tmp_path / "t", classes=5, train_per_class=2, test_per_class=2, heldout=0, pool=0, size=32,
+        seconds=(2.2, 2.4), family="transfer",
+    )  # fmt: skip
+    synthetic.generate(
+        tmp_path / "p", classes=10, train_per_class=1, test_per_class=0, heldout=0, pool=0, size=32, seconds=(2.2, 2.4)
+    )
+    names = {d.name for d in (tmp_path / "t").iterdir() if d.is_dir() and not d.name.startswith("_")}
+    shapes = {n.split("_")[1] for n in names}
+    assert shapes == set(render.TRANSFER_SHAPES)
+    assert not shapes & {
+        d.name.split("_")[1] for d in (tmp_path / "p").iterdir() if d.is_dir() and d.name.startswith("class")
+    }
+
+
+def test_each_transfer_timbre_sounds_unlike_every_other_timbre():
+    """Spectra of one pitch, one per timbre of both families: no two alike (cosine below 0.98)."""
+    rng = np.random.default_rng(0)
+    p = {**synthetic._video_params(rng, 0, (1.0, 1.0), 0.0), "pitch": 330.0}
+    spectra = {}
+    for timbre in render.TIMBRES + render.TRANSFER_TIMBRES:
+        spec = np.abs(np.fft.rfft(render.render_audio({**p, "timbre": timbre}, 16000)))[:8000]  # (8000,)
+        spectra[timbre] = spec / np.linalg.norm(spec)
+    for a, x in spectra.items():
+        assert max(float(x @ y) for b, y in spectra.items() if b != a) < 0.98, a

@@ -50,8 +50,9 @@ is empty, or carries that marker: never into a user's dataset.
 
     python -m tools.synthetic --out data/synth [--classes 10 --train-per-class 50 --test-per-class 30]
 
-Over 450 lines because it is one generator: the picture, the sound, the cues and the sources all read
-and write one parameter dict per video, and the honesty tests rely on a single renderer for every sound.
+The renderer (parameters -> frames, sound, .mp4) is tools/render.py: one renderer for every sound, as
+the honesty tests rely on. `--family transfer` draws the classes from shapes and timbres that no
+pre-training class has (the transfer endpoint's set; tools/render.py).
 """
 
 import argparse
@@ -62,13 +63,9 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
-import av
 import numpy as np
 
-SHAPES = ("disk", "square", "triangle", "ring", "cross", "diamond", "frame", "saltire", "bar", "half")
-PATHS = ("horizontal", "vertical", "circle", "diagonal", "pulse")
-TIMBRES = ("sine", "square", "saw", "bell", "fm")
-
+from tools.render import FAMILIES, SHAPES, class_signature, render_audio, render_video, write_mp4
 
 MARKER = ".robust_xid_synthetic"  # in every folder this generator made
 
@@ -127,151 +124,17 @@ def add_arguments(p):
         default="aac",
         help="aac (what downloads have) or flac (lossless, about 5x cheaper to encode; the demo's set)",
     )
+    p.add_argument(
+        "--family",
+        choices=sorted(FAMILIES),
+        default="pretrain",
+        help="pretrain (every pre-training set's shapes and timbres) or transfer (shapes and timbres no "
+        "pre-training class has: the transfer endpoint's set, tools/render.py)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--workers", type=int, default=None, help="processes (default: every core; the files do not depend on it)"
     )
-
-
-def class_signature(c):
-    """Class c = a + 5 b -> (shape, path, timbre, register) = (c mod 10, a + b mod 5, a, b).
-    Up to 10 classes each has a shape of its own, a cue visible in every frame, as real action
-    classes are mostly told apart by appearance; beyond 10 shapes repeat and the path (motion) and
-    sound tell such classes apart. Paths and timbres are each shared by several classes."""
-    a, b = c % 5, c // 5
-    return SHAPES[c % len(SHAPES)], PATHS[(a + b) % 5], TIMBRES[a], b
-
-
-def _mask(shape, dx, dy, r):
-    ax, ay, d = np.abs(dx), np.abs(dy), np.hypot(dx, dy)
-    if shape == "disk":
-        return d < r
-    if shape == "square":
-        return np.maximum(ax, ay) < r * 0.85
-    if shape == "triangle":
-        return (dy > -r) & (dy < r) & (ax < (dy + r) / 2)
-    if shape == "ring":
-        return (d < r) & (d > r * 0.55)
-    if shape == "cross":
-        return ((ax < r / 3) & (ay < r)) | ((ay < r / 3) & (ax < r))
-    if shape == "diamond":
-        return ax + ay < r
-    if shape == "frame":  # a hollow square
-        return (np.maximum(ax, ay) < r * 0.85) & (np.maximum(ax, ay) > r * 0.5)
-    if shape == "saltire":  # an X
-        return (np.abs(ax - ay) < r / 4) & (d < r)
-    if shape == "bar":
-        return (ay < r / 3) & (ax < r)
-    return (d < r) & (dy < 0)  # half: the upper half of a disk
-
-
-def render_video(p, size, fps):
-    """Frames (n, size, size, 3) uint8 for the video parameters p."""
-    # A clip of a source draws its scene (background, texture) from the source's seed and its noise from
-    # its own; a video that is its own source draws both from one stream, as it always has.
-    scene = np.random.default_rng(p.get("scene_seed", p["seed"]))
-    rng = np.random.default_rng(p["seed"]) if "scene_seed" in p else scene
-    n = int(round(p["seconds"] * fps))
-    yy, xx = np.mgrid[0:size, 0:size] / (size / 2) - 1.0  # coordinates in [-1, 1]
-    bg = scene.uniform(0, 255, 3) * 0.6
-    texture = scene.normal(0, 40 * p["noise"], (size, size, 1))
-    frames = np.empty((n, size, size, 3), np.uint8)
-    for i in range(n):
-        t = i / fps
-        ph = 2 * np.pi * p["freq"] * t + p["phase"]
-        amp, cx, cy, r = 0.3, p["x0"], p["y0"], p["radius"] * p.get("class_cue", 1.0)
-        path = p["path"]
-        if path == "horizontal":
-            cx = amp * np.sin(ph)
-        elif path == "vertical":
-            cy = amp * np.sin(ph)
-        elif path == "circle":
-            cx, cy = amp * np.cos(ph), amp * np.sin(ph)
-        elif path == "diagonal":
-            cx = cy = amp * np.sin(ph)
-        else:  # pulse: grows and shrinks in place
-            r = r * (1 + 0.45 * np.sin(ph))
-        img = bg + texture + rng.normal(0, 8 * p["noise"], (size, size, 1))
-        if p.get("instance_cue", 0.0) > 0:
-            img = _draw_stripe(img, yy, p)
-        img[_mask(p["shape"], xx - cx, yy - cy, r)] = p["colour"]
-        dx, dy = p["distractor"][0] + 0.3 * np.sin(t * p["dfreq"]), p["distractor"][1] + 0.3 * np.cos(t * p["dfreq"])
-        img[_mask(p["dshape"], xx - dx, yy - dy, 0.12)] = p["dcolour"]
-        frames[i] = np.clip(img, 0, 255)
-    return frames
-
-
-def instance_cue(p):
-    """The video's own cue, from its seed alone, so that its picture and its sound agree and a faulty
-    positive's sound (another video's parameters) carries another: (height in [0, 1], hue in [0, 0.8])."""
-    u = np.random.default_rng([p["seed"], 7]).uniform(size=2)
-    return float(u[0]), 0.8 * float(u[1])  # hues short of a full turn: red and magenta stay apart
-
-
-def _draw_stripe(img, yy, p):
-    """A full-width stripe (any crop keeps some of it) at the cue's height, in the cue's hue."""
-    height, hue = instance_cue(p)
-    centre = -0.45 + 0.9 * height
-    colour = 255 * np.clip(np.abs((hue * 6 + np.array([0, 4, 2])) % 6 - 3) - 1, 0, 1)  # HSV (hue, 1, 1) -> RGB
-    band = np.abs(yy - centre) < 0.09
-    img[band] = (1 - p["instance_cue"]) * img[band] + p["instance_cue"] * colour
-    return img
-
-
-def render_audio(p, rate):
-    """Mono waveform (n,) float32. Class sound: a tone beating with the motion's phase. Unrelated
-    sound (p['timbre'] is None): noise bursts and a chirp at a tempo of its own."""
-    rng = np.random.default_rng(p["seed"] + 1)
-    t = np.arange(int(round(p["seconds"] * rate))) / rate
-    if p["timbre"] is None:
-        tempo, f0 = rng.uniform(0.4, 3.0), rng.uniform(150, 2000)
-        env = (np.sin(2 * np.pi * tempo * t + rng.uniform(0, 6.3)) > 0.3).astype(np.float64)
-        chirp = np.sin(2 * np.pi * (f0 * t + rng.uniform(-200, 200) * t**2))
-        wav = 0.3 * env * chirp + 0.3 * rng.normal(0, 1, t.shape) * (1 - env) * rng.uniform(0.2, 1)
-    else:
-        f = p["pitch"]
-        ph = 2 * np.pi * f * t
-        timbre = p["timbre"]
-        if timbre == "sine":
-            tone = np.sin(ph)
-        elif timbre == "square":
-            tone = sum(np.sin(k * ph) / k for k in (1, 3, 5, 7))
-        elif timbre == "saw":
-            tone = sum(np.sin(k * ph) / k for k in range(1, 7))
-        elif timbre == "bell":
-            tone = sum(np.sin(k * ph) / (i + 1) for i, k in enumerate((1, 2.76, 5.4, 8.93)))
-        else:  # fm
-            tone = np.sin(ph + 2.0 * np.sin(ph * 1.5))
-        env = 0.5 + 0.5 * np.sin(2 * np.pi * p["freq"] * t + p["phase"])  # beats with the motion
-        wav = 0.3 * p.get("class_cue", 1.0) * env**2 * tone / np.abs(tone).max()
-        if p.get("instance_cue", 0.0) > 0:  # the stripe's height and hue as two pitches, 250-1000 and 1500-4000 Hz
-            height, hue = instance_cue(p)
-            f1, f2 = 250 * 2 ** (2 * height), 1500 * 2 ** (1.415 * hue / 0.8)
-            wav = wav + 0.15 * p["instance_cue"] * (np.sin(2 * np.pi * f1 * t) + np.sin(2 * np.pi * f2 * t))
-        wav = wav + 0.05 * p["noise"] * rng.normal(0, 1, t.shape)
-    return np.clip(wav, -1, 1).astype(np.float32)
-
-
-def write_mp4(path, frames, wav, fps, rate, gop=12, audio_codec="aac"):
-    """H.264 (keyframe every `gop` frames: 12 keeps seeking cheap) + AAC (or lossless FLAC, which encodes
-    about 5x faster) in an .mp4. Either may be None."""
-    with av.open(str(path), "w") as c:
-        if frames is not None:
-            vs = c.add_stream("libx264", rate=fps, options={"preset": "ultrafast", "bf": "0"})
-            vs.width, vs.height, vs.pix_fmt = frames.shape[2], frames.shape[1], "yuv420p"
-            vs.codec_context.gop_size = gop
-        if wav is not None:
-            aus = c.add_stream(audio_codec, rate=rate)
-            aus.layout = "mono"
-        if frames is not None:
-            for img in frames:
-                c.mux(vs.encode(av.VideoFrame.from_ndarray(img, format="rgb24")))
-            c.mux(vs.encode())
-        if wav is not None:
-            frame = av.AudioFrame.from_ndarray(wav[None], format="fltp", layout="mono")
-            frame.sample_rate, frame.pts = rate, 0
-            c.mux(aus.encode(frame))
-            c.mux(aus.encode())
 
 
 def class_pitch(rng, c):
@@ -279,8 +142,8 @@ def class_pitch(rng, c):
     return float(220 * 2 ** (class_signature(c)[3] * 0.75 + rng.uniform(-0.25, 0.25)))
 
 
-def _video_params(rng, c, seconds, noise):
-    shape, path, timbre, register = class_signature(c)
+def _video_params(rng, c, seconds, noise, family="pretrain"):
+    shape, path, timbre, register = class_signature(c, family)
     dshape = SHAPES[rng.integers(5)]
     return dict(
         shape=shape,
@@ -367,6 +230,7 @@ def generate(
     clips_per_source=1,
     source_pitch="shared",
     audio_codec="aac",
+    family="pretrain",
 ):
     """Write the dataset described in the module docstring under `out`."""
     from media import manifest  # the scan that writes the manifest
@@ -395,21 +259,21 @@ def generate(
     rng = np.random.default_rng(seed)
     jobs, truth, splits = [], [], {"train": [], "test": []}
     for c in range(classes):
-        name = "class{:02d}_{}_{}".format(c, *class_signature(c)[:2])
+        name = "class{:02d}_{}_{}".format(c, *class_signature(c, family)[:2])
         (out / name).mkdir(parents=True, exist_ok=True)
         for split, count in (("train", train_per_class), ("test", test_per_class)):
             for k in range(count):
                 rel = f"{name}/{split}_{k:03d}.mp4"
                 if clips_per_source == 1:  # the stream as it always was: the same files as before sources
-                    p = _video_params(rng, c, seconds, noise)
+                    p = _video_params(rng, c, seconds, noise, family)
                 else:
                     if k % clips_per_source == 0:  # a new source: its scene and sound character
-                        source = _video_params(rng, c, seconds, noise)
+                        source = _video_params(rng, c, seconds, noise, family)
                     p = _clip_of_source(rng, source, seconds, c if source_pitch == "own" else None)
                 audio_p, audio_class = p, c
                 if split == "train" and rng.uniform() < faulty:  # the sound of another, unseen video
                     audio_class = int(rng.integers(classes))
-                    audio_p = _video_params(rng, audio_class, (p["seconds"], p["seconds"]), noise)
+                    audio_p = _video_params(rng, audio_class, (p["seconds"], p["seconds"]), noise, family)
                 jobs.append((out / rel, p, audio_p, size, fps, audio_rate, gop, cues))
                 splits[split].append(rel)
                 truth.append(
@@ -438,7 +302,7 @@ def generate(
     held_rng = np.random.default_rng([seed, 2])
     for k in range(classes * train_per_class if heldout is None else heldout):
         c = int(held_rng.integers(classes))  # a class sound, like a natural fault's: the same renderer
-        p = {**_video_params(held_rng, c, seconds, noise), "shape": None}
+        p = {**_video_params(held_rng, c, seconds, noise, family), "shape": None}
         jobs.append((out / "_heldout" / f"sound_{k:04d}.mp4", p, p, size, fps, audio_rate, gop, cues))
     with Pool(workers or os.cpu_count() or 1) as processes:
         processes.map(_make_one, jobs, chunksize=8)
