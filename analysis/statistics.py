@@ -4,6 +4,7 @@ of a mean difference, and Holm's step-down over a family, on scipy.stats.
     t_test     two-sided p-value: one sample against 0, or Welch's for two unpaired samples
     interval   mean difference A - B and its t-interval, paired (per-seed differences) or Welch's
     holm       Holm's step-down adjusted p-values
+    power      the paired t-test's power over n seeds (noncentral t), and the seeds a plan needs
 
     python -m experiments.claims report      # experiments/claims_report.py judges with these
 
@@ -66,3 +67,18 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
         adjusted[i] = running
     return adjusted
+
+
+def power(n: int, sd: float, effect: float, alpha: float = ALPHA) -> float:
+    """Power of the two-sided paired t-test at level alpha over n seeds, when the per-seed differences
+    have mean `effect` and standard deviation `sd`: the noncentral t's mass beyond the critical values."""
+    from scipy import stats
+
+    df, shift = n - 1, effect / (sd / np.sqrt(n))
+    critical = stats.t.ppf(1 - alpha / 2, df)
+    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+
+
+def seeds_for(sd: float, effect: float, target: float = 0.8, lo: int = 5, hi: int = 15) -> int | None:
+    """The fewest seeds in [lo, hi] whose paired t-test reaches `target` power; None if hi falls short."""
+    return next((n for n in range(lo, hi + 1) if power(n, sd, effect) >= target), None)

@@ -309,3 +309,17 @@ def test_the_negatives_report_judges_its_own_set_and_takes_n4_at_50pc_from_the_p
     assert "Robust > Weighted at 50% (synth2000), `data/synth2000`" in contradicted
     assert "judged claims), held: N1. " in rows  # N1 alone has planted gains
     assert "**N1**" in claims_md.read_text() and claims_md.read_text().endswith("## Next\nkept\n")
+
+
+def test_the_power_of_the_paired_t_test_matches_a_simulation_and_sizes_the_seeds():
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    diffs = rng.normal(1.0, 1.0, (4000, 8))  # 4000 simulated plans of 8 seeds, effect = SD
+    rejected = (stats.ttest_1samp(diffs, 0.0, axis=1).pvalue < 0.05).mean()
+    assert abs(statistics.power(8, 1.0, 1.0) - rejected) < 0.03
+    assert statistics.power(5, 3.7, 3.0) < statistics.power(10, 3.7, 3.0) < statistics.power(15, 3.7, 3.0)
+    n = statistics.seeds_for(3.7, 3.0)
+    assert statistics.power(n, 3.7, 3.0) >= 0.8 > statistics.power(n - 1, 3.7, 3.0)
+    assert statistics.seeds_for(1.4, 3.0) == 5  # never fewer than the plan's floor
+    assert statistics.seeds_for(10.0, 3.0) is None  # 15 seeds are not enough: the plan must say so
