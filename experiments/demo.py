@@ -66,12 +66,12 @@ from tools import synthetic
 # make demo's regime: the set, the recipe (warm-up and branch epochs, clips per video in evaluation) and the
 # methods. The one-regime screen (results/regime/PLAN.md) adopted no other yet, so it is still the one the
 # claims ran on (results/HISTORY.md).
-DEMO = dict(
-    data="data/synth2000",
-    warmup_epochs=25,
-    epochs=6,
-    eval_clips=10,
-    methods=["xid", "weighted", "oracle"],
+DEMO = dict(  # make demo: config.PRESETS["demo"]'s set and epochs, 2 clips per video in evaluation
+    data="data/synth_src2p",
+    warmup_epochs=30,
+    epochs=4,
+    eval_clips=2,
+    methods=["xid", "weighted", "soft", "robust", "oracle"],
 )
 KEYED = ("data", "warmup_epochs", "epochs")  # in a setting's key under names of their own
 FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
