@@ -433,7 +433,7 @@ def train_loader(
     batches = loader_workers.loader(
         dataset,
         cfg.batch_size // world,
-        cfg.workers,
+        loader_workers.workers_per_process(cfg.workers),
         seed=cfg.seed,
         sampler=sampler,
         drop_last=True,

@@ -41,11 +41,11 @@ import augment
 import data
 import finetune
 from analysis import fewshot, weights
-from config import POSITIVE, Config, OneLineParser, at_least, between, one_of
+from config import POSITIVE, Check, Config, OneLineParser, at_least, between, one_of
 from finetune import FINETUNE
-from machinery.devices import default_device
+from machinery.devices import DEVICES, DeviceError, default_device, resolve_device, start_line
 from media import manifest
-from media.loader_workers import loader, progress
+from media.loader_workers import loader, progress, workers_per_process
 from persistence import runstate
 from persistence.checkpoint import CheckpointError, load_pretrained
 
@@ -343,7 +343,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_checked(
         "--clips", at_least(1), type=int, default=CLIPS, help="clips per video for retrieval and few-shot (paper: 10)"
     )
-    p.add_checked("--workers", at_least(0), type=int, default=2, help="DataLoader workers")
+    p.add_checked(
+        "--workers",
+        Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0"),
+        type=int,
+        default=-1,
+        help="DataLoader workers; -1: the cores available, at most 16 (as train.py's --workers)",
+    )
+    p.add_checked("--device", one_of(*DEVICES), default="auto", help="auto | cuda (stop when no GPU is usable) | cpu")
     p.add_checked(
         "--jobs",
         at_least(1),
@@ -352,6 +359,12 @@ def main(argv: list[str] | None = None) -> None:
         "the cores; the numbers do not depend on it)",
     )
     args = p.parse_args(argv)
+    try:
+        device = resolve_device(args.device)
+    except DeviceError as err:
+        raise SystemExit(f"evaluate.py: {err}") from None
+    workers = workers_per_process(args.workers)
+    print(start_line("evaluate.py", device, 1, "fp32", workers))
     if args.finetune_batch % args.accumulate:
         p.error(f"--accumulate {args.accumulate}: expected a divisor of --finetune-batch ({args.finetune_batch})")
     overrides = {k: v for k in ("data", "layout", "fold", "annotations") if (v := getattr(args, k)) is not None}
@@ -376,7 +389,8 @@ def main(argv: list[str] | None = None) -> None:
             args.ckpt,
             tasks,
             overrides,
-            args.workers,
+            workers,
+            device=device,
             trials=args.trials,
             standardise=args.standardise,
             finetune_args=finetune_args,

@@ -77,14 +77,26 @@ def save_checkpoint(path: str | Path, **state: Any) -> None:
             f"choose another --out, then rerun the same command to resume"
         ) from err
     if path.exists():
-        link = Path(f"{prev}.tmp")
-        link.unlink(missing_ok=True)
-        try:
-            os.link(path, link)
-        except OSError:  # a filesystem without hard links: a copy, still renamed into place
-            shutil.copyfile(path, link)
-        os.replace(link, prev)
+        keep_as(path, prev)
     os.replace(tmp, path)
+
+
+def keep_as(path: str | Path, kept: str | Path) -> None:
+    """KEPT becomes the checkpoint PATH is now, whole or not at all: a hard link (no copy; PATH's next
+    save renames a new file onto PATH and leaves this one), made under a temporary name and renamed
+    into place. Keeps ckpt.pt.prev, and --save-every's OUT/ckpt_epochNNNN.pt."""
+    link = Path(f"{kept}.tmp")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(path, link)
+    except OSError:  # a filesystem without hard links: a copy, still renamed into place
+        shutil.copyfile(path, link)
+    os.replace(link, kept)
+
+
+def kept_name(epoch: int) -> str:
+    """The file --save-every keeps the checkpoint after `epoch` (log.jsonl's numbering) in."""
+    return f"ckpt_epoch{epoch:04d}.pt"
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
