@@ -305,9 +305,10 @@ class OneLineParser(argparse.ArgumentParser):
         parsed = super().parse_args(args, namespace)
         for dest, (flag, check) in self.checks.items():
             value = getattr(parsed, dest)
-            problem = None if value is None else check_value(flag, value, check)
-            if problem:
-                self.error(problem)
+            for one in value if isinstance(value, list) else [value]:  # nargs: each value
+                problem = None if one is None else check_value(flag, one, check)
+                if problem:
+                    self.error(problem)
         return parsed
 
     def error(self, message: str) -> NoReturn:

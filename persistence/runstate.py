@@ -11,6 +11,7 @@
     SigtermStop    SIGTERM stops the run at a step boundary
     hold_folder    one run per folder: a POSIX lock on OUT/run.lock, its holder named, gone with the process
     hold_for_job   the same under torchrun: rank 0 holds it for the job, every rank stops if it cannot
+    held_by        who else holds a folder now (evaluate.py says so, and evaluates the checkpoint as it is)
 
 Checkpoints themselves (what they hold, atomic writes) are persistence/checkpoint.py's. Tests: tests/test_faults.py,
 tests/test_train.py.
@@ -342,6 +343,24 @@ def hold_folder(out: Path, who: str = "train.py") -> Iterator[None]:
     finally:
         del _HELD[path]
         os.close(fd)  # releases the lock
+
+
+def held_by(out: Path) -> str | None:
+    """Who else holds OUT now (hold_folder), or None. Another process's hold is tested by taking the
+    lock for a moment; this process's own is not (closing a second descriptor would release it)."""
+    path = (Path(out) / LOCK_NAME).resolve()
+    if path in _HELD or not path.exists():
+        return None
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return _holder(os.read(fd, 4096).decode(errors="replace"))
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 @contextmanager

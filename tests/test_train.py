@@ -1,7 +1,6 @@
 """train.py end to end on a tiny generated dataset: learning, DDP replicas, kill-and-resume, variant
 equivalence, the resume guard, --init, and the oracle's weights."""
 
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import train
 from config import Config, parse_config
 from machinery import schedule
 from memory_bank import MemoryBank
-from persistence import checkpoint, runstate
+from persistence import checkpoint, records, runstate
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -380,10 +379,11 @@ def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figur
 
     run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0", "--faulty-fraction", "0.25")
     res = evaluate.evaluate(tmp_path / "ckpt.pt", ["retrieval", "fewshot", "analysis"], workers=0, shots=(1,), trials=2)
-    saved = json.loads((tmp_path / "eval.json").read_text())
+    saved = {r["task"]: r for r in records.load(tmp_path / "eval.json")}
     assert (
         "Euclidean" in saved["retrieval"]["protocol"]["text"] and saved["fewshot"]["protocol"]["standardise"] is False
     )
+    assert saved["analysis"]["results"]["weights"] == res["weights"] and saved["retrieval"]["checkpoint_epoch"] == 0
     assert res["weights"]["faulty_auroc"] is not None and 0 <= res["weights"]["faulty_auroc"] <= 1
     for png in ("scores_weights.png", "per_class_r1.png", "retrievals.png"):  # Fig. 5, 10, 11
         assert (tmp_path / png).stat().st_size > 1000
