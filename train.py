@@ -8,7 +8,7 @@ soft, robust) under a cosine learning rate. `--init` branches a second stage off
 
     python train.py --preset demo                                   # synthetic data, CPU, minutes
     python train.py --preset ablation --data K400 --layout kinetics  # the paper's Sec. 5 setting
-    torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
+    .venv/bin/torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
 Read top to bottom: the parts a step touches, the objective, the step, one epoch, the recipe. The
