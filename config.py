@@ -176,7 +176,21 @@ class Config:
         "a fresh Adam state, where one uninterrupted two-stage run keeps Adam's (the paper does not say)",
         "engineering",
     )
-    workers: int = _opt(4, "DataLoader workers per process", "engineering", check=at_least(0))
+    workers: int = _opt(
+        -1,
+        "DataLoader workers per process; -1: the cores available to each process (the affinity mask shared "
+        "by torchrun's processes on the node), at most 16, the count that delivered the most clips/s in "
+        "results/gpu.md's loader table",
+        "engineering",
+        check=Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0"),
+    )
+    device: str = _opt(
+        "auto",
+        "auto: a usable GPU, else the CPU, warning where an NVIDIA device cannot be used | cuda: stop when "
+        "no GPU is usable | cpu",
+        "engineering",
+        check=one_of("auto", "cuda", "cpu"),
+    )
     pin_workers: str = _opt(
         "auto",
         "hold each DataLoader worker to a core of its own: auto (where workers + 2 cores "
@@ -204,6 +218,13 @@ class Config:
         check=one_of("auto", "bf16", "fp16", "off"),
     )
     channels_last: bool = _opt(True, "channels_last_3d video encoder on a GPU", "engineering")
+    save_every: int = _opt(
+        0,
+        "also keep OUT/ckpt_epochNNNN.pt after every Nth epoch (NNNN: log.jsonl's epoch), so that the run "
+        "can be evaluated along the way afterwards; 0: only the latest checkpoint",
+        "engineering",
+        check=at_least(0),
+    )
     max_bad_fraction: float = _opt(0.05, "stop when more of the files fail to decode", "engineering", check=SHARE)
     allow_config_change: bool = _opt(
         False, "resume a run whose checkpoint has other result-changing settings", "engineering"
@@ -215,6 +236,8 @@ class Config:
 #   init           read only when OUT has no checkpoint yet; a resume starts from the checkpoint
 #   workers, pin_workers  each item's draws are seeded by (seed, epoch, index): tests/test_data.py
 #   channels_last  the GPU's memory layout only (ignored on a CPU); kernels round as another card's would
+#   device         where the run computes; "auto" moving between a GPU and a CPU also moves amp "auto" (below)
+#   save_every     which checkpoints are kept besides the latest
 #   manifest       which file lists the videos; the resumed bank's size and injected set are checked
 # Two engineering options are not in it, and a resume that changes them is refused: preload (a
 # preloaded clip's audio is cut from a whole-file decode, a decoded one's after a seek, and AAC's
@@ -290,9 +313,10 @@ class OneLineParser(argparse.ArgumentParser):
         parsed = super().parse_args(args, namespace)
         for dest, (flag, check) in self.checks.items():
             value = getattr(parsed, dest)
-            problem = None if value is None else check_value(flag, value, check)
-            if problem:
-                self.error(problem)
+            for one in value if isinstance(value, list) else [value]:  # nargs: each value
+                problem = None if one is None else check_value(flag, one, check)
+                if problem:
+                    self.error(problem)
         return parsed
 
     def error(self, message: str) -> NoReturn:
@@ -324,6 +348,17 @@ def relations(cfg: Config) -> list[str]:
     return out
 
 
+def preset_named(argv: list[str]) -> str:
+    """The --preset an argument list names (its last, as argparse takes it), for --help's defaults;
+    ablation when none or an unknown one is named (the parser then says what is wrong)."""
+    named = "ablation"
+    for i, arg in enumerate(argv):
+        value = arg.split("=", 1)[1] if arg.startswith("--preset=") else argv[i + 1] if arg == "--preset" else None
+        if value in PRESETS:
+            named = value
+    return named
+
+
 def parse_config(argv: list[str] | None = None, description: str | None = None) -> Config:
     """--preset NAME, then any Config field as --field-name VALUE. An unknown option, a value a field
     does not allow (its Check) or options that do not go together exit with one line (status 2)."""
@@ -334,19 +369,21 @@ def parse_config(argv: list[str] | None = None, description: str | None = None) 
         default="ablation",
         help="paper setting to start from: ablation (Sec. 5.1), sota (Sec. 6), demo (CPU)",
     )
-    groups = {}
+    groups, preset = {}, preset_named(sys.argv[1:] if argv is None else argv)
     for f in fields(Config):
         group = f.metadata["group"]
         if group not in groups:
             groups[group] = parser.add_argument_group(group)
         kind = argparse.BooleanOptionalAction if f.type is bool else None
         allowed = "" if f.metadata["check"] is ANY else f"; allowed: {f.metadata['check'].allowed}"
+        shown = PRESETS[preset].get(f.name, f.default)  # --help under a preset shows the values it runs with
+        under = "" if shown == f.default else f" under --preset {preset}; ablation: {f.default!r}"
         groups[group].add_argument(
             "--" + f.name.replace("_", "-"),
             type=None if kind else f.type,
             action=kind,
             default=None,
-            help=f"{f.metadata['help']} [default: {f.default!r}{allowed}]",
+            help=f"{f.metadata['help']} [default: {shown!r}{under}{allowed}]",
         )
     args = vars(parser.parse_args(argv))
     cfg = Config(**PRESETS[args.pop("preset")])

@@ -372,10 +372,10 @@ def injection_pool(cfg: "Config", records: list[Record]) -> list[tuple[str, floa
     return pool
 
 
-def split_records(cfg: "Config", split: str) -> tuple[list[Record], list[str]]:
-    """The usable videos of one split, video only (UCF101/HMDB51 videos often have no audio)."""
-    return manifest.load_records(
-        cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=False
+def split_records(cfg: "Config", split: str, need_audio: bool = False) -> manifest.Split:
+    """One split's usable videos and the listed ones that are not (UCF101/HMDB51 hold silent videos)."""
+    return manifest.load_split(
+        cfg.layout, cfg.data, split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio
     )
 
 
@@ -389,7 +389,7 @@ def eval_set(
 ) -> tuple[AVDataset, list[str]]:
     """Video-only dataset of one split, for the evaluation protocols; `keep` selects records by
     position (a held-out validation part); preload defaults to the config's."""
-    records, classes = split_records(cfg, split)
+    records, classes = split_records(cfg, split)[:2]
     if keep is not None:
         records = [records[i] for i in keep]
     return AVDataset(
@@ -433,7 +433,7 @@ def train_loader(
     batches = loader_workers.loader(
         dataset,
         cfg.batch_size // world,
-        cfg.workers,
+        loader_workers.workers_per_process(cfg.workers),
         seed=cfg.seed,
         sampler=sampler,
         drop_last=True,

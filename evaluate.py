@@ -14,111 +14,49 @@
     analysis   the weights of eq. (6) against the known faulty positives (AUROC, histogram as in
                Fig. 5), soft-target mass on same-class candidates (analysis/weights.py), per-class
                R@1 (Fig. 10), and the retrieval figure (Fig. 11): query frames and their top-4 retrievals
+    features   per video, the pooled video and audio features, label and path, as .npz (features.py)
+    report     the checkpoint's records as the paper's table rows (analysis/report.py)
 
-This file holds the protocols' entry (`evaluate`, the command line) and the features the first three
-tasks share; the datasets of a split are data.py's (eval_set, check_disjoint).
+This file holds the protocols' entry (`evaluate`, the command line); the features they read are
+features.py's, the datasets of a split data.py's (eval_set, check_disjoint). `--modality audio` runs
+retrieval and few-shot on the audio encoder's features; `--fold 1 2 3` runs each fold and prints their
+mean and standard deviation.
 
 Deviations are named options, off by default: --standardise (few-shot), --select-on-val (fine-tune),
---accumulate (gradient accumulation when a batch of 192 does not fit). Every task prints the
-protocol it ran and stores it beside its numbers in CKPT_DIR/eval.json. A query set that shares a
-file with its gallery (or a test split that shares one with the train split) is refused.
+--accumulate (gradient accumulation when a batch of 192 does not fit), --clips below 10. Every task
+prints the protocol it ran and stores it with its numbers as a record of CKPT_DIR/eval.json, keyed by
+dataset, layout, fold and protocol (persistence/records.py). A query set that shares a file with its
+gallery (or a test split that shares one with the train split) is refused; so is a split that lost a
+video of its official list, unless --allow-missing. A checkpoint whose run is still training there
+is evaluated as it is (the record names its epoch): evaluation writes only files of its own.
 
-    python evaluate.py all runs/demo/robust/ckpt.pt                      # on the data it was trained on
-    python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1
+    .venv/bin/python evaluate.py all runs/demo/robust/ckpt.pt                 # on the data it was trained on
+    .venv/bin/python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1 2 3
 """
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn as nn
 from torch import Tensor
 
-import augment
 import data
 import finetune
-from analysis import fewshot, weights
-from config import POSITIVE, Config, OneLineParser, at_least, between, one_of
+from analysis import fewshot, report, weights
+from config import POSITIVE, Check, OneLineParser, at_least, between, one_of
+from features import CLIPS, MODALITIES, cached_features, eval_splits, export, fold_of, split_videos
 from finetune import FINETUNE
-from machinery.devices import default_device
-from media import manifest
-from media.loader_workers import loader, progress
-from persistence import runstate
-from persistence.checkpoint import CheckpointError, load_pretrained
-
-CLIPS = 10  # clips per video averaged for retrieval and few-shot (Sec. 5.1, Sec. 6)
+from machinery.devices import DEVICES, DeviceError, default_device, resolve_device, start_line
+from media.loader_workers import workers_per_process
+from persistence import records, runstate
+from persistence.checkpoint import CheckpointError, read_pretrained
 
 
-def named(clips: int) -> dict[str, int]:
-    """A protocol's clip count, stored only when it is not the paper's (the paper's records stay as they were)."""
-    return {} if clips == CLIPS else {"clips": clips}
-
-
-# ----------------------------------------------------------------------------- features
-
-
-@torch.no_grad()
-def extract_features(
-    encoder: nn.Module, dataset: data.AVDataset, device: torch.device, batch_size: int = 8, workers: int = 2
-) -> dict[str, Tensor]:
-    """Per video, averaged over its clips: `fmap` the last conv feature map, flattened (retrieval),
-    `pooled` the global max-pooled feature (few-shot); and the labels.
-
-    The paper's map is 4x4x512, what R(2+1)D gives at its 112x112 input. At other sizes we keep the
-    network's own map (3x3 at 80x80, 2x2 at 64x64) rather than resample it to 4x4: pooling a 3x3 map
-    up to 4x4 would repeat the centre positions and weight them more in the distance."""
-    encoder.eval().to(device)
-    fmaps, pooled, labels = [], [], []
-    for batch in progress(loader(dataset, batch_size, workers), f"features ({len(dataset)} videos)"):
-        x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
-        B, C = x.shape[:2]
-        fm = encoder.feature_map(x.flatten(0, 1)).float().mean(2)  # (B*clips, 512, h, w): the 1-frame time axis
-        fmaps.append(fm.flatten(1).view(B, C, -1).mean(1).cpu())  # (B, 512*h*w)
-        pooled.append(torch.amax(fm, dim=(2, 3)).view(B, C, -1).mean(1).cpu())  # (B, 512)
-        labels.append(batch["label"])
-    return {"fmap": torch.cat(fmaps), "pooled": torch.cat(pooled), "labels": torch.cat(labels)}
-
-
-def cached_features(
-    ckpt: str | Path,
-    cfg: Config,
-    encoder: nn.Module,
-    split: str,
-    device: torch.device,
-    workers: int = 2,
-    clips: int = CLIPS,
-) -> tuple[dict[str, Tensor], list[manifest.Record]]:
-    """extract_features of a split, saved next to the checkpoint under a key of checkpoint, data
-    settings and files; returns the features and the split's records (they name the files). The
-    dataset is built, and decoded, only when the features are not cached."""
-    records = data.split_records(cfg, split)[0]
-    st = Path(ckpt).stat()
-    key = json.dumps(
-        [
-            str(Path(ckpt).resolve()),
-            st.st_mtime_ns,
-            st.st_size,
-            cfg.data,
-            cfg.layout,
-            cfg.fold,
-            split,
-            cfg.frames,
-            cfg.fps,
-            cfg.size,
-            "native-map",
-            *([clips] if clips != CLIPS else []),  # the paper's 10 keeps the key (and the caches) it had
-            [r.path for r in records],
-        ]
-    )
-    path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
-    if path.exists():
-        return torch.load(path, weights_only=True), records
-    feats = extract_features(encoder, data.eval_set(cfg, split, num_clips=clips)[0], device, workers=workers)
-    torch.save(feats, path)
-    return feats, records
+def named(clips: int, modality: str = "video") -> dict[str, Any]:
+    """A protocol's clip count and modality, stored only when not the paper's (its records stay as they were)."""
+    return ({} if clips == CLIPS else {"clips": clips}) | ({} if modality == "video" else {"modality": modality})
 
 
 # ----------------------------------------------------------------------------- retrieval and few-shot
@@ -155,15 +93,19 @@ def recall_at_k(
 def protocol_of(task: str, **settings: Any) -> dict[str, Any]:
     """What a task ran, as printed and stored beside its numbers."""
     text = {
-        "retrieval": "last conv map ({feature_dim} values; the paper's is 4x4x512 at 112x112) averaged over "
+        "retrieval": "{encoder}last conv map ({feature_dim} values{paper_map}) averaged over "
         "{clips_text}, Euclidean distance, test queries the train split",
-        "fewshot": "max-pooled features averaged over {clips_text}, one-vs-all linear SVM C=1, {trials} trials{scaled}",
+        "fewshot": "{encoder}max-pooled features averaged over {clips_text}, one-vs-all linear SVM C=1, "
+        "{trials} trials{scaled}",
         "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
         "cosine, backbone x0.1, wd 1e-3, dropout 0.5, {frames}-frame clips, {select}",
         "analysis": "bank scores and eq. (6) weights vs the known faulty positives; soft-target mass",
     }[task]
+    audio = settings.get("modality") == "audio"
     fmt = {
         **settings,
+        "encoder": "the audio encoder's 2-s log-mel clips (not the paper's): " if audio else "",
+        "paper_map": "" if audio else "; the paper's is 4x4x512 at 112x112",
         "scaled": ", standardised (not the paper's)" if settings.get("standardise") else ", raw",
         "clips_text": "10 clips"
         if settings.get("clips", CLIPS) == CLIPS
@@ -188,49 +130,45 @@ def evaluate(
     figures: bool = True,
     jobs: int | None = None,
     clips: int = CLIPS,
+    modality: str = "video",
+    allow_missing: bool = False,
 ) -> dict[str, Any]:
     """Run `tasks` on a checkpoint, with `clips` per video for the retrieval and few-shot features (the
-    paper's 10; fewer is a named deviation, stored in the protocol); returns {task: results} with each
-    task's protocol, and merges them into CKPT_DIR/eval.json. It writes into the run folder (feature
-    caches, eval.json, plots), so it holds the folder as train.py does: a checkpoint whose run is still
-    training is refused."""
+    paper's 10; fewer is a named deviation, stored in the protocol) of the `modality` encoder; returns
+    {task: results} with each task's protocol, and adds each task's record to CKPT_DIR/eval.json
+    (persistence/records.py). A split that lost a video of its list stops it (MissingVideos) unless
+    allow_missing. It writes only files of its own beside the checkpoint (feature caches, eval.json
+    under its own lock, plots), so a run still training in that folder does not stop it."""
     if not Path(ckpt).is_file():
         raise FileNotFoundError(f"checkpoint not found: {ckpt}")
-    with runstate.hold_folder(Path(ckpt).parent, "evaluate.py"):
-        return _evaluate(
-            ckpt, tasks, overrides, workers, device, shots, trials, standardise, finetune_args, figures, jobs, clips
-        )
-
-
-def _evaluate(
-    ckpt: str | Path,
-    tasks: list[str],
-    overrides: dict[str, Any] | None,
-    workers: int,
-    device: torch.device | None,
-    shots: Sequence[int],
-    trials: int,
-    standardise: bool,
-    finetune_args: dict[str, Any] | None,
-    figures: bool,
-    jobs: int | None,
-    clips: int = CLIPS,
-) -> dict[str, Any]:
+    if modality == "audio" and {"finetune", "analysis"} & set(tasks):
+        raise ValueError("--modality audio: retrieval and fewshot only (the paper fine-tunes the video encoder)")
     from analysis import figures as figs
 
     device = device or default_device()
-    cfg, model, bank, instances = load_pretrained(ckpt)
+    pre = read_pretrained(ckpt)
+    holder = runstate.held_by(Path(ckpt).parent)
+    if holder:
+        print(
+            f"evaluate.py: {Path(ckpt).parent} is in use by {holder}; evaluating {Path(ckpt).name} as it is, "
+            f"after epoch {pre.epoch}"
+        )
+    cfg, model, bank, instances = pre[:4]
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
+    splits = eval_splits(cfg, need_audio=modality == "audio", allow_missing=allow_missing)
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
-        tr, tr_records = cached_features(ckpt, cfg, model.video, "train", device, workers, clips)
-        te, te_records = cached_features(ckpt, cfg, model.video, "test", device, workers, clips)
-        data.check_disjoint(te_records, tr_records, "the test queries and the train gallery")
+        encoder = model.audio if modality == "audio" else model.video
+        tr, te = (
+            cached_features(ckpt, pre.stamp, cfg, encoder, s, splits[s].records, device, workers, clips, modality)
+            for s in ("train", "test")
+        )
+        data.check_disjoint(splits["test"].records, splits["train"].records, "the test queries and the train gallery")
         recall, nearest = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
         results["retrieval"] = {
             **{f"R@{k}": v for k, v in recall.items()},
-            "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]), **named(clips)),
+            "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]), **named(clips, modality)),
         }
     if "fewshot" in tasks:
         fs = fewshot.few_shot(
@@ -245,14 +183,14 @@ def _evaluate(
         )
         results["fewshot"] = {
             **{f"{n}-shot": v for n, v in fs.items()},
-            "protocol": protocol_of("fewshot", trials=trials, standardise=standardise, **named(clips)),
+            "protocol": protocol_of("fewshot", trials=trials, standardise=standardise, **named(clips, modality)),
         }
     if "analysis" in tasks:
         faulty, labels = instances["faulty"], instances["labels"]
         wa, scores, w, faulty_kept = weights.weight_analysis(bank, faulty, cfg)
         results["weights"] = wa
         results["soft_targets_same_class"] = weights.soft_target_analysis(bank, labels, cfg)
-        classes = manifest.list_split(cfg.layout, cfg.data, "test", cfg.fold, cfg.annotations or None)[1]
+        classes = splits["test"].classes
         per_class = [
             float((tr["labels"][nearest[:, 0]] == te["labels"])[te["labels"] == c].float().mean())
             for c in range(len(classes))
@@ -298,25 +236,60 @@ def _evaluate(
     for task, res in results.items():
         if "protocol" in res:
             print(f"[evaluate] {task}: {res['protocol']['text']}")
-    path = Path(ckpt).parent / "eval.json"
-    previous = json.loads(path.read_text()) if path.exists() else {}
-    path.write_text(json.dumps({**previous, **results}, indent=1))
+    keep_record(ckpt, pre.epoch, cfg, results, split_videos(splits))
     return results
+
+
+def keep_record(ckpt: str | Path, epoch: int, cfg: Any, results: dict[str, Any], videos: dict[str, Any]) -> None:
+    """Each task's results as a record of CKPT_DIR/eval.json; the analysis task's are the three parts
+    evaluate returns beside it."""
+    new = []
+    for task, res in results.items():
+        if "protocol" not in res:
+            continue
+        numbers = {k: v for k, v in res.items() if k != "protocol"}
+        if task == "analysis":
+            numbers = {k: results[k] for k in records.ANALYSIS_PARTS}
+        rec = records.record(task, ckpt, epoch, cfg.data, cfg.layout, fold_of(cfg), res["protocol"], numbers, videos)
+        new.append(rec)
+    records.add(Path(ckpt).parent / records.NAME, new)
 
 
 def main(argv: list[str] | None = None) -> None:
     p = OneLineParser(prog="evaluate.py", description=__doc__.split("\n\n")[0])
     p.add_argument(
         "task",
-        choices=["retrieval", "fewshot", "finetune", "analysis", "all"],
+        choices=["retrieval", "fewshot", "finetune", "analysis", "all", "features", "report"],
         help="retrieval uses the last conv map: the paper's is 4x4x512 at 112x112; at other input sizes "
-        "the network's own map (3x3 at 80, 2x2 at 64), not resampled (a deviation)",
+        "the network's own map (3x3 at 80, 2x2 at 64), not resampled (a deviation); features writes --out; "
+        "report prints the checkpoint's records as the paper's table rows",
     )
     p.add_argument("ckpt", help="train.py checkpoint")
     p.add_argument("--data", help="evaluation dataset root (default: the pre-training data)")
     p.add_checked("--layout", one_of("ucf101", "hmdb51", "kinetics", "folder"), help="the evaluation set's layout")
-    p.add_checked("--fold", between(1, 3), type=int, help="split 1-3 of UCF101 / HMDB51")
+    p.add_checked(
+        "--fold",
+        between(1, 3),
+        type=int,
+        nargs="+",
+        help="split(s) 1-3 of UCF101 / HMDB51; several: each, then the mean",
+    )
     p.add_argument("--annotations", help="split files, when not in the layout's default place")
+    p.add_argument(
+        "--manifest", help="usable-file list of --data (default DATA/manifest.csv, made by a scan when missing)"
+    )
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="evaluate a split that lost videos of its official list (the record keeps the count)",
+    )
+    p.add_checked(
+        "--modality",
+        one_of(*MODALITIES),
+        default="video",
+        help="whose features retrieval and few-shot read (paper: video)",
+    )
+    p.add_argument("--out", help="features: the .npz to write")
     p.add_checked("--trials", at_least(1), type=int, default=50, help="few-shot trials (paper: 50)")
     p.add_argument("--standardise", action="store_true", help="few-shot on standardised features (paper: raw)")
     p.add_checked("--finetune-epochs", at_least(1), type=int, default=FINETUNE["epochs"], help="paper: 200")
@@ -341,9 +314,20 @@ def main(argv: list[str] | None = None) -> None:
         help="also record the fine-tune's test accuracy every N epochs (a diagnostic, never used to select)",
     )
     p.add_checked(
-        "--clips", at_least(1), type=int, default=CLIPS, help="clips per video for retrieval and few-shot (paper: 10)"
+        "--clips",
+        at_least(1),
+        type=int,
+        default=CLIPS,
+        help="clips per video for retrieval, few-shot and features (paper: 10)",
     )
-    p.add_checked("--workers", at_least(0), type=int, default=2, help="DataLoader workers")
+    p.add_checked(
+        "--workers",
+        Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0"),
+        type=int,
+        default=-1,
+        help="DataLoader workers; -1: the cores available, at most 16 (as train.py's --workers)",
+    )
+    p.add_checked("--device", one_of(*DEVICES), default="auto", help="auto | cuda (stop when no GPU is usable) | cpu")
     p.add_checked(
         "--jobs",
         at_least(1),
@@ -352,14 +336,33 @@ def main(argv: list[str] | None = None) -> None:
         "the cores; the numbers do not depend on it)",
     )
     args = p.parse_args(argv)
+    if args.task == "report":
+        try:
+            print(report.report(args.ckpt))
+        except FileNotFoundError as err:
+            raise SystemExit(f"evaluate.py: {err}") from None
+        return
     if args.finetune_batch % args.accumulate:
         p.error(f"--accumulate {args.accumulate}: expected a divisor of --finetune-batch ({args.finetune_batch})")
-    overrides = {k: v for k in ("data", "layout", "fold", "annotations") if (v := getattr(args, k)) is not None}
+    if args.task == "features" and not args.out:
+        p.error("features: --out FILE.npz names the file to write")
+    folds = args.fold or [None]
+    if len(folds) > 1 and args.layout not in ("ucf101", "hmdb51"):
+        p.error(f"--fold {' '.join(map(str, folds))}: several folds need --layout ucf101 or hmdb51")
+    try:
+        device = resolve_device(args.device)
+    except DeviceError as err:
+        raise SystemExit(f"evaluate.py: {err}") from None
+    workers = workers_per_process(args.workers)
+    print(start_line("evaluate.py", device, 1, "fp32", workers))
+    overrides = {k: v for k in ("data", "layout", "annotations", "manifest") if (v := getattr(args, k)) is not None}
     if "data" in overrides:
-        overrides["manifest"] = ""  # the evaluation set's own manifest
+        overrides.setdefault("manifest", "")  # the evaluation set's own manifest
     tasks = ["retrieval", "fewshot", "analysis", "finetune"] if args.task == "all" else [args.task]
     if "analysis" in tasks and "data" in overrides:
         tasks.remove("analysis")  # the bank belongs to the pre-training data
+    if args.modality == "audio" and args.task == "all":
+        tasks = ["retrieval", "fewshot"]
     finetune_args = {
         "epochs": args.finetune_epochs,
         "batch_size": args.finetune_batch,
@@ -371,23 +374,39 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.frames:
         finetune_args["frames"] = args.frames
+    by_fold = {}
     try:
-        res = evaluate(
-            args.ckpt,
-            tasks,
-            overrides,
-            args.workers,
-            trials=args.trials,
-            standardise=args.standardise,
-            finetune_args=finetune_args,
-            jobs=args.jobs,
-            clips=args.clips,
-        )
-    except (CheckpointError, FileNotFoundError, runstate.FolderHeld) as err:
+        for fold in folds:
+            fold_overrides = {**overrides, **({"fold": fold} if fold else {})}
+            if args.task == "features":
+                pre = read_pretrained(args.ckpt)
+                for k, v in fold_overrides.items():
+                    setattr(pre.cfg, k, v)
+                n = export(args.ckpt, pre, pre.cfg, args.out, device, workers, args.clips, args.allow_missing)
+                print(f"evaluate.py: {n} videos' pooled video and audio features -> {args.out}")
+                continue
+            by_fold[fold] = evaluate(
+                args.ckpt,
+                tasks,
+                fold_overrides,
+                workers,
+                device=device,
+                trials=args.trials,
+                standardise=args.standardise,
+                finetune_args=finetune_args,
+                jobs=args.jobs,
+                clips=args.clips,
+                modality=args.modality,
+                allow_missing=args.allow_missing,
+            )
+    except (CheckpointError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: {err}") from err
-    except ValueError as err:  # a dataset that holds nothing usable, a split that does not fit: one line
+    except ValueError as err:  # a dataset that holds nothing usable, a split that lost videos: one line
         raise SystemExit(f"evaluate.py: {err}") from None
-    print(json.dumps(res, indent=1))
+    if len(by_fold) > 1:
+        print(report.fold_table(by_fold))
+    elif by_fold:
+        print(json.dumps(next(iter(by_fold.values())), indent=1))
 
 
 if __name__ == "__main__":

@@ -106,8 +106,12 @@ class AudioEncoder(nn.Module):
         self.net = nn.Sequential(*layers)
         self.out_dim = cin
 
+    def feature_map(self, x: Tensor) -> Tensor:
+        """The last conv feature map, the audio side of retrieval: (B, 1, F, T) -> (B, 512, 3, 3) at 80x80."""
+        return self.net(x)
+
     def forward(self, x: Tensor) -> Tensor:
-        return torch.amax(self.net(x), dim=(2, 3))  # global max pool: (B, 512)
+        return torch.amax(self.feature_map(x), dim=(2, 3))  # global max pool: (B, 512)
 
 
 def projection_head(in_dim: int, out_dim: int = 128) -> nn.Sequential:

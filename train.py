@@ -8,7 +8,7 @@ soft, robust) under a cosine learning rate. `--init` branches a second stage off
 
     python train.py --preset demo                                   # synthetic data, CPU, minutes
     python train.py --preset ablation --data K400 --layout kinetics  # the paper's Sec. 5 setting
-    torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
+    .venv/bin/torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
 Read top to bottom: the parts a step touches, the objective, the step, one epoch, the recipe. The
@@ -41,8 +41,9 @@ from analysis.diagnostics import bank_report
 from augment import ClipAugment
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import gather_on_host, setup_distributed
+from machinery.devices import DeviceError, gather_on_host, setup_distributed, start_line
 from machinery.schedule import lr_at
+from media.loader_workers import workers_per_process
 from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint, runstate
@@ -88,9 +89,14 @@ class Parts:
             self.scaler.load_state_dict(state["scaler"])
 
 
+def precision(cfg: Config, device: torch.device) -> str:
+    """--amp as it applies on `device`: auto is bf16 on a GPU, off (fp32) on a CPU."""
+    return cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
+
+
 def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> Parts:
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
-    amp = cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
+    amp = precision(cfg, device)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     video_format = torch.channels_last_3d if cfg.channels_last and device.type == "cuda" else torch.contiguous_format
     model.video.to(memory_format=video_format)
@@ -198,13 +204,15 @@ def train_epoch(
     resume: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """One pass over the loader, or the rest of one after `resume` (how far a stopped run got).
-    Returns the epoch's log record (means of the step statistics) and None, or, on a stop request
-    (stop_requested(i) after step i: SIGTERM), None and how far this epoch got."""
+    Returns the epoch's log record (means of the step statistics, and data_wait: the share of the
+    epoch's time the loop waited for the loader) and None, or, on a stop request (stop_requested(i)
+    after step i: SIGTERM), None and how far this epoch got."""
     stage, steps = stage_at(epoch, cfg), len(loader)
     parts.model.train()
     done = resume["steps"] if resume else 0
     sums = {k: torch.tensor(v, device=parts.bank.video.device) for k, v in resume["sums"].items()} if resume else {}
     seen, t0 = (resume["seen"], time.time() - resume["seconds"]) if resume else (0, time.time())
+    waited = resume.get("waited", 0.0) if resume else 0.0  # seconds spent waiting for a batch
     bar = tqdm(
         loader,
         desc=f"epoch {epoch} {stage}",
@@ -214,7 +222,11 @@ def train_epoch(
         initial=done,
         total=steps,
     )
+    ready = time.time()
     for i, batch in enumerate(bar, start=done):
+        # the host waits here only when the loader is behind: a GPU step ahead of it queues kernels
+        # and blocks at the every-10th-step sync below instead
+        waited += time.time() - ready
         step = epoch * steps + i
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
         for k, val in stats.items():  # summed on the device: no host sync per statistic
@@ -234,7 +246,9 @@ def train_epoch(
                 "sums": {k: float(v) for k, v in sums.items()},
                 "seen": seen,
                 "seconds": time.time() - t0,
+                "waited": waited,
             }
+        ready = time.time()
     if dist.is_initialized():  # the log is the global batch's: each rank's loss is its share of eq. (17)
         for k in sorted(sums):
             dist.all_reduce(sums[k])
@@ -246,6 +260,7 @@ def train_epoch(
         "lr": lr_at(epoch * steps, cfg, steps),
         **{k: float(s) / steps for k, s in sums.items()},
         "clips_per_s": seen / (time.time() - t0),
+        "data_wait": waited / max(1e-9, time.time() - t0),
         "skipped": skipped,
         "excluded": parts.bank.num_items - parts.bank.num_valid,
     }, None
@@ -257,7 +272,10 @@ def train_epoch(
 def main(cfg: Config, on_epoch: Callable[[int], None] | None = None) -> tuple[AVModel, MemoryBank]:
     """Train as cfg says. on_epoch(epoch) is called after each epoch that ran and was logged (rank 0):
     how experiments/demo.py shows its progress."""
-    ddp, rank, world, device = setup_distributed()
+    try:
+        ddp, rank, world, device = setup_distributed(cfg.device)
+    except DeviceError as err:  # --device cuda without a usable GPU: one line, no traceback
+        raise SystemExit(f"train.py: {err}") from None
     with runstate.hold_for_job(Path(cfg.out), rank == 0):  # one run per folder; a dead holder does not count
         return run(cfg, ddp, rank, world, device, on_epoch)
 
@@ -270,6 +288,9 @@ def run(
     device: torch.device,
     on_epoch: Callable[[int], None] | None = None,
 ) -> tuple[AVModel, MemoryBank]:
+    if rank == 0:
+        amp = precision(cfg, device)
+        print(start_line("train.py", device, world, "fp32" if amp == "off" else amp, workers_per_process(cfg.workers)))
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
     if cfg.init and not Path(cfg.init).is_file():  # before the data is read

@@ -23,7 +23,6 @@ of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
 python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, scores_over_training.png, soft_targets.png
 """
 
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -322,8 +321,15 @@ def run_pictures(folder):
     )
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m analysis.figures RUN_DIR")
-    for made in run_pictures(sys.argv[1]):
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m analysis.figures", description="a run folder's pictures")
+    p.add_argument("run_dir", help="one run (OUT of train.py), or a demo setting: warmup/ and a folder per branch")
+    args = p.parse_args(argv)
+    for made in run_pictures(args.run_dir):
         print(made)
+
+
+if __name__ == "__main__":
+    main()

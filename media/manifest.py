@@ -4,9 +4,11 @@
     python -m media.manifest split ROOT [--test-fraction 0.2 --seed 0]     # a folder without split lists
 
 `scan` (media/scan.py) opens every video once and keeps the usable ones, naming each other file with
-its reason; a missing manifest is made by a scan. `load_records` joins a layout's split
-(UCF101, HMDB51, Kinetics-400, or a plain folder of class folders) with the manifest, so the number
-of memory-bank slots always comes from the files that work.
+its reason; a missing manifest is made by a scan, one that exists is read (once per process while it
+is unchanged: read_manifest). `load_split` joins a layout's split (UCF101, HMDB51, Kinetics-400, or a
+plain folder of class folders) with the manifest and names the listed videos it lacks (an evaluation
+refuses them: features.py); `load_records` leaves them out, so the number of memory-bank slots always
+comes from the files that work.
 
 Splits cannot leak: a `folder` dataset without train.txt/test.txt gets a seeded, stratified split
 written to those files (readable, and the same on every run), never every file in both splits.
@@ -21,12 +23,14 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import av
 import numpy as np
 
 from media.scan import (
     AUDIO_EXTENSIONS,
+    MIN_AUDIO_SECONDS,
     VIDEO_EXTENSIONS,
     partial,
     probe,
@@ -168,7 +172,36 @@ def folder_split(
     return out
 
 
-def load_records(
+_READ = {}  # manifest path -> ((mtime, size), rows): each manifest is parsed once per process while unchanged
+
+
+def read_manifest(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a manifest CSV, parsed once while the file stays as it is: an evaluation reads its
+    train and test splits, and every fold, from one parse (Kinetics-400's manifest has 240,000 rows)."""
+    path = Path(path).resolve()
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    if _READ.get(path, (None,))[0] != stamp:
+        _READ[path] = (stamp, _parse(path))
+    return _READ[path][1]
+
+
+def _parse(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+class Split(NamedTuple):
+    """One split of a dataset as the manifest has it: the usable records, the class names, and the
+    listed videos that are not usable, as (path relative to the root, why)."""
+
+    records: list[Record]
+    classes: list[str]
+    missing: list[tuple[str, str]]
+    manifest: Path
+
+
+def load_split(
     layout: str,
     root: str | Path,
     split: str,
@@ -176,10 +209,11 @@ def load_records(
     annotations: str | Path | None = None,
     manifest: str | Path | None = None,
     need_audio: bool = True,
-) -> tuple[list[Record], list[str]]:
-    """Records of a split joined with the manifest (durations, audio); files the manifest lacks are
-    dropped, so the number of memory-bank slots always comes from the files that work. A missing
-    manifest is made by scanning (and saved as ROOT/manifest.csv when ROOT is writable)."""
+) -> Split:
+    """Records of a split joined with the manifest (durations, audio), and the videos of the split's
+    list that the manifest lacks (or, with need_audio, that have less than one clip's audio). A missing
+    manifest is made by scanning (and saved as ROOT/manifest.csv when ROOT is writable); one that
+    exists is read, never rebuilt."""
     root = Path(root)
     items, classes = list_split(layout, root, split, fold, annotations)
     manifest = Path(manifest or root / "manifest.csv")
@@ -190,15 +224,18 @@ def load_records(
             write_manifest(rows, manifest)
             partial(manifest).unlink(missing_ok=True)
     else:
-        rows = list(csv.DictReader(open(manifest)))
+        rows = read_manifest(manifest)
     by_path = {r["path"]: r for r in rows}
     truth = {}
     if (root / "ground_truth.csv").exists():
         truth = {r["path"]: r["faulty_audio"] == "1" for r in csv.DictReader(open(root / "ground_truth.csv"))}
-    records = []
+    records, missing = [], []
     for path, label in items:
         r = by_path.get(path)
-        if r is None or (need_audio and str(r["has_audio"]) != "1"):
+        # a manifest scanned without requiring audio (tools/prepare.py's) lists silent videos too
+        silent = r is not None and (str(r["has_audio"]) != "1" or float(r["audio_duration"] or 0) < MIN_AUDIO_SECONDS)
+        if r is None or (need_audio and silent):
+            missing.append((path, f"not in {manifest}" if r is None else "less than one clip of audio"))
             continue
         records.append(
             Record(
@@ -207,13 +244,28 @@ def load_records(
         )
     if not records:
         raise ValueError(no_usable_files(root, split, items, by_path, need_audio))
-    if len(records) < len(items):
+    return Split(records, classes, missing, manifest)
+
+
+def load_records(
+    layout: str,
+    root: str | Path,
+    split: str,
+    fold: int = 1,
+    annotations: str | Path | None = None,
+    manifest: str | Path | None = None,
+    need_audio: bool = True,
+) -> tuple[list[Record], list[str]]:
+    """load_split's records and classes; the unusable videos are dropped with a note, so the number of
+    memory-bank slots always comes from the files that work (training)."""
+    got = load_split(layout, root, split, fold, annotations, manifest, need_audio)
+    if got.missing:
         print(
-            f"data: {len(items) - len(records)} of {len(items)} {split} videos under {root} are not usable "
-            f"(not in {manifest.name}{' or without audio' if need_audio else ''})",
+            f"data: {len(got.missing)} of {len(got.missing) + len(got.records)} {split} videos under {root} are "
+            f"not usable (not in {got.manifest.name}{' or without audio' if need_audio else ''})",
             file=sys.stderr,
         )
-    return records, classes
+    return got.records, got.classes
 
 
 def no_usable_files(

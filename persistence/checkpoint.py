@@ -15,15 +15,16 @@ Writes are atomic (a kill during the write leaves the previous file whole), the 
 the latest is kept as ckpt.pt.prev, and a failed or unreadable file raises CheckpointError naming it. A
 checkpoint of another format (an older train.py) is refused with a message: retrain it.
 
-    used by train.py (save, resume, --init) and evaluate.py (load_pretrained)
+    used by train.py (save, resume, --init, --save-every: keep_as) and evaluate.py (read_pretrained, write_atomically)
 """
 
 import errno
 import os
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
 import torch
 
@@ -77,14 +78,43 @@ def save_checkpoint(path: str | Path, **state: Any) -> None:
             f"choose another --out, then rerun the same command to resume"
         ) from err
     if path.exists():
-        link = Path(f"{prev}.tmp")
-        link.unlink(missing_ok=True)
-        try:
-            os.link(path, link)
-        except OSError:  # a filesystem without hard links: a copy, still renamed into place
-            shutil.copyfile(path, link)
-        os.replace(link, prev)
+        keep_as(path, prev)
     os.replace(tmp, path)
+
+
+def keep_as(path: str | Path, kept: str | Path) -> None:
+    """KEPT becomes the checkpoint PATH is now, whole or not at all: a hard link (no copy; PATH's next
+    save renames a new file onto PATH and leaves this one), made under a temporary name and renamed
+    into place. Keeps ckpt.pt.prev, and --save-every's OUT/ckpt_epochNNNN.pt."""
+    link = Path(f"{kept}.tmp")
+    link.unlink(missing_ok=True)
+    try:
+        os.link(path, link)
+    except OSError:  # a filesystem without hard links: a copy, still renamed into place
+        shutil.copyfile(path, link)
+    os.replace(link, kept)
+
+
+def kept_name(epoch: int) -> str:
+    """The file --save-every keeps the checkpoint after `epoch` (log.jsonl's numbering) in."""
+    return f"ckpt_epoch{epoch:04d}.pt"
+
+
+def write_atomically(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
+    """PATH whole or not at all: `write` fills a temporary file beside it (named for this process, so
+    that two writers do not share it), which is synced and renamed onto PATH. For the files evaluation
+    leaves beside a checkpoint (feature caches, eval.json, exported features), which a run still training
+    there, or another evaluation, may be reading."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -111,16 +141,45 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def load_pretrained(path: str | Path) -> tuple[Config, AVModel, MemoryBank, dict[str, Any] | None]:
-    """(config, model with the checkpoint's weights, memory bank, instances or None) for evaluation."""
-    state = load_checkpoint(path)
+class Pretrained(NamedTuple):
+    """What evaluation reads from a checkpoint. `epoch`: the last epoch it trained (log.jsonl's
+    numbering); `stamp`: the file's (mtime_ns, size) when read, naming that version of it."""
+
+    cfg: Config
+    model: AVModel
+    bank: MemoryBank
+    instances: dict[str, Any] | None
+    epoch: int
+    stamp: tuple[int, int]
+
+
+def read_pretrained(path: str | Path) -> Pretrained:
+    """The checkpoint for evaluation. A run still training may replace it while it is read (by a rename:
+    the read file stays whole); the stamp is then taken again, so that it names the version read."""
+    for _ in range(3):
+        before = _stamp(path)
+        state = load_checkpoint(path)
+        if _stamp(path) == before:
+            break
     cfg = config_from_dict(state["config"], source=str(path))
     args = {k: v for k, v in state["model_args"].items() if not (k == "head" and v == "mlp")}  # a retired option
     model = AVModel(**args)
     model.load_state_dict(state["model"])
     bank = MemoryBank(state["bank"]["video"].shape[0], dim=state["bank"]["video"].shape[1], momentum=cfg.momentum)
     bank.load_state_dict(state["bank"])
-    return cfg, model, bank, state["instances"]
+    return Pretrained(cfg, model, bank, state["instances"], state.get("epoch", -1), before)
+
+
+def _stamp(path: str | Path) -> tuple[int, int]:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size
+
+
+def load_pretrained(path: str | Path) -> tuple[Config, AVModel, MemoryBank, dict[str, Any] | None]:
+    """(config, model with the checkpoint's weights, memory bank, instances or None) for evaluation."""
+    return read_pretrained(path)[:4]
 
 
 def rng_state() -> dict[str, Any]:

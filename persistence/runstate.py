@@ -11,6 +11,7 @@
     SigtermStop    SIGTERM stops the run at a step boundary
     hold_folder    one run per folder: a POSIX lock on OUT/run.lock, its holder named, gone with the process
     hold_for_job   the same under torchrun: rank 0 holds it for the job, every rank stops if it cannot
+    held_by        who else holds a folder now (evaluate.py says so, and evaluates the checkpoint as it is)
 
 Checkpoints themselves (what they hold, atomic writes) are persistence/checkpoint.py's. Tests: tests/test_faults.py,
 tests/test_train.py.
@@ -131,13 +132,17 @@ class Run:
             yield epoch, resume
 
     def end_epoch(self, epoch: int, record: dict[str, Any] | None, stopped: dict[str, Any] | None) -> None:
-        """After an epoch, or a part of one that a stop ended (`stopped`: how far it got): checkpoint,
-        then log the epoch's record (rank 0; on_epoch), then exit if a stop was asked for."""
+        """After an epoch, or a part of one that a stop ended (`stopped`: how far it got): checkpoint
+        (and keep it as OUT/ckpt_epochNNNN.pt after every --save-every'th), then log the epoch's record
+        (rank 0; on_epoch), then exit if a stop was asked for."""
         if record is not None:
             self.history.append(record)
         try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
             self.save(epoch if record else epoch - 1, partial=stopped)
-        except checkpoint.CheckpointError as err:
+            every = self.cfg.save_every
+            if self.master and record is not None and every and (epoch + 1) % every == 0:
+                checkpoint.keep_as(self.ckpt, self.out / checkpoint.kept_name(epoch))
+        except (checkpoint.CheckpointError, OSError) as err:
             raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
         if self.master and record is not None:
             log_epoch(record, self.out)
@@ -272,9 +277,10 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
 def log_epoch(record: dict[str, Any], out: Path) -> None:
     print(
         "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
-        "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s | auroc {auroc} | 1-nn {knn_class:.2f} "
+        "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s{wait} | auroc {auroc} | 1-nn {knn_class:.2f} "
         "xmodal {xmodal_class:.2f}{bad}".format(
             **record,
+            wait=f", {record['data_wait']:.0%} waiting for data" if "data_wait" in record else "",
             auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
             bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else "",
         )
@@ -337,6 +343,24 @@ def hold_folder(out: Path, who: str = "train.py") -> Iterator[None]:
     finally:
         del _HELD[path]
         os.close(fd)  # releases the lock
+
+
+def held_by(out: Path) -> str | None:
+    """Who else holds OUT now (hold_folder), or None. Another process's hold is tested by taking the
+    lock for a moment; this process's own is not (closing a second descriptor would release it)."""
+    path = (Path(out) / LOCK_NAME).resolve()
+    if path in _HELD or not path.exists():
+        return None
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return _holder(os.read(fd, 4096).decode(errors="replace"))
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 @contextmanager

@@ -74,3 +74,33 @@ def files(tmp_path_factory):
         out["silent_pool"].parent.mkdir(exist_ok=True)
         synthetic.write_mp4(out["silent_pool"], None, np.zeros(RATE * 4, np.float32), 25, RATE)
     return out
+
+
+UCF_SILENT = "v_silent_g01_c01.mp4"  # in the first class; fold 1's test split holds it
+
+
+def ucf_layout(root):
+    """A tiny UCF101 layout from the generator under `root`: class folders and ucfTrainTestlist/
+    (classInd.txt and three folds; a third of each class's videos is fold k's test split), with one
+    silent video, which the generator's manifest (a scan that requires audio) leaves out, as
+    tools/prepare.py's scan once did."""
+    synthetic.generate(
+        root, classes=2, train_per_class=6, test_per_class=0, heldout=0, pool=0, size=32, seconds=(2.2, 2.4), workers=1
+    )
+    classes = sorted(d.name for d in root.iterdir() if d.is_dir() and d.name[0] not in "_.")
+    synthetic.write_mp4(root / classes[0] / UCF_SILENT, np.full((40, 32, 32, 3), 128, np.uint8), None, 16, RATE)
+    lists = root / "ucfTrainTestlist"
+    lists.mkdir()
+    (lists / "classInd.txt").write_text("".join(f"{k + 1} {c}\n" for k, c in enumerate(classes)))
+    per_class = [[f"{c}/{p.name}" for p in sorted((root / c).glob("*.mp4"))] for c in classes]
+    for fold in (1, 2, 3):  # the i-th video of its class is in fold k's test split when i % 3 == k - 1
+        test = [v for vs in per_class for i, v in enumerate(vs) if i % 3 == fold - 1]
+        train = [f"{v} {k + 1}" for k, vs in enumerate(per_class) for i, v in enumerate(vs) if i % 3 != fold - 1]
+        (lists / f"testlist0{fold}.txt").write_text("".join(f"{v}\n" for v in test))
+        (lists / f"trainlist0{fold}.txt").write_text("".join(f"{v}\n" for v in train))
+    return root
+
+
+@pytest.fixture(scope="module")
+def ucf_data(tmp_path_factory):
+    return ucf_layout(tmp_path_factory.mktemp("ucf101"))

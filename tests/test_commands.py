@@ -1,8 +1,7 @@
-"""The README's and the TOUR's commands, in miniature, in a fresh clone of the tree: each runs, and
-afterwards `git status` is clean (runs write under runs/ and data/, which are ignored; only the
-commands that remake the committed evidence write tracked files, and they write them unchanged).
-
-Slow (a few minutes): `make test-all` runs it."""
+"""The commands of the README, the TOUR and OPERATIONS.md, in miniature, in a fresh clone of the tree: each
+runs, and afterwards `git status` is clean (runs write under runs/ and data/, which are ignored; only the
+commands that remake the committed evidence write tracked files, and they write them unchanged). Every
+documented program has its miniature (a fast test); running them is slow (a few minutes): `make test-all`."""
 
 import re
 import shutil
@@ -12,8 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ucf_layout
+
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "TOUR.md")
+DOCS = ("README.md", "TOUR.md", "OPERATIONS.md")
+# Documented commands with no miniature, and why. Each of the others runs in the slow test.
+NOT_RUN = {
+    "make test": "the suite itself; CI runs it (.ci/run)",
+    "pip": "OPERATIONS.md's offline PyAV wheel for a GPU machine: a download, then an install from it",
+}
+# Documented commands whose miniature runs what they run
+SAME_AS = {"make demo": "experiments.demo", "make gpu-check": "tools.gpu_check"}
 # tiny sizes for the demo preset: the same code paths, seconds instead of minutes
 SMALL = ["--size", "32", "--n-mels", "16", "--n-time", "16", "--width", "0.125", "--batch-size", "8"]
 
@@ -33,9 +41,10 @@ def clone_of_the_tree(dest: Path) -> Path:
 
 
 def commands(tmp: Path) -> list[list[str]]:
-    """Every documented command, made small; /tmp/ of the TOUR is `tmp`."""
+    """Every documented command, made small; /tmp/ of the TOUR is `tmp`; `tmp`/ucf101 a UCF101 layout."""
     tour, run = str(tmp / "tour"), str(tmp / "tour_run")
     data = "data/synth_mini"
+    ucf, ucf_eval = str(tmp / "ucf101"), ["--data", "data/ucf_prepared", "--layout", "ucf101", "--clips", "2"]
     demo_small = ["--warmup-epochs", "1", "--epochs", "1", "--trials", "2", "--no-figures", *SMALL]
     return [
         # TOUR.md, steps 1-9 and the exercises
@@ -182,33 +191,104 @@ def commands(tmp: Path) -> list[list[str]]:
             *demo_small,
         ],
         ["-m", "tools.prepare", data, "data/mini_prepared", "--workers", "1"],
-        ["-m", "media.manifest", "scan", "data/mini_prepared", "--out", "data/mini_prepared/manifest.csv"],
+        # README: the sota line under torchrun (OPERATIONS.md's, on one node), then UCF101: prepare, folds,
+        # fine-tune, the report, the features and the scikit-learn lines that read them
+        [
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=1",
+            "train.py",
+            "--preset",
+            "demo",
+            "--data",
+            "data/mini_prepared",
+            "--warmup-epochs",
+            "1",
+            "--epochs",
+            "0",
+            "--num-negatives",
+            "15",
+            "--out",
+            "runs/sota_mini",
+            *SMALL,
+        ],
+        ["-m", "tools.prepare", ucf, "data/ucf_prepared", "--workers", "1"],
+        ["evaluate.py", "retrieval", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--fold", "1", "2", "3"],
+        ["evaluate.py", "finetune", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--finetune-epochs", "1"],
+        ["evaluate.py", "report", "runs/manual/weighted/ckpt.pt"],
+        ["evaluate.py", "features", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--out", "runs/ucf1.npz"],
+        ["-c", readme_python().replace("ucf1.npz", "runs/ucf1.npz")],
+        ["-m", "tools.gpu_check", "--out", "results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
         ["-m", "experiments.claims", "report"],
         ["-m", "experiments.negatives", "report"],
     ]
 
 
-def documented_programs() -> set[str]:
-    """What the docs' code blocks run: `-m MODULE` or a script's name, per python command line."""
-    out = set()
+def readme_python() -> str:
+    """The README's Python lines (the features' scikit-learn example)."""
+    return re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+
+
+def program(line: str) -> str:
+    """What a documented command line runs: MODULE of `python -m MODULE`, a script's name, `-c`, `pip`,
+    `torchrun SCRIPT` or `make TARGET`."""
+    words = line.split()
+    if words[0].endswith("torchrun"):
+        return "torchrun " + next(w for w in words if w.endswith(".py"))
+    if words[0] == "make":
+        return f"make {words[1]}"
+    if words[1:3] == ["-m", "pip"]:
+        return "pip"
+    return words[2] if words[1] == "-m" else words[1]
+
+
+def documented_commands() -> list[str]:
+    """Every command line of the docs' bash blocks, continuation lines joined, comments left out."""
+    out = []
     for doc in DOCS:
-        blocks = re.findall(r"```bash\n(.*?)```", (ROOT / doc).read_text(), re.S)
-        for line in "\n".join(blocks).splitlines():
-            m = re.match(r"\s*(?:\.venv/bin/)?python\s+(-m\s+\S+|-c|\S+)", line)
-            if m:
-                out.add(m.group(1).replace("-m ", "").strip())
+        for block in re.findall(r"```bash\n(.*?)```", (ROOT / doc).read_text(), re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                if line.split("#")[0].strip():
+                    out.append(line.split("#")[0].strip())
     return out
 
 
+def miniature_program(cmd: list[str]) -> str:
+    if cmd[:2] == ["-m", "torch.distributed.run"]:
+        return "torchrun " + next(w for w in cmd if w.endswith(".py"))
+    return cmd[1] if cmd[0] == "-m" else cmd[0]
+
+
 def test_every_documented_program_is_in_the_miniature():
-    ran = {c[1] if c[0] == "-m" else c[0] for c in commands(Path("/tmp"))}
-    assert documented_programs() - ran == set()
+    documented = {SAME_AS.get(p, p) for p in map(program, documented_commands())}
+    assert {"torchrun train.py", "pip", "make test", "tools.gpu_check"} <= documented  # the parser sees them
+    ran = {miniature_program(c) for c in commands(Path("/tmp"))}
+    assert documented - ran - set(NOT_RUN) == set()
+
+
+def test_every_torchrun_in_the_docs_is_the_venvs():
+    """A bare `torchrun` is the machine's, without this project's packages: every documented one is
+    .venv/bin/torchrun (README, OPERATIONS.md, TOUR, the modules' docstrings)."""
+    files = subprocess.run(["git", "ls-files", "*.md", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    # in a document, any use with options; in a module, a command line of its docstring
+    used = {".md": r"(?<![/\w])torchrun --", ".py": r"\s*torchrun --"}
+    bare = [
+        f"{f}:{n}"
+        for f in files
+        if not f.startswith(("results/", "tests/"))  # what gpu_check recorded; the tests' own runs
+        for n, line in enumerate((ROOT / f).read_text().splitlines(), 1)
+        if (re.search if f.endswith(".md") else re.match)(used[f[-3:]], line)
+    ]
+    assert bare == []
+    assert [c for c in documented_commands() if c.startswith("torchrun")] == []
 
 
 @pytest.mark.slow
 def test_the_documented_commands_run_and_leave_a_clone_clean(tmp_path):
     clone = clone_of_the_tree(tmp_path / "clone")
     (tmp_path / "tmp").mkdir()
+    ucf_layout(tmp_path / "tmp" / "ucf101")
     for cmd in commands(tmp_path / "tmp"):
         res = subprocess.run([sys.executable, *cmd], cwd=clone, capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, (cmd, res.stdout[-2000:], res.stderr[-3000:])

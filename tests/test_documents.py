@@ -120,7 +120,7 @@ def test_no_module_imports_one_that_imports_it_back():
 LEVELS = [
     {"config", "losses", "model", "memory_bank", "machinery"},
     {"media", "persistence", "analysis"},
-    {"augment", "data", "train", "evaluate", "finetune"},
+    {"augment", "data", "train", "evaluate", "features", "finetune"},
     {"experiments", "tools", "exercises", "tests", "conftest"},
 ]
 
@@ -165,3 +165,22 @@ def test_the_readme_demo_times_are_benchmarks_md_s():
 
 def cpu_kind(words: str) -> tuple[str, str]:
     return ("Xeon" if "Xeon" in words else "EPYC", "AVX-512" if "AVX-512" in words else "AVX2")
+
+
+def test_the_readme_time_to_expect_is_computed_from_results_gpu_md():
+    """The README's wall time of the ablation preset: epochs x videos / the slower of results/gpu.md's
+    step (ablation, its fastest setting) and its loader (prepared files, its best worker count)."""
+    from config import Config
+
+    gpu = (ROOT / "results" / "gpu.md").read_text().splitlines()
+    step = max(float(row.split("|")[7]) for row in gpu if row.startswith("| ablation |"))
+    loader = max(float(c) for row in gpu if row.startswith("| prepared |") for c in row.split("|")[3:-2])
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"step at {step:.0f} clips/s" in readme and f"at {loader:.0f} clips/s: the step limits" in readme
+    videos = int(re.search(r"Kinetics-400's ([\d,]+) videos", readme).group(1).replace(",", ""))
+    assert f"Kinetics-400 ({videos:,} files)" in (ROOT / "BENCHMARKS.md").read_text()
+    epochs, rate = Config().warmup_epochs + Config().epochs, min(step, loader)
+    assert f"{videos:,} / {rate:.0f} = {videos / rate:.0f} s" in readme
+    hours = float(re.search(r"about ([\d.]+) hours per GPU", readme).group(1))
+    assert hours == round(epochs * videos / rate / 3600, 1)
+    assert f"50K-video subset, Sec. 5.1: {epochs * 50_000 / rate / 3600:.1f} hours" in readme

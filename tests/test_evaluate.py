@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 import data
 import evaluate
+import features
 import finetune
 from analysis import fewshot, weights
 from config import Config, parse_config
@@ -190,8 +191,8 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
     tr, te = data.eval_set(cfg, "train")[0], data.eval_set(cfg, "test")[0]
     data.check_disjoint(te, tr)
     enc = VideoEncoder(9, width=0.125)
-    ftr = evaluate.extract_features(enc, tr, torch.device("cpu"), workers=0)
-    fte = evaluate.extract_features(enc, te, torch.device("cpu"), workers=0)
+    ftr = features.extract_features(enc, tr, torch.device("cpu"), workers=0)
+    fte = features.extract_features(enc, te, torch.device("cpu"), workers=0)
     dist = torch.cdist(fte["fmap"], ftr["fmap"])
     assert dist.min() > 1e-3  # no query finds itself at distance 0
     # and a set that does share files is refused

@@ -9,7 +9,7 @@ def test_without_cuda_it_says_so_and_exits_zero(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpu_check.main(["--out", str(tmp_path / "gpu.md"), "--work", str(tmp_path / "w")]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and "no CUDA device" in out[0]
+    assert len(out) == 1 and "no usable CUDA device" in out[0]
     assert not (tmp_path / "gpu.md").exists()
 
 

@@ -23,6 +23,7 @@ def prepared(tmp_path_factory):
     (src / "_pool").mkdir()
     synthetic.write_mp4(src / "_pool" / "noise.mp4", None, clicks(4.0, (3.0,)), 25, RATE)
     (src / "b" / "broken.mp4").write_bytes(np.random.default_rng(0).bytes(3000))
+    synthetic.write_mp4(src / "b" / "quiet.mp4", counter_frames(3.0, 10, size=48), None, 10, RATE)  # no audio
     (src / "train.txt").write_text("a/c25.mp4\nb/c10.mp4\n")
     dst = src.parent / "prepared"
     prepare.prepare(src, dst, short_side=32, gop=8, workers=1)
@@ -172,3 +173,31 @@ def test_the_frame_index_gives_the_containers_frames_and_a_stale_or_missing_one_
     shutil.copy(dst / "b" / "c10.mp4", old / "a" / "c25.mp4")  # the video replaced, its index left behind
     with pytest.raises(ValueError, match=r"c25\.mp4\.index does not belong to .*python -m tools\.prepare"):
         decode.read_clip(old / "a" / "c25.mp4", 1.1, spec, audio_start=0.5)
+
+
+def test_the_copys_manifest_keeps_silent_videos_for_evaluation_and_training_leaves_them_out(prepared):
+    _, dst = prepared
+    rows = {r["path"]: r for r in manifest.read_manifest(dst / "manifest.csv")}
+    assert rows["b/quiet.mp4"]["has_audio"] == "0" and rows["a/c25.mp4"]["has_audio"] == "1"
+    seen = manifest.load_split("folder", dst, "test", need_audio=False)  # the test split: what train.txt omits
+    assert seen.missing == [] and [r.path for r in seen.records] == [str(dst / "b" / "quiet.mp4")]
+    with pytest.raises(ValueError, match="1 no audio stream"):  # nothing left to train on
+        manifest.load_split("folder", dst, "test", need_audio=True)
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["{tmp}/nowhere", "{tmp}/out"], "source folder not found: {tmp}/nowhere"),
+        (["{tmp}/empty", "{tmp}/out"], "no videos under {tmp}/empty"),
+        (["{tmp}/empty", "{tmp}/out", "--fps", "-3"], "--fps -3.0: expected a value above 0"),
+        (["{tmp}/empty", "{tmp}/out", "--gop", "0"], "--gop 0: expected a value of at least 1"),
+    ],
+)
+def test_bad_inputs_end_in_one_line(tmp_path, capsys, argv, words):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as stop:
+        prepare.main([a.format(tmp=tmp_path) for a in argv])
+    said = str(stop.value.code) if stop.value.code != 2 else capsys.readouterr().err.strip()
+    assert said.startswith("tools/prepare.py: ") and "\n" not in said and words.format(tmp=tmp_path) in said, said
+    assert not (tmp_path / "out").exists()

@@ -5,6 +5,7 @@ weights at several epochs, and the share of CCP's soft-target mass on the anchor
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from analysis.diagnostics import score_histogram
@@ -58,3 +59,13 @@ def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tm
         timeout=60,
     )
     assert bad.returncode != 0 and "not a run folder" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_figures_help_prints_the_usage_and_draws_nothing(capsys, tmp_path, monkeypatch):
+    from analysis import figures
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        figures.main(["--help"])
+    assert stop.value.code == 0 and "run_dir" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []  # not taken for a run folder

@@ -36,7 +36,9 @@ BAD_TRAIN = {  # option and value -> words the one line must hold
     ("--width", "0"): "above 0",
     ("--fps", "0"): "above 0",
     ("--audio-rate", "100"): "at least 1000",
-    ("--workers", "-1"): "at least 0",
+    ("--workers", "-2"): "-1 (the cores per process) or a count of at least 0",
+    ("--device", "gpu"): "one of auto, cuda, cpu",
+    ("--save-every", "-1"): "at least 0",
     ("--seed", "-1"): "at least 0",
     ("--loss", "wighted"): "one of xid, weighted",
     ("--layout", "ucf"): "one of ucf101",
@@ -78,6 +80,18 @@ def test_every_training_option_states_what_it_allows_in_its_help(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for words in ("--faulty-fraction", "allowed: a value in [0, 1)", "allowed: a value above 0", "allowed: 9 or 18"):
         assert words in text
+
+
+def test_help_under_a_preset_shows_the_values_that_preset_runs_with(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(["--preset", "sota", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "[default: 18 under --preset sota; ablation: 9;" in text  # --video-depth
+    assert "[default: 512 under --preset sota; ablation: 224;" in text  # --batch-size
+    assert "[default: 0.5; allowed" in text  # --lam: the same in both
+    with pytest.raises(SystemExit):
+        parse_config(["--help"])
+    assert "[default: 9; allowed" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,6 @@
 """train.py end to end on a tiny generated dataset: learning, DDP replicas, kill-and-resume, variant
 equivalence, the resume guard, --init, and the oracle's weights."""
 
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,7 @@ import train
 from config import Config, parse_config
 from machinery import schedule
 from memory_bank import MemoryBank
-from persistence import checkpoint, runstate
+from persistence import checkpoint, records, runstate
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -111,6 +110,8 @@ def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
         ["--no-channels-last"],
         ["--max-bad-fraction", "0.2"],
         ["--allow-config-change"],
+        ["--device", "cpu"],
+        ["--save-every", "3"],
     ):
         assert changed(*opts) == set(), opts
 
@@ -122,13 +123,19 @@ def test_lr_schedule_is_constant_then_cosine():
     assert all(b <= a for a, b in zip(lrs[20:], lrs[21:])) and lrs[-1] > 0.1
 
 
-def test_a_short_run_lowers_the_loss(tiny_data, tmp_path):
-    text = run(tiny_data, tmp_path, "--warmup-epochs", "12", "--epochs", "0")
+def test_a_short_run_lowers_the_loss_says_where_it_runs_and_keeps_every_nth_checkpoint(tiny_data, tmp_path):
+    text = run(tiny_data, tmp_path, "--warmup-epochs", "12", "--epochs", "0", "--save-every", "5")
     losses = [r["loss"] for r in log(tmp_path)]
     assert len(losses) == 12 and "epoch  11 | xid" in text
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3, losses
     last = log(tmp_path)[-1]
-    assert {"mu", "sigma", "weight", "soft_mass", "clips_per_s", "faulty_auroc", "lr"} <= set(last)
+    assert {"mu", "sigma", "weight", "soft_mass", "clips_per_s", "faulty_auroc", "lr", "data_wait"} <= set(last)
+    assert 0 <= last["data_wait"] <= 1 and "waiting for data" in text
+    assert text.splitlines()[0] == "train.py: device cpu, world size 1, precision fp32, 1 loader workers per process"
+    kept = sorted(p.name for p in tmp_path.glob("ckpt_epoch*.pt"))
+    assert kept == ["ckpt_epoch0004.pt", "ckpt_epoch0009.pt"]  # after the 5th and the 10th epoch
+    assert checkpoint.load_checkpoint(tmp_path / "ckpt_epoch0004.pt")["epoch"] == 4
+    assert checkpoint.load_checkpoint(tmp_path / "ckpt.pt")["epoch"] == 11
 
 
 def test_robust_with_lambda_zero_and_w_min_one_is_xid_step_for_step(tiny_data, tmp_path):
@@ -372,10 +379,11 @@ def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figur
 
     run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0", "--faulty-fraction", "0.25")
     res = evaluate.evaluate(tmp_path / "ckpt.pt", ["retrieval", "fewshot", "analysis"], workers=0, shots=(1,), trials=2)
-    saved = json.loads((tmp_path / "eval.json").read_text())
+    saved = {r["task"]: r for r in records.load(tmp_path / "eval.json")}
     assert (
         "Euclidean" in saved["retrieval"]["protocol"]["text"] and saved["fewshot"]["protocol"]["standardise"] is False
     )
+    assert saved["analysis"]["results"]["weights"] == res["weights"] and saved["retrieval"]["checkpoint_epoch"] == 0
     assert res["weights"]["faulty_auroc"] is not None and 0 <= res["weights"]["faulty_auroc"] <= 1
     for png in ("scores_weights.png", "per_class_r1.png", "retrievals.png"):  # Fig. 5, 10, 11
         assert (tmp_path / png).stat().st_size > 1000

@@ -279,6 +279,7 @@ def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
     import evaluate
+    import features
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = default_device()
@@ -287,7 +288,7 @@ def bench_eval(args):
     for split in ("train", "test"):
         ds = data.eval_set(cfg, split)[0]
         t0 = time.perf_counter()
-        feats[split] = evaluate.extract_features(encoder, ds, device, workers=args.workers[0])
+        feats[split] = features.extract_features(encoder, ds, device, workers=args.workers[0])
         dt = time.perf_counter() - t0
         rows.append(
             (

@@ -32,6 +32,7 @@ from types import SimpleNamespace
 import torch
 
 import evaluate
+from machinery import devices
 from media import decode
 from persistence import runstate
 from tools import bench, synthetic
@@ -216,8 +217,9 @@ def main(argv=None):
     p.add_argument("--cpu-smoke", action="store_true", help="every part on the CPU at toy sizes (for the tests)")
     p.add_argument("--parts", nargs="+", default=["step", "data", "train", "ddp"])
     args = p.parse_args(argv)
-    if not torch.cuda.is_available() and not args.cpu_smoke:
-        print("gpu-check: no CUDA device on this machine; nothing to check (run `make gpu-check` on a GPU machine)")
+    problem = devices.cuda_problem()
+    if problem and not args.cpu_smoke:
+        print(f"gpu-check: no usable CUDA device: {problem}; nothing to check (run `make gpu-check` on a GPU machine)")
         return 0
     work, smoke = Path(args.work), args.cpu_smoke
     work.mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,10 @@ writes a copy of the dataset where the decoder has little to do:
 Sample j of the audio and frame k of the video keep the source's clock (times j/rate and k/fps from
 the source's zero), so audio-visual alignment is unchanged. Relative paths, file names and every
 non-video file (split lists, CSVs, ground truth) are kept, so the same --layout reads the copy; a new
-manifest is scanned at the end. Files are written atomically and existing ones skipped: rerunning
-resumes. Files that do not decode are reported and left out, as the scan would.
+manifest is scanned at the end, without requiring audio (UCF101's and HMDB51's silent videos stay in
+their official splits; training leaves them out), so no `media.manifest scan` is needed after it.
+Files are written atomically and existing ones skipped: rerunning resumes. Files that do not decode
+are reported and left out, as the scan would.
 
 Every file keeps its name, extension included, so split lists still match. MP4, MOV, MKV and AVI
 hold H.264 with PCM as they are; the other containers (WebM, MPEG-PS, Ogg, FLV, 3GP, M4V) cannot, so
@@ -36,7 +38,6 @@ from the content, not the extension.
     python -m tools.prepare data/raw data/prepared [--short-side 128 --fps 16 --gop 16 --audio-rate 11025]
 """
 
-import argparse
 import os
 import shutil
 import sys
@@ -49,6 +50,7 @@ import av
 import numpy as np
 from tqdm import tqdm
 
+from config import POSITIVE, OneLineParser, at_least, between
 from media import decode, scan
 
 X264_DECODE = {"cabac": {}, "cavlc": {"x264-params": "cabac=0"}, "fastdecode": {"tune": "fastdecode"}}
@@ -58,12 +60,20 @@ NATIVE_CONTAINERS = (".mp4", ".mov", ".mkv", ".avi")  # hold H.264 + PCM; the re
 def add_arguments(p):
     p.add_argument("src", help="dataset root as it comes")
     p.add_argument("dst", help="root of the prepared copy (same layout)")
-    p.add_argument("--short-side", type=int, default=128, help="scale the shorter side down to this (never up)")
-    p.add_argument("--fps", type=float, default=16.0, help="the training frame rate (paper: 16)")
-    p.add_argument("--gop", type=int, default=16, help="keyframe every GOP frames")
-    p.add_argument("--audio-rate", type=int, default=11025, help="the training sample rate (11025; 24000 for sota)")
+    p.add_checked(
+        "--short-side", at_least(32), type=int, default=128, help="scale the shorter side down to this (never up)"
+    )
+    p.add_checked("--fps", POSITIVE, type=float, default=16.0, help="the training frame rate (paper: 16)")
+    p.add_checked("--gop", at_least(1), type=int, default=16, help="keyframe every GOP frames")
+    p.add_checked(
+        "--audio-rate",
+        at_least(1000),
+        type=int,
+        default=11025,
+        help="the training sample rate (11025; 24000 for sota)",
+    )
     p.add_argument("--audio-codec", default="pcm_s16le", choices=["pcm_s16le", "aac"])
-    p.add_argument("--crf", type=int, default=23, help="x264 quality (lower is better and larger)")
+    p.add_checked("--crf", between(0, 51), type=int, default=23, help="x264 quality (lower is better and larger)")
     p.add_argument(
         "--entropy",
         default="cavlc",
@@ -71,7 +81,7 @@ def add_arguments(p):
         help="x264's entropy coding: cavlc decodes faster than cabac (x264's default); fastdecode also drops "
         "the deblocking filter",
     )
-    p.add_argument("--workers", type=int, default=None, help="processes (default: all cores)")
+    p.add_checked("--workers", at_least(1), type=int, default=None, help="processes (default: all cores)")
 
 
 def prepare(
@@ -93,6 +103,8 @@ def prepare(
         raise FileNotFoundError(f"prepare: source folder not found: {src}")
     if src.resolve() == dst.resolve():
         raise ValueError(f"prepare: the destination must differ from the source ({src})")
+    if not any(p.suffix.lower() in scan.VIDEO_EXTENSIONS for p in src.rglob("*")):
+        raise ValueError(f"prepare: no videos under {src} (containers: {' '.join(scan.VIDEO_EXTENSIONS)})")
     for leftover in dst.rglob(".*.tmp.*") if dst.exists() else ():  # from a killed run: not videos
         leftover.unlink()
     jobs, copied = [], 0
@@ -132,8 +144,9 @@ def prepare(
                 failed.append(r)
     for path, err in failed:
         print(f"prepare: left out {path}: {err}", file=sys.stderr)
-    # the scan of the copy uses every core too, and resumes from dst/manifest.csv.partial if stopped
-    rows = scan.scan(dst, jobs=workers, journal=scan.partial(dst / "manifest.csv"))
+    # the scan of the copy uses every core too, and resumes from dst/manifest.csv.partial if stopped. It
+    # keeps silent videos: UCF101's and HMDB51's splits hold them, and training skips them (has_audio)
+    rows = scan.scan(dst, need_audio=False, jobs=workers, journal=scan.partial(dst / "manifest.csv"))
     scan.write_manifest(rows, dst / "manifest.csv")
     scan.partial(dst / "manifest.csv").unlink(missing_ok=True)
     print(
@@ -278,9 +291,12 @@ def _read_audio(src, rate):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="tools/prepare.py", description=__doc__.split("\n\n")[0])
     add_arguments(p)
-    prepare(**vars(p.parse_args(argv)))
+    try:
+        prepare(**vars(p.parse_args(argv)))
+    except (FileNotFoundError, ValueError) as err:  # a missing or empty folder, the source as destination
+        raise SystemExit(f"tools/prepare.py: {str(err).removeprefix('prepare: ')}") from None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,211 @@
+"""The features the evaluation protocols read, and the ones a user takes away (paper Sec. 5.1, retrieval;
+Sec. 6, few-shot: both average a video's features over 10 clips).
+
+    eval_splits       an evaluation set's train and test splits as its manifest has them. A split that
+                      lost a listed video stops the evaluation in one line naming the count, the first
+                      file and the scan command (MissingVideos), unless allowed; the record then keeps
+                      the count (split_videos)
+    extract_features  per video, averaged over its clips: the last conv map, flattened (retrieval), and
+                      the global max-pooled feature (few-shot), of the video encoder or, for modality
+                      "audio", of the audio encoder on each clip's 2 s log-mel spectrogram
+    cached_features   extract_features of a split, saved next to the checkpoint under a key of what made it
+    export            `evaluate.py features`: per video of both splits, the pooled video and audio
+                      features, label, path and split, in one .npz (a silent video's audio row is NaN)
+
+    .venv/bin/python evaluate.py features runs/k400/ckpt.pt --data /data/UCF101 --layout ucf101 --out ucf1.npz
+
+evaluate.py runs the protocols on them. Tests: tests/test_eval_records.py, tests/test_evaluate.py
+"""
+
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+import augment
+import data
+from config import Config
+from media import manifest
+from media.clip import clip_spec
+from media.loader_workers import loader, progress
+from persistence.checkpoint import Pretrained, write_atomically
+
+CLIPS = 10  # clips per video averaged for retrieval and few-shot (Sec. 5.1, Sec. 6)
+FOLDED = ("ucf101", "hmdb51")  # the layouts with official folds 1-3
+MODALITIES = ("video", "audio")
+
+
+class MissingVideos(ValueError):
+    """An evaluation split lost videos its official list holds; the message names them and the fix."""
+
+
+def fold_of(cfg: Config) -> int | None:
+    return cfg.fold if cfg.layout in FOLDED else None
+
+
+def eval_splits(cfg: Config, need_audio: bool = False, allow_missing: bool = False) -> dict[str, manifest.Split]:
+    """The train and test splits of cfg's evaluation set. need_audio (--modality audio) counts the
+    videos without a clip of audio as missing too."""
+    splits = {s: data.split_records(cfg, s, need_audio) for s in ("train", "test")}
+    lost = {s: got for s, got in splits.items() if got.missing}
+    if lost and not allow_missing:
+        counts = " and ".join(f"{len(g.missing)} of {len(g.missing) + len(g.records)} {s}" for s, g in lost.items())
+        split, got = next(iter(lost.items()))
+        path, why = got.missing[0]
+        where = f"{cfg.layout}{f' fold {cfg.fold}' if fold_of(cfg) else ''} under {cfg.data}"
+        silent = all(why.startswith("less than") for g in lost.values() for _, why in g.missing)
+        fix = (
+            "--modality audio needs a clip of audio"
+            if silent
+            else f"python -m media.manifest scan {cfg.data} --video-only --out {got.manifest} rescans, keeping "
+            f"silent videos and naming each unusable file and its reason"
+        )
+        raise MissingVideos(
+            f"{counts} videos of {where} are not usable (first, of the {split} split: {path}: {why}), so this "
+            f"is not the official split: {fix}; --allow-missing evaluates without them and records the count"
+        )
+    return splits
+
+
+def split_videos(splits: dict[str, manifest.Split]) -> dict[str, Any]:
+    """What a record keeps of the splits: videos used and missing, the missing test videos by name."""
+    out = {s: {"used": len(g.records), "missing": len(g.missing)} for s, g in splits.items()}
+    out["test"]["missing_files"] = [path for path, _ in splits["test"].missing]
+    return out
+
+
+@torch.no_grad()
+def extract_features(
+    encoder: nn.Module,
+    dataset: data.AVDataset,
+    device: torch.device,
+    batch_size: int = 8,
+    workers: int = 2,
+    modality: str = "video",
+) -> dict[str, Tensor]:
+    """Per video, averaged over its clips: `fmap` the last conv feature map, flattened (retrieval),
+    `pooled` the global max-pooled feature (few-shot); and the labels. modality "audio": `encoder` is
+    the audio encoder and the dataset's items carry audio.
+
+    The paper's map is 4x4x512, what R(2+1)D gives at its 112x112 input. At other sizes we keep the
+    network's own map (3x3 at 80x80, 2x2 at 64x64) rather than resample it to 4x4: pooling a 3x3 map
+    up to 4x4 would repeat the centre positions and weight them more in the distance."""
+    encoder.eval().to(device)
+    logmel = augment.LogMel(dataset.spec).to(device) if modality == "audio" else None
+    fmaps, pooled, labels = [], [], []
+    for batch in progress(loader(dataset, batch_size, workers), f"{modality} features ({len(dataset)} videos)"):
+        if logmel is None:
+            x = augment.normalise(batch["video"].to(device))  # (B, clips, 3, T, H, W)
+            B, C = x.shape[:2]
+            fm = encoder.feature_map(x.flatten(0, 1)).float().mean(2)  # (B*clips, 512, h, w): the 1-frame time axis
+        else:
+            x = logmel(batch["audio"].to(device))  # (B, clips, 1, n_mels, n_time)
+            B, C = x.shape[:2]
+            fm = encoder.feature_map(x.flatten(0, 1)).float()  # (B*clips, 512, h, w)
+        fmaps.append(fm.flatten(1).view(B, C, -1).mean(1).cpu())  # (B, 512*h*w)
+        pooled.append(torch.amax(fm, dim=(2, 3)).view(B, C, -1).mean(1).cpu())  # (B, 512)
+        labels.append(batch["label"])
+    return {"fmap": torch.cat(fmaps), "pooled": torch.cat(pooled), "labels": torch.cat(labels)}
+
+
+def cached_features(
+    ckpt: str | Path,
+    stamp: tuple[int, int],
+    cfg: Config,
+    encoder: nn.Module,
+    split: str,
+    records: list[manifest.Record],
+    device: torch.device,
+    workers: int = 2,
+    clips: int = CLIPS,
+    modality: str = "video",
+) -> dict[str, Tensor]:
+    """extract_features of a split's `records`, saved next to the checkpoint under a key of the
+    checkpoint (its path and stamp: the version read), the data settings and the files. The dataset
+    is built, and decoded, only when the features are not cached."""
+    audio = modality == "audio"
+    key = json.dumps(
+        [
+            str(Path(ckpt).resolve()),
+            *stamp,
+            cfg.data,
+            cfg.layout,
+            cfg.fold,
+            split,
+            cfg.frames,
+            cfg.fps,
+            cfg.size,
+            "native-map",
+            *([clips] if clips != CLIPS else []),  # the paper's 10 keeps the key (and the caches) it had
+            *(["audio", cfg.audio_rate, cfg.n_mels, cfg.n_time] if audio else []),
+            [r.path for r in records],
+        ]
+    )
+    path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
+    if path.exists():
+        return torch.load(path, weights_only=True)
+    dataset = data.AVDataset(
+        records,
+        clip_spec(cfg, audio=audio),
+        train=False,
+        audio=audio,
+        num_clips=clips,
+        max_bad_fraction=cfg.max_bad_fraction,
+        preload=cfg.preload,
+        preload_cache=cfg.preload_cache,
+    )
+    feats = extract_features(encoder, dataset, device, workers=workers, modality=modality)
+    write_atomically(path, lambda f: torch.save(feats, f))
+    return feats
+
+
+def export(
+    ckpt: str | Path,
+    pre: Pretrained,
+    cfg: Config,
+    out: str | Path,
+    device: torch.device,
+    workers: int = 2,
+    clips: int = CLIPS,
+    allow_missing: bool = False,
+) -> int:
+    """Write OUT (.npz): per video of the train and test splits, `video` and `audio` (the pooled
+    features of both encoders, averaged over `clips` clips; NaN rows for videos without a clip of audio,
+    `has_audio` False), `label`, `path` and `split`; `classes` and `about` (what made them, as JSON).
+    Returns the number of videos."""
+    splits = eval_splits(cfg, allow_missing=allow_missing)
+    columns: dict[str, list] = {k: [] for k in ("video", "audio", "has_audio", "label", "path", "split")}
+    for split, got in splits.items():
+        video = cached_features(ckpt, pre.stamp, cfg, pre.model.video, split, got.records, device, workers, clips)
+        try:
+            heard = data.split_records(cfg, split, need_audio=True).records
+        except ValueError:  # not one video of the split has audio
+            heard = []
+        audio = torch.full_like(video["pooled"], float("nan"))
+        if heard:
+            feats = cached_features(
+                ckpt, pre.stamp, cfg, pre.model.audio, split, heard, device, workers, clips, "audio"
+            )
+            row = {r.path: i for i, r in enumerate(got.records)}
+            audio[[row[r.path] for r in heard]] = feats["pooled"]
+        columns["video"].append(video["pooled"].numpy())
+        columns["audio"].append(audio.numpy())
+        columns["has_audio"].append(~torch.isnan(audio[:, 0]).numpy())
+        columns["label"].append(video["labels"].numpy())
+        columns["path"].append(np.array([r.path for r in got.records]))
+        columns["split"].append(np.array([split] * len(got.records)))
+    arrays = {k: np.concatenate(v) for k, v in columns.items()}
+    about = {"checkpoint": str(Path(ckpt).resolve()), "checkpoint_epoch": pre.epoch, "clips": clips}
+    about |= {"dataset": str(Path(cfg.data).resolve()), "layout": cfg.layout, "fold": fold_of(cfg)}
+    arrays["classes"] = np.array(splits["test"].classes)
+    arrays["about"] = np.array(json.dumps(about))
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    write_atomically(out, lambda f: f.write(buffer.getvalue()))
+    return len(arrays["label"])

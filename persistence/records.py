@@ -1,0 +1,139 @@
+"""Evaluation records: what evaluate.py measured on a checkpoint, kept beside it in CKPT_DIR/eval.json,
+one record per (checkpoint, task, dataset, layout, fold, protocol options), so that HMDB51 after UCF101,
+or fold 2 after fold 1, adds a record instead of replacing one (the rows of the paper's Tables 1-5,
+Sec. 5.1 and Sec. 6, are read from them: analysis/report.py).
+
+    record   one measurement: the task, the checkpoint file and its epoch, the dataset's path, layout and
+             fold, the protocol it ran (its text and options), the numbers, and the videos of each split
+             used and missing (the missing test videos by name)
+    key      what identifies a record; a new measurement under the same key replaces the old one
+    load     the records of an eval.json; a file written before records were keyed (one entry per task)
+             is read as legacy records, whose dataset and fold are not known
+    add      merge records into eval.json: under a lock of its own (evaluations of the same folder wait
+             for each other, never for a run training there), written atomically
+
+    .venv/bin/python evaluate.py report CKPT      # prints a checkpoint's records as the paper's table rows
+
+Tests: tests/test_eval_records.py
+"""
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from persistence.checkpoint import write_atomically
+
+FORMAT = 2  # 1: {task: results with their protocol}, as evaluate.py wrote before records were keyed
+NAME = "eval.json"
+ANALYSIS_PARTS = ("weights", "soft_targets_same_class", "per_class_R@1")  # the analysis task's results
+DERIVED = ("text", "feature_dim")  # a protocol's words and what the network gives: not options
+LEGACY = "written before records were keyed: the dataset, layout and fold it ran on were not recorded"
+
+
+def record(
+    task: str,
+    ckpt: str | Path,
+    epoch: int | None,
+    data: str | Path,
+    layout: str,
+    fold: int | None,
+    protocol: dict[str, Any],
+    results: dict[str, Any],
+    videos: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """One measurement. `fold` is None for layouts without folds; `videos` maps each split to
+    {"used": n, "missing": n} and the test split also to "missing_files"."""
+    return {
+        "task": task,
+        "checkpoint": Path(ckpt).name,
+        "checkpoint_epoch": epoch,
+        "dataset": str(Path(data).resolve()),
+        "layout": layout,
+        "fold": fold,
+        "protocol": protocol,
+        "results": results,
+        "videos": videos,
+        "written": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def options(rec: dict[str, Any]) -> dict[str, Any]:
+    """The protocol's settings, without its words and what the network gives."""
+    return {k: v for k, v in rec["protocol"].items() if k not in DERIVED}
+
+
+def key(rec: dict[str, Any]) -> str:
+    fields = [rec[k] for k in ("checkpoint", "task", "dataset", "layout", "fold")]
+    return json.dumps([*fields, options(rec)], sort_keys=True)
+
+
+def legacy(old: dict[str, Any]) -> list[dict[str, Any]]:
+    """Records from a format-1 eval.json, {task: results with "protocol"}; the analysis task's results
+    lay beside it at the top."""
+    out = []
+    for task, res in old.items():
+        if task in ANALYSIS_PARTS or not isinstance(res, dict):
+            continue
+        res = dict(res)
+        protocol = res.pop("protocol", {"text": "not recorded"})
+        if task == "analysis":
+            res.update({k: old[k] for k in ANALYSIS_PARTS if k in old})
+        out.append(
+            {
+                "task": task,
+                **dict.fromkeys(("checkpoint", "checkpoint_epoch", "dataset", "layout", "fold")),
+                "protocol": protocol,
+                "results": res,
+                "videos": None,
+                "written": None,
+                "legacy": LEGACY,
+            }
+        )
+    return out
+
+
+def load(path: str | Path) -> list[dict[str, Any]]:
+    """The records of an eval.json (none if there is no file), legacy ones first."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = json.loads(path.read_text())
+    if text.get("format") != FORMAT:
+        return legacy(text)
+    return text["records"]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """The eval.json of a folder for one writer at a time: a POSIX lock on EVAL.lock, waited for (an
+    evaluation holds it only to merge and write), gone with the process however it ends. Not the
+    run's lock (persistence/runstate.py): evaluation does not write what training writes."""
+    fd = os.open(Path(f"{path}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def add(path: str | Path, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge `new` into the eval.json at `path`: a record under a key already there replaces it, the rest
+    are kept (an older file's legacy records too, in the new format). Returns every record."""
+    path = Path(path)
+    with _locked(path):
+        merged = {key(r): r for r in load(path)}
+        merged.update({key(r): r for r in new})
+        records = list(merged.values())
+        text = json.dumps({"format": FORMAT, "records": records}, indent=1)
+        write_atomically(path, lambda f: f.write(text.encode()))
+    return records
+
+
+def of_checkpoint(records: list[dict[str, Any]], ckpt: str | Path) -> list[dict[str, Any]]:
+    """The records of one checkpoint file, with the legacy ones of its folder (whose checkpoint is unknown)."""
+    return [r for r in records if r["checkpoint"] in (Path(ckpt).name, None)]

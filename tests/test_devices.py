@@ -1,0 +1,89 @@
+"""Where a run computes, said before it starts: --device auto | cuda | cpu (machinery/devices.py), a GPU
+run that cannot quietly fall back to the CPU, and the default loader workers (media/loader_workers.py)."""
+
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+from machinery import devices
+from media import loader_workers
+from test_train import ROOT, TINY
+
+
+def gpu_broken(monkeypatch, said="The NVIDIA driver on your system is too old (found version 11040)."):
+    """A machine with an NVIDIA device and driver 450.51, and a CUDA 13.0 torch that cannot use it."""
+
+    def unusable():
+        warnings.warn(said, UserWarning, stacklevel=2)
+        return False
+
+    monkeypatch.setattr(torch.cuda, "is_available", unusable)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(devices, "nvidia_present", lambda: True)
+    monkeypatch.setattr(devices, "driver_version", lambda: "450.51")
+
+
+def test_cuda_with_a_driver_torch_cannot_use_is_an_error_naming_the_driver_and_torchs_words(monkeypatch):
+    gpu_broken(monkeypatch)
+    with pytest.raises(devices.DeviceError) as err:
+        devices.resolve_device("cuda")
+    text = str(err.value)
+    assert "\n" not in text and "--device cuda" in text and "450.51" in text and "too old" in text, text
+
+
+def test_auto_with_an_unusable_nvidia_device_warns_in_one_line_then_takes_the_cpu(monkeypatch, capsys):
+    gpu_broken(monkeypatch)
+    assert devices.resolve_device("auto") == torch.device("cpu")
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("warning: --device auto") and "too old" in err, err
+
+
+def test_auto_without_any_nvidia_device_takes_the_cpu_silently(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(devices, "nvidia_present", lambda: False)
+    assert devices.resolve_device("auto") == torch.device("cpu")
+    assert capsys.readouterr().err == ""
+    assert "no NVIDIA GPU driver" in devices.cuda_problem()
+
+
+def test_the_driver_version_is_read_from_the_kernel_module_line(monkeypatch, tmp_path):
+    version = tmp_path / "version"
+    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n")
+    monkeypatch.setattr(devices, "NVIDIA_FILES", (str(version),))
+    assert devices.driver_version() == "535.104.05"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a usable GPU")
+@pytest.mark.parametrize("program", ["train.py", "evaluate.py"])
+def test_device_cuda_on_a_machine_without_a_usable_gpu_exits_non_zero_with_one_line(tiny_data, tmp_path, program):
+    args = ["--preset", "demo", "--data", tiny_data, "--out", tmp_path / "run", *TINY]
+    if program == "evaluate.py":
+        args = ["retrieval", tmp_path / "ckpt.pt"]
+        (tmp_path / "ckpt.pt").write_bytes(b"")  # never read: the device is checked first
+    cmd = [sys.executable, str(ROOT / program), *map(str, args), "--device", "cuda"]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    err = res.stderr.strip()
+    assert res.returncode != 0 and "\n" not in err and "Traceback" not in err, err
+    assert err.startswith(f"{program}: --device cuda: no usable GPU"), err
+    assert not (tmp_path / "run" / "ckpt.pt").exists()
+
+
+def test_default_workers_are_the_cores_per_process_at_most_the_best_measured():
+    assert loader_workers.workers_per_process(3, cores=64, processes=8) == 3  # asked for: as asked
+    assert loader_workers.workers_per_process(0) == 0
+    assert loader_workers.workers_per_process(-1, cores=64, processes=8) == 8
+    assert loader_workers.workers_per_process(-1, cores=64, processes=1) == loader_workers.BEST_WORKERS == 16
+    assert loader_workers.workers_per_process(-1, cores=2, processes=1) == 2
+    assert loader_workers.workers_per_process(-1, cores=4, processes=8) == 1  # never none by default
+
+
+def test_best_workers_is_the_count_results_gpu_md_measured_fastest():
+    """BEST_WORKERS quotes results/gpu.md: the column of its prepared-files loader row that is highest."""
+    row = next(line for line in (ROOT / "results" / "gpu.md").read_text().splitlines() if line.startswith("| prepared"))
+    header = next(line for line in (ROOT / "results" / "gpu.md").read_text().splitlines() if "workers clips/s" in line)
+    counts = [int(c.split()[0]) for c in header.strip("|").split("|") if "workers clips/s" in c]
+    rates = [float(c) for c in row.strip("|").split("|")[2 : 2 + len(counts)]]
+    assert counts[rates.index(max(rates))] == loader_workers.BEST_WORKERS
