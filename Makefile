@@ -53,4 +53,4 @@ gpu-check:
 	$(GPU_PYTHON) -m tools.gpu_check --out results/gpu.md
 
 clean:
-	rm -rf runs data/synth data/synth2000 .pytest_cache
+	rm -rf runs data/synth data/synth2000 data/synth_src2p .pytest_cache
