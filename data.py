@@ -297,7 +297,7 @@ def build_train_set(cfg: "Config") -> AVDataset:
     if not Path(cfg.data).is_dir():
         name = Path(cfg.data).name
         make = (
-            "make demo makes it (experiments/demo.py generates it with its SYNTH_SETS options)"
+            "make demo makes it (experiments/sets.py generates it with its SYNTH_SETS options)"
             if name == Path(PRESETS["demo"]["data"]).name
             else "make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
             if name == "synth2000"

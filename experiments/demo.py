@@ -27,8 +27,12 @@ run resumes: rerunning a command continues where it stopped, and a finished (see
 as RESULTS/NAME_settings/seedS_faultyF.json, so that a later run (on another machine, its runs/ folder gone)
 only adds what is missing.
 
-Over 450 lines because the sets the project's commands name (SYNTH_SETS) and the regime (DEMO) sit beside
-the runs that use them; the tables, the progress line and the side-by-side jobs are in files of their own.
+`--transfer DATA` also evaluates each branch on a set whose classes pre-training never saw (the paper
+judges transfer to UCF101 and HMDB51): `--transfer data/synth_transfer` generates the synthetic one.
+
+Over 450 lines because the regime (DEMO), a setting's key, the warm-up and the branches with their
+evaluations are one job read top to bottom; the sets are in experiments/sets.py, the tables, the progress
+line and the side-by-side jobs in files of their own.
 """
 
 import argparse
@@ -59,9 +63,9 @@ from experiments.demo_report import (
 )
 from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
+from experiments.sets import SYNTH_SETS, ensure_data  # noqa: F401  (demo.SYNTH_SETS: the tests, the docs)
 from losses import VARIANTS
 from persistence import checkpoint
-from tools import synthetic
 
 # make demo's regime: the set, the recipe (warm-up and branch epochs, clips per video in evaluation) and the
 # methods. The one-regime screen (results/regime/PLAN.md) adopted no other yet, so it is still the one the
@@ -73,6 +77,7 @@ DEMO = dict(  # make demo: config.PRESETS["demo"]'s set and epochs, 2 clips per 
     eval_clips=2,
     methods=["xid", "weighted", "soft", "robust", "oracle"],
 )
+TRANSFER = ("transfer R@1", "transfer R@5", "transfer 1-shot", "transfer 5-shot")  # --transfer's columns
 KEYED = ("data", "warmup_epochs", "epochs")  # in a setting's key under names of their own
 FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
 
@@ -88,48 +93,6 @@ DELTA_AT_ZERO = -1.0
 def paper_delta(faulty):
     """delta of eq. (6) from the known share of injected faulty positives (Sec. 5.2)."""
     return NormalDist().inv_cdf(min(faulty, 1 - 1e-3)) if faulty > 0 else DELTA_AT_ZERO
-
-
-# the generator's options for the sets the project's commands name (others get its defaults)
-def _sources(clips, test, pitch="shared", train=100, heldout=None):
-    """The one-regime screen's candidate sets (results/regime/PLAN.md): 10 x `train` training clips from
-    sources of `clips` clips each, split by source; short 8-fps files with FLAC audio, cheap to generate
-    (`heldout`: fewer held-out sounds than the default one per training clip, enough for 50%)."""
-    sources = f"--train-per-class {train} --test-per-class {test} --clips-per-source {clips} --source-pitch {pitch}"
-    extra = f" --heldout {heldout}" if heldout else ""
-    return (sources + " --fps 8 --seconds 2.5 3 --pool 0 --audio-codec flac" + extra).split()
-
-
-SYNTH_SETS = {
-    "synth2000": ["--train-per-class", "200"],
-    "synth_noise01": ["--noise", "0.1"],
-    # the faulty-negative screen's candidates (results/negatives/SCREEN.md): a cue of each video's own
-    # shared by picture and sound, and a weaker class
-    "synth_cue_a": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "1"],
-    "synth_cue_b": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.5"],
-    "synth_cue_c": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.35"],
-    "synth_cue_d": ["--train-per-class", "200", "--instance-cue", "0.3", "--class-cue", "1"],
-    "synth_src10": _sources(10, 30),
-    "synth_src20": _sources(20, 40),
-    "synth_src10p": _sources(10, 30, "own"),
-    "synth_src5p": _sources(5, 30, "own"),
-    "synth_src2p": _sources(2, 30, "own"),
-    "synth_src2p_2k": _sources(2, 30, "own", train=200, heldout=1000),
-}
-
-
-def ensure_data(root, synth_args=None):
-    """Generate the synthetic set only where nothing of the user's can be overwritten: a folder
-    that does not exist, or one synthetic.py made (it holds the marker). Any other folder is used
-    as it is (scanned when it has no manifest)."""
-    root = Path(root)
-    synth_args = SYNTH_SETS.get(root.name, []) if synth_args is None else synth_args
-    if root.exists() and not synthetic.is_synthetic(root):
-        print(f"[demo] {root} is not a synthetic set: using it as it is")
-        return
-    if not (root / "manifest.csv").exists() or not (root / "_heldout").is_dir():  # older sets lack the pool
-        print(f"[demo] data: generating {root} (the first stage; BENCHMARKS.md has its minutes per CPU)")
-        synthetic.main(["--out", str(root), *synth_args])
 
 
 def faulty_share(cfg):
@@ -194,6 +157,7 @@ def setting_key(args, faulty):
         **({"recipe": recipe} if recipe else {}),
         **({"eval_clips": clips} if (clips := eval_clips(args)) != evaluate.CLIPS else {}),
         **({"warmup_ranks": args.warmup_ranks} if getattr(args, "warmup_ranks", 1) > 1 else {}),
+        **({"transfer": transfer} if (transfer := getattr(args, "transfer", None)) else {}),
         "delta": paper_delta(faulty),
     }  # settings made under the earlier natural + injected rule run again
     if faulty == 0:
@@ -362,6 +326,20 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
     }
     if args.finetune_epochs:
         row["fine-tune"] = res["finetune"]["test_acc"]
+    if getattr(args, "transfer", None):  # classes pre-training never saw, as the paper's UCF101 and HMDB51
+        with timed(split, "evaluation"):
+            res = evaluate.evaluate(
+                ckpt,
+                ["retrieval", "fewshot"],
+                overrides={"data": args.transfer, "manifest": ""},
+                workers=workers,
+                shots=(1, 5),
+                trials=args.trials,
+                figures=False,
+                clips=eval_clips(args),
+            )
+        row |= {f"transfer {k}": res["retrieval"][k] for k in ("R@1", "R@5")}
+        row |= {f"transfer {k}": res["fewshot"][k][0] for k in ("1-shot", "5-shot")}
     return row
 
 
@@ -444,6 +422,12 @@ def main(argv=None):
         help="delete earlier runs under --runs and --results' settings first (else they resume)",
     )
     p.add_argument("--compare", default="", help="a committed demo.json to print this run's table beside")
+    p.add_argument(
+        "--transfer",
+        default=None,
+        help="also evaluate each branch (retrieval, few-shot) on this set, whose classes pre-training never "
+        "saw, as the paper's transfer to UCF101/HMDB51; data/synth_transfer is generated when missing",
+    )
     args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
     given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--")}
     for k, v in FIGURES.get(args.figure, {}).items():  # a figure's settings, unless given on the command line
@@ -453,7 +437,7 @@ def main(argv=None):
         key, _, rule = parse_method(m)
         if key not in VARIANTS or rule not in DELTA_RULES:
             p.error(f"--methods {m}: expected one of {list(VARIANTS)}, soft:STRATEGY or weighted@shares")
-    args.columns = COLUMNS + (("fine-tune",) if args.finetune_epochs else ())
+    args.columns = COLUMNS + (("fine-tune",) if args.finetune_epochs else ()) + (TRANSFER if args.transfer else ())
     if args.branch_jobs is None:  # 2 processes of 1 thread train 1.7x what 1 of 2 threads does (BENCHMARKS.md)
         args.branch_jobs = len(args.methods) if (os.cpu_count() or 1) >= 2 and args.jobs == 1 else 1
     t0 = time.time()
@@ -462,6 +446,8 @@ def main(argv=None):
         shutil.rmtree(settings_dir(args), ignore_errors=True)
     with timed(split := {}, "data"):
         ensure_data(args.data)
+        if args.transfer:
+            ensure_data(args.transfer)
     settings = [(seed, faulty) for seed in args.seeds for faulty in args.faulty]
     done = side_by_side(run_setting, [(args, seed, faulty) for seed, faulty in settings], args.jobs)
     results, deltas, root, reused = [], {}, None, 0

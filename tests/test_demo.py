@@ -431,3 +431,42 @@ def test_a_setting_of_another_model_or_clip_recipe_gets_another_key(tmp_path):
     assert demo.setting_key(narrow, 0.0)["recipe"] == {"width": 0.125, "frames": 2}
     other = {k: v for k, v in PRESETS["demo"].items() if k not in demo.KEYED and PRESETS["demo2000"][k] != v}
     assert demo.setting_key(argparse.Namespace(**{**vars(args), "preset": "demo"}), 0.0).get("recipe", {}) == other
+
+
+def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_setting(tmp_path, monkeypatch):
+    """--transfer: retrieval and few-shot of the same checkpoint on the other set (its own manifest),
+    in columns of their own; a setting evaluated without it is not answered from one with it."""
+    calls = []
+    monkeypatch.setattr(demo.train, "main", lambda cfg, on_epoch=None: None)
+
+    def fake_evaluate(ckpt, tasks, overrides=None, **kwargs):
+        calls.append((tasks, overrides))
+        other = bool(overrides)  # the transfer set's numbers differ from the training set's
+        return {
+            "retrieval": {"R@1": 0.2 if other else 0.5, "R@5": 0.6 if other else 0.8, "protocol": {}},
+            "fewshot": {"1-shot": [0.15 if other else 0.3], "5-shot": [0.25 if other else 0.4], "protocol": {}},
+            "weights": {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8},
+            "soft_targets_same_class": {},
+        }
+
+    monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
+    args = argparse.Namespace(
+        epochs=2,
+        warmup_epochs=3,
+        finetune_epochs=0,
+        trials=5,
+        workers=0,
+        figures=False,
+        data="d",
+        train_args=[],
+        transfer="data/t",
+    )
+    row = demo.run_branch(args, tmp_path, ["--preset", "demo", "--data", "d"], "xid", ["--loss", "xid"])
+    assert calls[1] == (["retrieval", "fewshot"], {"data": "data/t", "manifest": ""})
+    assert row["1-shot"] == 0.3 and row["transfer 1-shot"] == 0.15 and row["transfer R@5"] == 0.6
+    assert set(demo.TRANSFER) <= set(row)
+    key = demo.setting_key(argparse.Namespace(**{**vars(args), "data": str(tmp_path)}), 0.0)
+    assert key["transfer"] == "data/t"
+    assert "transfer" not in demo.setting_key(
+        argparse.Namespace(**{**vars(args), "data": str(tmp_path), "transfer": None}), 0.0
+    )

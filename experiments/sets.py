@@ -1,0 +1,56 @@
+"""The synthetic sets the project's commands name, each with the generator options that make it
+(tools/synthetic.py), and `ensure_data`, which generates one only where nothing of a user's can be
+overwritten. `make demo`'s set is `synth_src2p` (results/regime/PLAN.md); the claims ran on
+`synth2000` and `synth_cue_d`; `synth_transfer` is the transfer endpoint (experiments/demo.py --transfer).
+
+    python -m tools.synthetic --out data/NAME $(options of SYNTH_SETS[NAME])   # what ensure_data runs
+"""
+
+from pathlib import Path
+
+from tools import synthetic
+
+
+# the generator's options for the sets the project's commands name (others get its defaults)
+def _sources(clips, test, pitch="shared", train=100, heldout=None):
+    """The one-regime screen's candidate sets (results/regime/PLAN.md): 10 x `train` training clips from
+    sources of `clips` clips each, split by source; short 8-fps files with FLAC audio, cheap to generate
+    (`heldout`: fewer held-out sounds than the default one per training clip, enough for 50%)."""
+    sources = f"--train-per-class {train} --test-per-class {test} --clips-per-source {clips} --source-pitch {pitch}"
+    extra = f" --heldout {heldout}" if heldout else ""
+    return (sources + " --fps 8 --seconds 2.5 3 --pool 0 --audio-codec flac" + extra).split()
+
+
+SYNTH_SETS = {
+    "synth2000": ["--train-per-class", "200"],
+    "synth_noise01": ["--noise", "0.1"],
+    # the faulty-negative screen's candidates (results/negatives/SCREEN.md): a cue of each video's own
+    # shared by picture and sound, and a weaker class
+    "synth_cue_a": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "1"],
+    "synth_cue_b": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.5"],
+    "synth_cue_c": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.35"],
+    "synth_cue_d": ["--train-per-class", "200", "--instance-cue", "0.3", "--class-cue", "1"],
+    "synth_src10": _sources(10, 30),
+    "synth_src20": _sources(20, 40),
+    "synth_src10p": _sources(10, 30, "own"),
+    "synth_src5p": _sources(5, 30, "own"),
+    "synth_src2p": _sources(2, 30, "own"),
+    "synth_src2p_2k": _sources(2, 30, "own", train=200, heldout=1000),
+    # the transfer endpoint (--transfer): 10 classes of shapes and timbres no pre-training class has
+    "synth_transfer": "--family transfer --train-per-class 20 --test-per-class 20 --heldout 0 --pool 0 "
+    "--fps 8 --seconds 2.5 3 --audio-codec flac".split(),
+}
+
+
+def ensure_data(root, synth_args=None):
+    """Generate the synthetic set only where nothing of the user's can be overwritten: a folder
+    that does not exist, or one synthetic.py made (it holds the marker). Any other folder is used
+    as it is (scanned when it has no manifest)."""
+    root = Path(root)
+    synth_args = SYNTH_SETS.get(root.name, []) if synth_args is None else synth_args
+    if root.exists() and not synthetic.is_synthetic(root):
+        print(f"[demo] {root} is not a synthetic set: using it as it is")
+        return
+    if not (root / "manifest.csv").exists() or not (root / "_heldout").is_dir():  # older sets lack the pool
+        print(f"[demo] data: generating {root} (the first stage; BENCHMARKS.md has its minutes per CPU)")
+        synthetic.main(["--out", str(root), *synth_args])
