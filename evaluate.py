@@ -347,6 +347,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.task == "features" and not args.out:
         p.error("features: --out FILE.npz names the file to write")
     folds = args.fold or [None]
+    if args.task == "features" and len(folds) > 1:  # one --out file: a second fold would overwrite the first
+        p.error(f"features: one --fold per file (given {' '.join(map(str, folds))}); run it once per fold")
     if len(folds) > 1 and args.layout not in ("ucf101", "hmdb51"):
         p.error(f"--fold {' '.join(map(str, folds))}: several folds need --layout ucf101 or hmdb51")
     try:

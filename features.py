@@ -63,8 +63,8 @@ def eval_splits(cfg: Config, need_audio: bool = False, allow_missing: bool = Fal
         fix = (
             "--modality audio needs a clip of audio"
             if silent
-            else f"python -m media.manifest scan {cfg.data} --video-only --out {got.manifest} rescans, keeping "
-            f"silent videos and naming each unusable file and its reason"
+            else f".venv/bin/python -m media.manifest scan {cfg.data} --video-only --out {got.manifest} rescans, "
+            f"keeping silent videos and naming each unusable file and its reason"
         )
         raise MissingVideos(
             f"{counts} videos of {where} are not usable (first, of the {split} split: {path}: {why}), so this "

@@ -58,11 +58,12 @@ def cell(recs: list[dict[str, Any]], task: str, layout: str, mod: str, result: s
     and that protocol's deviations."""
     found = [r for r in recs if r["task"] == task and r["layout"] == layout and modality(r) == mod]
     groups: dict[str, list[dict[str, Any]]] = {}
-    for r in found:
-        groups.setdefault(json.dumps(records.options(r), sort_keys=True), []).append(r)
+    for r in found:  # folds of one copy of the dataset under one protocol: never two copies averaged
+        groups.setdefault(json.dumps([r["dataset"], records.options(r)], sort_keys=True), []).append(r)
     if not groups:
         return "-", []
-    group = min(groups.values(), key=lambda g: (bool(deviations(g[0])), -len(g), max(r["written"] or "" for r in g)))
+    # the paper's protocol first, then the most folds, then the latest written
+    group = max(groups.values(), key=lambda g: (not deviations(g[0]), len(g), max(r["written"] or "" for r in g)))
     values = [v for r in sorted(group, key=lambda r: r["fold"] or 0) if (v := number(r["results"], result)) is not None]
     if not values:
         return "-", []

@@ -219,7 +219,9 @@ def load_split(
     manifest = Path(manifest or root / "manifest.csv")
     if not manifest.exists():  # scan every file under root, so that one manifest serves every split
         writable = os.access(manifest.parent, os.W_OK)
-        rows = scan(root, need_audio=need_audio, journal=partial(manifest) if writable else None)
+        # every video, silent ones too: the manifest serves every later call, and an evaluation split
+        # must stay whole (a caller that needs audio filters the rows below, as for a manifest read)
+        rows = scan(root, need_audio=False, journal=partial(manifest) if writable else None)
         if writable:
             write_manifest(rows, manifest)
             partial(manifest).unlink(missing_ok=True)

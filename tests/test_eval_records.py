@@ -182,3 +182,37 @@ def test_records_keep_every_dataset_and_fold_and_an_older_eval_json_still_reads(
     ucf1 = [r for r in kept if r["fold"] == 1 and r["dataset"] == str(tmp_path / "UCF101")]
     assert sorted(r["results"]["R@1"] for r in ucf1) == [0.1, 0.7]
     assert records.of_checkpoint(kept, tmp_path / "ckpt_epoch0004.pt") == old  # only the legacy ones
+
+
+def test_a_report_cell_never_averages_two_copies_of_a_dataset_and_takes_the_latest_of_equals(tmp_path):
+    from analysis import report
+
+    def rec(data, fold, r1, written):
+        protocol = {"text": "t", "feature_dim": 2048}
+        r = records.record("retrieval", "ckpt.pt", 3, tmp_path / data, "ucf101", fold, protocol, {"R@5": r1}, None)
+        return {**r, "written": written}
+
+    raw, prepared = rec("raw", 1, 0.1, "2020-01-01"), rec("prepared", 1, 0.5, "2026-01-01")
+    assert report.cell([raw, prepared], "retrieval", "ucf101", "video", "R@5")[0] == "50.0"  # the latest copy
+    folds = [rec("prepared", 1, 0.5, "2026-01-01"), rec("prepared", 2, 0.3, "2026-01-02")]
+    assert report.cell([raw, *folds], "retrieval", "ucf101", "video", "R@5")[0] == "40.0 ± 14.1 (folds 1, 2)"
+
+
+def test_features_refuses_several_folds_for_one_file(ckpt, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        evaluate.main(["features", str(ckpt), "--fold", "1", "2", "--out", str(tmp_path / "f.npz")])
+    assert "one --fold per file" in capsys.readouterr().err
+
+
+def test_a_manifest_made_for_a_caller_that_needs_audio_still_lists_the_silent_videos(tmp_path):
+    """The first call on a folder without a manifest scans it for every later call: a training-style
+    call (audio required) must not leave the silent videos out of the evaluation's split."""
+    from conftest import ucf_layout
+    from media import manifest
+
+    root = ucf_layout(tmp_path / "ucf")
+    (root / "manifest.csv").unlink()
+    heard = manifest.load_split("ucf101", root, "test", 1, need_audio=True)
+    assert any(p.endswith(UCF_SILENT) for p, _ in heard.missing)  # left out of this caller's records
+    whole = manifest.load_split("ucf101", root, "test", 1, need_audio=False)
+    assert not whole.missing and any(r.path.endswith(UCF_SILENT) for r in whole.records)
