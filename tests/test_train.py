@@ -389,6 +389,7 @@ def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figur
         assert (tmp_path / png).stat().st_size > 1000
 
 
+@pytest.mark.slow  # a minute; test_torchrun_gloo_keeps_replicas_identical covers torchrun in the default run
 def test_two_nodes_through_torchrun_rendezvous_keep_replicas_identical_and_resume(tiny_data, tmp_path):
     """Multi-node as the README runs it, on one machine: two torchrun launches (--nnodes=2, one
     process each) meet at a c10d rendezvous on localhost, gloo; the run folder and data are shared.
