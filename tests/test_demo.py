@@ -261,26 +261,6 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
         demo.run_setting(args, 1, 0.25)
 
 
-def test_setting_key_holds_the_injection_only_when_something_is_injected(tmp_path, monkeypatch):
-    """The injection-draw fix and the move to held-out sounds change what is injected at 25-75%, so
-    those settings must be rerun; at 0% nothing is drawn, so a 0% setting saved before is still the
-    same run. Another pool of sounds is another setting too."""
-    args = argparse.Namespace(
-        data=str(tmp_path), warmup_epochs=75, epochs=8, finetune_epochs=0, trials=50, train_args=[]
-    )
-    (tmp_path / "_heldout").mkdir()
-    (tmp_path / "_heldout" / "a.mp4").write_bytes(b"x")
-    before = {0.0: demo.setting_key(args, 0.0), 0.5: demo.setting_key(args, 0.5)}
-    assert before[0.5]["faulty_source"] == "heldout"
-    (tmp_path / "_heldout" / "b.mp4").write_bytes(b"x")
-    assert demo.setting_key(args, 0.5) != before[0.5]
-    lent = argparse.Namespace(**{**vars(args), "train_args": ["--faulty-source", "train"]})
-    assert demo.setting_key(lent, 0.5)["faulty_source"] == "train"
-    monkeypatch.setattr(demo.data, "INJECTION_STREAM", demo.data.INJECTION_STREAM + 1)
-    assert demo.setting_key(args, 0.0) == before[0.0]
-    assert demo.setting_key(args, 0.5)["injection_stream"] != before[0.5]["injection_stream"]
-
-
 def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
     """Seeds 20 points apart, a method always 2 points above the baseline: the paired differences are
     exactly 2 with a zero-width interval, while the per-method means' intervals are wide."""
@@ -409,7 +389,6 @@ def test_a_ddp_warm_up_runs_under_torchrun_and_its_settings_are_not_mixed_with_o
 
 def test_train_pys_demo_preset_and_make_demo_share_one_regime():
     """`train.py --preset demo` trains what `make demo` does: the same set and the same epochs."""
-    from config import PRESETS
 
     preset = PRESETS["demo"]
     assert (preset["data"], preset["warmup_epochs"], preset["epochs"]) == (
@@ -418,19 +397,6 @@ def test_train_pys_demo_preset_and_make_demo_share_one_regime():
         demo.DEMO["epochs"],
     )
     assert Path(demo.DEMO["data"]).name in demo.SYNTH_SETS  # make demo can generate it
-
-
-def test_a_setting_of_another_model_or_clip_recipe_gets_another_key(tmp_path):
-    """Settings files of the demo2000 regime (the claims') predate the recipe field and keep their key;
-    a run of another width, clip or preset is never answered from them."""
-    args = argparse.Namespace(
-        data=str(tmp_path), warmup_epochs=25, epochs=6, finetune_epochs=0, trials=50, train_args=[], preset="demo2000"
-    )
-    assert "recipe" not in demo.setting_key(args, 0.0)
-    narrow = argparse.Namespace(**{**vars(args), "train_args": ["--width", "0.125", "--frames", "2"]})
-    assert demo.setting_key(narrow, 0.0)["recipe"] == {"width": 0.125, "frames": 2}
-    other = {k: v for k, v in PRESETS["demo"].items() if k not in demo.KEYED and PRESETS["demo2000"][k] != v}
-    assert demo.setting_key(argparse.Namespace(**{**vars(args), "preset": "demo"}), 0.0).get("recipe", {}) == other
 
 
 def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_setting(tmp_path, monkeypatch):
