@@ -5,6 +5,7 @@ of a mean difference, and Holm's step-down over a family, on scipy.stats.
     interval   mean difference A - B and its t-interval, paired (per-seed differences) or Welch's
     holm       Holm's step-down adjusted p-values
     power      the paired t-test's power over n seeds (noncentral t), and the seeds a plan needs
+    sd_bound   a one-sided upper confidence bound of an SD measured on few seeds (chi-square)
 
     python -m experiments.claims report      # experiments/claims_report.py judges with these
 
@@ -79,6 +80,26 @@ def power(n: int, sd: float, effect: float, alpha: float = ALPHA) -> float:
     return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
 
 
-def seeds_for(sd: float, effect: float, target: float = 0.8, lo: int = 5, hi: int = 15) -> int | None:
+def seeds_for(
+    sd: float, effect: float, target: float = 0.8, lo: int = 5, hi: int = 15, alpha: float = ALPHA
+) -> int | None:
     """The fewest seeds in [lo, hi] whose paired t-test reaches `target` power; None if hi falls short."""
-    return next((n for n in range(lo, hi + 1) if power(n, sd, effect) >= target), None)
+    return next((n for n in range(lo, hi + 1) if power(n, sd, effect, alpha) >= target), None)
+
+
+def not_worse_power(n: int, sd: float, margin: float, alpha: float = ALPHA) -> float:
+    """Power of "not worse by `margin`" over n seeds when the true difference is 0: the chance that the
+    one-sided (1 - alpha) lower bound of the mean difference clears -margin (noncentral t)."""
+    from scipy import stats
+
+    df = n - 1
+    return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, margin / (sd / np.sqrt(n))))
+
+
+def sd_bound(sd: float, n: int, level: float = 0.8) -> float:
+    """One-sided upper `level` confidence bound of a standard deviation measured as `sd` on n values:
+    sd * sqrt((n - 1) / chi2_{1-level}(n - 1)). A plan sized on the point estimate of an SD from 3 or 4
+    seeds is underpowered about half the time; sized on this bound, about 1 - level of the time."""
+    from scipy import stats
+
+    return float(sd * np.sqrt((n - 1) / stats.chi2.ppf(1 - level, n - 1)))

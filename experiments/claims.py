@@ -1,44 +1,124 @@
-"""The paper's claims on the demo's regime: Fig. 7 (Sec. 5.2), Table 1 (Sec. 5.3), Table 2 (Sec. 5.4)
+"""The paper's claims on the adopted regime: Fig. 7 (Sec. 5.2), Table 1 (Sec. 5.3), Table 2 (Sec. 5.4)
 and the appendix's delta and lambda sweeps, each (seed, level) trained once and shared by every claim
-that reads it. What is judged, and how, was written before the runs: results/claims/PLAN.md.
+that reads it, and every branch evaluated in-domain and on the transfer set. What is judged, how, and
+on how many seeds was written before the runs: results/claims/PLAN.md.
 
+    python -m experiments.claims seeds      # the plan's seed counts, from the power pilot's paired SDs
     python -m experiments.claims run        # every missing setting, in the plan's order; resumes
     python -m experiments.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
-    python -m experiments.claims report     # results/claims/: fig7.md, fig7.png, table1.md, table2.md, VERDICT.md
+    python -m experiments.claims run --jobs 2 --levels 0.25 0.75   # only those levels' settings
+    python -m experiments.claims report     # results/claims/: fig7.md, fig7*.png, table1.md, table2.md, VERDICT.md
     python -m experiments.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
 
-The regime is `make demo`'s: data/synth2000, 25 warm-up epochs of xID, 6 epochs per method, delta
-from the known injected share (demo.paper_delta). Each finished (seed, level) is written to
+The regime is `make demo`'s (config.PRESETS["demo"], data/synth_src2p, 30 warm-up epochs) with branches of
+24 epochs (results/ccp_length: the demo's 4 are far from done). Each finished (seed, level) is written to
 results/claims/settings/ as it finishes (commit it: runs/ is not kept), and `run` skips it next time.
 """
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from statistics import stdev
 
+from analysis.statistics import not_worse_power, power, sd_bound
 from experiments import claims_docs, claims_report, demo, demo_report, jobs, sweep
-from experiments.claims_report import SWEEPS
+from experiments.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS, SWEEP_VALUES
 
 RESULTS = Path("results/claims")
+PILOT = Path("results/power_pilot/settings")  # the screen the seeds are sized from (never its seeds)
+DATA, TRANSFER = "data/synth_src2p", "data/synth_transfer"
+WARMUP_EPOCHS, EPOCHS = 30, 24
 TABLE2 = ["xid", "weighted", "soft", "robust"]
-TABLE1 = ["soft:bootstrap", "soft:neighbor", "soft:swapped", "soft:oracle"]  # CCP is Table 2's "soft"
+TABLE1 = ["soft:oracle", "soft:bootstrap", "soft:neighbor", "soft:swapped"]  # CCP is Table 2's "soft"
 FIG7 = ["xid", "weighted", "oracle"]
+EFFECT, POWER, ALPHA_CLAIM, MARGIN = 0.03, 0.8, 0.025, 0.02  # 3 points; Holm's first step over 2 endpoints
 
 
-def plan():
-    """(seed, injected share, methods) in the order they run: 50% and 0% alternate seed by seed, so a
-    run stopped early still leaves pairs across levels; then 25% and 75%. At 0% Oracle-xID is xID
-    (nothing injected to drop), so it is not trained there."""
+def pilot_sds(folder=PILOT):
+    """{(level, 'A - B'): (paired SD over the pilot's seeds, n)} on each primary endpoint's worse, and
+    {(level, method): between-seed SD} for the claims that compare two warm-ups (Welch)."""
+    runs = {}
+    for s in demo.finished_settings(folder):
+        runs.setdefault(s["faulty"], {})[s["seed"]] = s["rows"]
+    paired, spread = {}, {}
+    for level, seeds in runs.items():
+        methods = sorted(set.intersection(*(set(r) for r in seeds.values())))
+        for m in methods:
+            spread[(level, m)] = max(stdev([seeds[s][m][e] for s in seeds]) for e in claims_report.PRIMARY)
+            for b in methods:
+                if m != b and (b == "xid" or (m, b) == ("soft:oracle", "soft")):
+                    sd = max(stdev([seeds[s][m][e] - seeds[s][b][e] for s in seeds]) for e in claims_report.PRIMARY)
+                    paired[(level, f"{m} - {b}")] = (sd, len(seeds))
+    return paired, spread
+
+
+def seed_counts(folder=PILOT):
+    """The plan's rule (PLAN.md, seeds): the largest pilot paired SD over both levels' differences, on the
+    worse primary endpoint, its upper 80% bound, and the fewest seeds in 5..15 with 80% power for 3 points
+    at alpha 0.025, for every claim at 0% and 50% ("levels"); the Welch claims (F1, F3b) from the two
+    levels' SDs added in quadrature; S1 ("not worse by 2 points" on both endpoints: sqrt(0.8) each) at
+    the levels' bound. Returns ({group: seeds}, the lines that show it)."""
+    paired, spread = pilot_sds(folder)
+    n = min(v[1] for v in paired.values())
+    lines, counts = [], {}
+
+    def size(group, sd, how, powered):
+        bound = sd_bound(sd, n)
+        k = next((k for k in range(5, 16) if powered(k, bound) >= POWER), None)
+        counts[group] = k or 15
+        short = "" if k else f"; 15 fall short: power at 15 {powered(15, bound):.2f}"
+        lines.append(f"| {group} | {how} | {100 * sd:.2f} | {100 * bound:.2f} | {counts[group]}{short} |")
+        return bound
+
+    def t_power(k, bound):
+        return power(k, bound, EFFECT, ALPHA_CLAIM)
+
+    sd, (level, diff) = max((v[0], k) for k, v in paired.items())
+    size("levels", sd, f"largest paired SD: {diff} at {level:.0%}", t_power)
+    counts["0%"] = counts["50%"] = counts.pop("levels")
+    for group, m in (("F1", "xid"), ("F3b", "weighted - xid")):
+        if m == "xid":
+            sd = (spread[(0.0, "xid")] ** 2 + spread[(0.5, "xid")] ** 2) ** 0.5
+        else:
+            sd = (paired[(0.0, m)][0] ** 2 + paired[(0.5, m)][0] ** 2) ** 0.5
+        size(group, sd, f"Welch: {m} at 0% and 50% in quadrature", t_power)
+    sd = max(v[0] for v in paired.values())
+    # "not worse" holds only on both endpoints: their joint power, taking them as independent
+    size(
+        "S1",
+        sd,
+        "not worse by 2 points on both endpoints, the levels' SD",
+        lambda k, b: not_worse_power(k, b, MARGIN) ** 2,
+    )
+    head = ["| group | SD used | SD (points) | upper 80% bound | seeds |", "|---|---|---:|---:|---:|"]
+    table = [f"| {lv:.0%} | {d} | {100 * v:.2f} | | |" for (lv, d), (v, _) in sorted(paired.items())]
+    return counts, head + lines + ["", f"Every pilot difference ({n} seeds, worse primary endpoint):", ""] + head[
+        :2
+    ] + table
+
+
+def plan(seeds=None):
+    """(seed, injected share, methods, sweeps) in the order they run, seed by seed, so a run stopped early
+    leaves complete pairs. A 50% setting's sweeps run after it in the same job, from its warm-up and its
+    xID and default branches (two jobs must never share a warm-up's folder). At 0% Oracle-xID is xID
+    (nothing injected to drop), so it is not trained there. Seeds from FIRST_SEED on."""
+    seeds = seeds or SEEDS
+    n0, n50 = max(seeds["0%"], seeds["F1"], seeds["F3b"]), max(seeds["50%"], seeds["F1"], seeds["F3b"])
     out = []
-    for seed in range(5):
-        out.append((seed, 0.5, FIG7 + ["soft", "robust", "weighted@shares"]))
-        out.append((seed, 0.0, TABLE2 + (TABLE1 if seed < 3 else [])))
-    for faulty in (0.25, 0.75):
-        out += [(seed, faulty, FIG7) for seed in range(3)]
+    for i in range(max(n0, n50, seeds["S1"], FIG7_ONLY)):
+        seed = FIRST_SEED + i
+        if i < n0:
+            out.append((seed, 0.0, TABLE2 + TABLE1 if i < seeds["0%"] else ["xid", "weighted"], ()))
+        knobs = tuple(k for k, n in (("delta", seeds["S1"]), ("lambda", seeds["50%"])) if i < n)
+        if i < n50 or knobs:
+            out.append((seed, 0.5, FIG7 + ["soft", "robust"] if i < seeds["50%"] else ["xid", "weighted"], knobs))
+        if i < FIG7_ONLY:
+            out += [(seed, 0.25, FIG7, ()), (seed, 0.75, FIG7, ())]
     return out
 
 
-def demo_args(results, seed_methods, data="data/synth2000", runs="runs/claims"):
+def demo_args(results, seed_methods, data=DATA, runs="runs/claims"):
     return argparse.Namespace(
         data=data,
         runs=runs,
@@ -46,37 +126,40 @@ def demo_args(results, seed_methods, data="data/synth2000", runs="runs/claims"):
         settings="settings",
         figure=None,
         methods=seed_methods,
-        warmup_epochs=25,
-        epochs=6,
+        warmup_epochs=WARMUP_EPOCHS,
+        epochs=EPOCHS,
+        eval_clips=2,  # make demo's (results/regime/PLAN.md); the paper's 10 is a named deviation there
         finetune_epochs=0,
         trials=50,
         train_args=[],
-        preset="demo2000",  # the regime these claims ran on, before make demo moved (results/regime)
+        preset="demo",
+        transfer=TRANSFER,
         workers=None,
         figures=False,
-        columns=demo_report.COLUMNS,
+        columns=demo_report.COLUMNS + demo.TRANSFER,
     )
 
 
 def run_one(args, setting):
-    seed, faulty, methods = setting
-    demo.run_setting(demo_args(args.results, methods, args.data, args.runs), seed, faulty)
+    seed, level, methods, knobs = setting
+    demo.run_setting(demo_args(args.results, list(methods), args.data, args.runs), seed, level)
+    for knob in knobs:  # the sweeps at 50%: their values' branches from this setting's warm-up
+        a = demo_args(args.results, [], args.data, args.runs)
+        a.knob, a.values = knob, list(SWEEP_VALUES[knob])
+        sweep.run_point(a, seed, level)
 
 
 def run(args):
     demo.ensure_data(args.data)
-    jobs.side_by_side(run_one, [(args, setting) for setting in plan()], args.jobs)  # --jobs: demo.py's way
-    for knob, faulty in SWEEPS:
-        a = demo_args(args.results, [], args.data, args.runs)
-        a.knob, a.values = knob, list(sweep.KNOBS[knob].values)
-        for seed in range(3):
-            sweep.run_point(a, seed, faulty)
+    demo.ensure_data(TRANSFER)
+    todo = [s for s in plan() if args.levels is None or s[1] in args.levels]
+    jobs.side_by_side(run_one, [(args, setting) for setting in todo], args.jobs)  # --jobs: demo.py's way
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["run", "report"])
-    p.add_argument("--data", default="data/synth2000")
+    p.add_argument("action", choices=["seeds", "run", "report"])
+    p.add_argument("--data", default=DATA)
     p.add_argument("--runs", default="runs/claims")
     p.add_argument(
         "--results",
@@ -92,8 +175,21 @@ def main(argv=None):
         help="settings trained side by side, the cores shared out: on 2 "
         "cores, 2 jobs of 1 thread train 1.7x more than 1 job of 2 threads (BENCHMARKS.md)",
     )
+    p.add_argument("--pilot", default=str(PILOT), help="`seeds`: the pilot's settings folder")
+    p.add_argument(
+        "--levels",
+        type=float,
+        nargs="+",
+        help="`run`: only the plan's settings at these injected shares, in its order (e.g. 0.25 0.75, "
+        "the shortest, when a session has under an hour left: an unfinished setting is lost with runs/)",
+    )
     args = p.parse_args(argv)
-    if args.action == "run":
+    if args.action == "seeds":
+        counts, lines = seed_counts(Path(args.pilot))
+        print("\n".join(lines) + "\n\n" + json.dumps(counts))
+    elif args.action == "run":
+        if not SEEDS:
+            sys.exit("experiments/claims_plan.py: SEEDS is empty; fill it from `python -m experiments.claims seeds`")
         run(args)
     else:
         res = claims_report.main(Path(args.results))

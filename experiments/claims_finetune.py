@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 
 from experiments import demo
-from experiments.claims import TABLE2
+from experiments.claims import FIRST_SEED, TABLE2
 from persistence.checkpoint import load_checkpoint
 
 RESULTS = Path("results/claims/finetune.jsonl")
-SEEDS, LEVEL = (0, 1, 2), 0.5  # the column PLAN.md's amendment names: Table 2 at 50%, 3 seeds
+SEEDS, LEVEL = tuple(range(FIRST_SEED, FIRST_SEED + 3)), 0.5  # PLAN.md: Table 2 at 50%, the first 3 seeds
 
 
 def setting_name(seed, method, faulty=LEVEL):

@@ -4,7 +4,8 @@ judge of results/warmup_ranks/PLAN.md (written before the runs).
 Two gloo ranks of one thread each train the xID warm-up faster on 2 cores than one process of two
 threads, but each rank's batch norm sees half the batch of 32 and draws its own negatives, so the
 arithmetic changes. The plan compares seeds 0-2 at 50% injected, three methods from each warm-up,
-against the one-process arm already in results/claims/settings (the same recipe).
+against the one-process arm, the earlier claims' 50% settings (the same recipe), kept in
+results/warmup_ranks/one_process/settings since those claims left the tree (commit 554eea5).
 
     python -m experiments.warmup_ranks run      # seeds 0-2 at 50%, about 45 min on 2 cores; resumes
     python -m experiments.warmup_ranks judge    # results/warmup_ranks/VERDICT.md
@@ -19,7 +20,7 @@ from pathlib import Path
 from experiments import claims_report, demo, demo_report
 
 RESULTS = Path("results/warmup_ranks")
-ONE_PROCESS = Path("results/claims")  # seed{0,1,2}_faulty50.json: the arm with one process
+ONE_PROCESS = Path("results/warmup_ranks/one_process")  # settings/seed{0,1,2}_faulty50.json: one process
 SEEDS, FAULTY, METHODS, ENDPOINTS = (0, 1, 2), 0.5, ("xid", "weighted", "oracle"), ("1-shot", "5-shot")
 
 

@@ -249,7 +249,6 @@ def commands(tmp: Path) -> list[list[str]]:
         ["-c", readme_python().replace("ucf1.npz", "runs/ucf1.npz")],
         ["-m", "tools.gpu_check", "--out", "results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
         ["-m", "experiments.claims", "report"],
-        ["-m", "experiments.negatives", "report"],
     ]
 
 

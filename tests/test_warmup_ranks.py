@@ -5,7 +5,7 @@ from pathlib import Path
 
 from experiments import warmup_ranks
 
-ONE = Path(__file__).resolve().parent.parent / "results" / "claims"
+ONE = Path(__file__).resolve().parent.parent / "results" / "warmup_ranks" / "one_process"
 
 
 def _two_ranks(tmp_path, shift):
