@@ -4,7 +4,7 @@ Training item: T=8 frames at 16 fps from a random start (temporal jitter) with t
 crop and flip on every frame (uint8), and the 2 s mono audio window around the clip (11025 Hz; 24 kHz
 in Sec. 6) with its volume changed by up to 20%. Evaluation item: 10 clips uniformly spaced over
 the video, centre crop. DataLoader workers do only this; colour jitter, greyscale, blur,
-normalisation and the log-mel spectrogram run on the device in batches (augment.py).
+normalisation and the log-mel spectrogram run on the device in batches (media/augment.py).
 
 Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, seeded share of the
 instances gets "a randomly selected audio that is not part of the training set": a file of a pool
@@ -14,7 +14,7 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 
 A run's datasets are made from its config.Config here: build_train_set (the instances, the pool its
 injected audio comes from, checked to lie outside both splits) and train_loader for train.py,
-eval_set and check_disjoint for the evaluation protocols (evaluate.py, finetune.py).
+eval_set and check_disjoint for the evaluation protocols (evaluate.py, protocols/finetune.py).
 
 Which files a dataset holds (layouts, split lists, manifest) is media/manifest.py's business; this file
 turns them into items. What a clip is, is media/clip.py's; decoding media/decode.py's, preloading
@@ -47,7 +47,7 @@ INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run ha
 
 def video_transform(size: int, train: bool, strength: float = 1.0) -> Callable[[Tensor], Tensor]:
     """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
-    shrinks the clip before it leaves the worker (augment.py does colour, blur, normalisation on the
+    shrinks the clip before it leaves the worker (media/augment.py does colour, blur, normalisation on the
     device). strength scales the area a crop may lose (0.6 at the paper's 1). One set of crop and flip
     parameters for all the frames of a clip."""
     if train:  # at strength 1 crops keep >= 0.4 of the area, as AVID's multi-scale crop keeps >= 0.66 of the side

@@ -10,15 +10,15 @@
                cosine 1e-4 -> 1e-5, backbone lr x0.1, weight decay 1e-3; trained on the whole train
                split, the final epoch's top-1 of video-level predictions (softmax averaged over 10
                clips) on the test split (Sec. 5.1; Sec. 6 also on 32-frame clips: --frames 32;
-               finetune.py)
+               protocols/finetune.py)
     analysis   the weights of eq. (6) against the known faulty positives (AUROC, histogram as in
                Fig. 5), soft-target mass on same-class candidates (analysis/weights.py), per-class
                R@1 (Fig. 10), and the retrieval figure (Fig. 11): query frames and their top-4 retrievals
-    features   per video, the pooled video and audio features, label and path, as .npz (features.py)
+    features   per video, the pooled video and audio features, label and path, as .npz (protocols/features.py)
     report     the checkpoint's records as the paper's table rows (analysis/report.py)
 
 This file holds the protocols' entry (`evaluate`, the command line); the features they read are
-features.py's, the datasets of a split data.py's (eval_set, check_disjoint). `--modality audio` runs
+protocols/features.py's, the datasets of a split data.py's (eval_set, check_disjoint). `--modality audio` runs
 retrieval and few-shot on the audio encoder's features; `--fold 1 2 3` runs each fold and prints their
 mean and standard deviation.
 
@@ -43,15 +43,15 @@ import torch
 from torch import Tensor
 
 import data
-import finetune
 from analysis import fewshot, report, weights
 from config import POSITIVE, Check, OneLineParser, at_least, between, one_of
-from features import CLIPS, MODALITIES, cached_features, eval_splits, export, fold_of, split_videos
-from finetune import FINETUNE
 from machinery.devices import DEVICES, DeviceError, default_device, resolve_device, start_line
 from media.loader_workers import workers_per_process
 from persistence import records, runstate
 from persistence.checkpoint import CheckpointError, read_pretrained
+from protocols import finetune
+from protocols.features import CLIPS, MODALITIES, cached_features, eval_splits, export, fold_of, split_videos
+from protocols.finetune import FINETUNE
 
 
 def named(clips: int, modality: str = "video") -> dict[str, Any]:

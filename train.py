@@ -38,11 +38,11 @@ from tqdm import tqdm
 
 import data
 from analysis.diagnostics import bank_report
-from augment import ClipAugment
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from machinery.devices import DeviceError, gather_on_host, setup_distributed, start_line
 from machinery.schedule import lr_at
+from media.augment import ClipAugment
 from media.loader_workers import workers_per_process
 from memory_bank import MemoryBank
 from model import AVModel
@@ -56,7 +56,7 @@ class Parts:
     """Everything a training step touches."""
 
     model: torch.nn.Module  # AVModel, wrapped in DDP under torchrun
-    augment: ClipAugment  # the device half of the input (augment.py)
+    augment: ClipAugment  # the device half of the input (media/augment.py)
     bank: MemoryBank
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler

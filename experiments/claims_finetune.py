@@ -82,7 +82,7 @@ def encoder_of(slim_path):
 def finetune_one(slim_path, results, epochs=None, device=None):
     """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
     import evaluate
-    import finetune
+    from protocols import finetune
 
     cfg, encoder, slim = encoder_of(slim_path)
     t0 = time.time()

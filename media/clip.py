@@ -1,6 +1,6 @@
 """What one clip is: frames, rate, crop, audio window and spectrogram (paper Sec. 5.1; Sec. 6's larger
 setting as SOTA_CLIP). Every room that cuts or transforms clips reads it: media/decode.py and
-media/preload.py, data.py's items, augment.py's device half.
+media/preload.py, data.py's items, media/augment.py's device half.
 
     from media.clip import ClipSpec; ClipSpec(size=112)      # a value object, no command of its own
 
@@ -25,7 +25,7 @@ class ClipSpec:
     audio_seconds: float = 2.0
     n_mels: int = 80  # 128 in Sec. 6
     n_time: int = 80  # spectrogram time steps; 128 in Sec. 6
-    augment: float = 1.0  # video augmentation strength; 1 is the paper's (augment.py)
+    augment: float = 1.0  # video augmentation strength; 1 is the paper's (media/augment.py)
 
     @property
     def seconds(self) -> float:

@@ -7,7 +7,7 @@
 its reason; a missing manifest is made by a scan, one that exists is read (once per process while it
 is unchanged: read_manifest). `load_split` joins a layout's split (UCF101, HMDB51, Kinetics-400, or a
 plain folder of class folders) with the manifest and names the listed videos it lacks (an evaluation
-refuses them: features.py); `load_records` leaves them out, so the number of memory-bank slots always
+refuses them: protocols/features.py); `load_records` leaves them out, so the number of memory-bank slots always
 comes from the files that work.
 
 Splits cannot leak: a `folder` dataset without train.txt/test.txt gets a seeded, stratified split

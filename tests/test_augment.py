@@ -1,11 +1,11 @@
-"""augment.py: batched per-clip augmentations equal torchvision's ops; one draw per clip."""
+"""media/augment.py: batched per-clip augmentations equal torchvision's ops; one draw per clip."""
 
 import pytest
 import torch
 import torchvision.transforms.v2.functional as TF
 
-import augment
 import data
+from media import augment
 from media.clip import SOTA_CLIP, ClipSpec
 
 

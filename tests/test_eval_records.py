@@ -2,7 +2,7 @@
 (tests/conftest.py's ucf_data), evaluated by `evaluate.py` as a user runs it. Records keyed by dataset,
 fold and protocol (persistence/records.py), folds and their mean, the report's table rows
 (analysis/report.py), a split that lost a video stops by name, and `features` writes what the split holds
-(features.py)."""
+(protocols/features.py)."""
 
 import json
 import re

@@ -1,4 +1,4 @@
-"""evaluate.py and finetune.py on hand-made inputs with known answers: the paper's protocols, and no leaks."""
+"""evaluate.py and protocols/finetune.py on hand-made inputs with known answers: the paper's protocols, and no leaks."""
 
 import numpy as np
 import pytest
@@ -7,13 +7,12 @@ import torch.nn.functional as F
 
 import data
 import evaluate
-import features
-import finetune
 from analysis import fewshot, weights
 from config import Config, parse_config
 from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
+from protocols import features, finetune
 from tools import synthetic
 
 

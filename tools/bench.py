@@ -29,10 +29,10 @@ from torch.utils.flop_counter import FlopCounterMode
 import data
 import train
 from analysis import fewshot
-from augment import ClipAugment
 from config import parse_config
 from machinery.devices import default_device
 from media import decode, loader_workers, manifest
+from media.augment import ClipAugment
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
 from model import AVModel
@@ -279,7 +279,7 @@ def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
     import evaluate
-    import features
+    from protocols import features
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = default_device()

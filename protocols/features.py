@@ -28,10 +28,9 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-import augment
 import data
 from config import Config
-from media import manifest
+from media import augment, manifest
 from media.clip import clip_spec
 from media.loader_workers import loader, progress
 from persistence.checkpoint import Pretrained, write_atomically

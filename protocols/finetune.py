@@ -24,11 +24,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-import augment
 import data
 from config import Config
 from machinery.devices import default_device
 from machinery.schedule import cosine
+from media import augment
 from media.loader_workers import loader, progress
 
 FINETUNE = dict(
