@@ -168,15 +168,15 @@ def cpu_kind(words: str) -> tuple[str, str]:
     return ("Xeon" if "Xeon" in words else "EPYC", "AVX-512" if "AVX-512" in words else "AVX2")
 
 
-def test_the_readme_time_to_expect_is_computed_from_results_gpu_md():
-    """The README's wall time of the ablation preset: epochs x videos / the slower of results/gpu.md's
+def test_the_time_to_expect_is_computed_from_results_gpu_md():
+    """OPERATIONS.md's wall time of the ablation preset: epochs x videos / the slower of results/gpu.md's
     step (ablation, its fastest setting) and its loader (prepared files, its best worker count)."""
     from config import Config
 
     gpu = (ROOT / "results" / "gpu.md").read_text().splitlines()
     step = max(float(row.split("|")[7]) for row in gpu if row.startswith("| ablation |"))
     loader = max(float(c) for row in gpu if row.startswith("| prepared |") for c in row.split("|")[3:-2])
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "OPERATIONS.md").read_text().split())
     assert f"step at {step:.0f} clips/s" in readme and f"at {loader:.0f} clips/s: the step limits" in readme
     videos = int(re.search(r"Kinetics-400's ([\d,]+) videos", readme).group(1).replace(",", ""))
     assert f"Kinetics-400 ({videos:,} files)" in (ROOT / "BENCHMARKS.md").read_text()
@@ -184,4 +184,5 @@ def test_the_readme_time_to_expect_is_computed_from_results_gpu_md():
     assert f"{videos:,} / {rate:.0f} = {videos / rate:.0f} s" in readme
     hours = float(re.search(r"about ([\d.]+) hours per GPU", readme).group(1))
     assert hours == round(epochs * videos / rate / 3600, 1)
+    assert f"about {hours} hours per GPU" in " ".join((ROOT / "README.md").read_text().split())  # its summary
     assert f"50K-video subset, Sec. 5.1: {epochs * 50_000 / rate / 3600:.1f} hours" in readme
