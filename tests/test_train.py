@@ -15,7 +15,6 @@ import data
 import train
 from config import Config, parse_config
 from machinery import schedule
-from memory_bank import MemoryBank
 from persistence import checkpoint, records, runstate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -322,35 +321,6 @@ def test_oracle_weights_are_zero_exactly_on_the_injected_instances(tiny_data):
     assert set(captured["w"].tolist()) == {0.0, 1.0}
 
 
-def test_torchrun_gloo_keeps_replicas_identical(tiny_data, tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(ROOT / "tests" / "ddp_worker.py"),
-        "--preset",
-        "demo",
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(tmp_path),
-        "--warmup-epochs",
-        "1",
-        "--epochs",
-        "1",
-    ] + TINY
-    res = subprocess.run(
-        cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
-    assert_same_state(r0, r1)
-    assert not torch.equal(r0["bank"]["video"], MemoryBank(16, seed=0).video)  # the bank was updated
-    assert len(log(tmp_path)) == 2  # only rank 0 logs
-
-
 def test_a_non_finite_loss_stops_the_run_naming_the_step(tiny_data, tmp_path):
     cfg = parse_config(
         [
@@ -387,114 +357,6 @@ def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figur
     assert res["weights"]["faulty_auroc"] is not None and 0 <= res["weights"]["faulty_auroc"] <= 1
     for png in ("scores_weights.png", "per_class_r1.png", "retrievals.png"):  # Fig. 5, 10, 11
         assert (tmp_path / png).stat().st_size > 1000
-
-
-@pytest.mark.slow  # a minute; test_torchrun_gloo_keeps_replicas_identical covers torchrun in the default run
-def test_two_nodes_through_torchrun_rendezvous_keep_replicas_identical_and_resume(tiny_data, tmp_path):
-    """Multi-node as the README runs it, on one machine: two torchrun launches (--nnodes=2, one
-    process each) meet at a c10d rendezvous on localhost, gloo; the run folder and data are shared.
-    Only rank 0 writes the checkpoint and the log, and a relaunch of both resumes from it."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-
-    def launch(epochs, run_id, *more):
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes=2",
-            "--nproc_per_node=1",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{port}",
-            f"--rdzv-id={run_id}",
-            str(ROOT / "tests" / "ddp_worker.py"),
-            "--preset",
-            "demo",
-            "--data",
-            str(tiny_data),
-            "--out",
-            str(tmp_path),
-            "--warmup-epochs",
-            str(epochs),
-            "--epochs",
-            "0",
-            *more,
-        ] + TINY
-        nodes = [
-            subprocess.Popen(
-                cmd,
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env={**os.environ, "OMP_NUM_THREADS": "1"},
-            )
-            for _ in range(2)
-        ]
-        texts = [p.communicate(timeout=300)[0] for p in nodes]
-        assert all(p.returncode == 0 for p in nodes), "\n".join(texts)
-        return "\n".join(texts)
-
-    launch(1, "first")
-    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
-    assert_same_state(r0, r1)
-    assert_same_state(r0, weights(tmp_path))  # the checkpoint is the replicas' state
-    assert [r["epoch"] for r in log(tmp_path)] == [0]  # one log line: rank 0 alone writes
-    assert sorted(p.name for p in tmp_path.glob("ckpt.pt*")) == ["ckpt.pt"]  # no half-written files
-    text = launch(2, "second", "--allow-config-change")  # one more epoch
-    assert text.count("resuming from") == 1  # rank 0 says it, both resume
-    assert [r["epoch"] for r in log(tmp_path)] == [0, 1]
-    assert_same_state(*(torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)))
-
-
-def test_a_run_resumes_under_another_world_size_with_each_epoch_logged_once_and_the_bank_whole(tiny_data, tmp_path):
-    """2 processes -> 1 -> 2, at epoch boundaries: the global batch is the same, so is the bank."""
-
-    def torchrun(epochs):
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
-            str(ROOT / "tests" / "ddp_worker.py"),
-            "--preset",
-            "demo",
-            "--data",
-            str(tiny_data),
-            "--out",
-            str(tmp_path),
-            "--warmup-epochs",
-            str(epochs),
-            "--epochs",
-            "0",
-            "--allow-config-change",
-        ] + TINY
-        res = subprocess.run(
-            cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
-        )
-        assert res.returncode == 0, res.stdout + res.stderr
-        return res.stdout
-
-    torchrun(1)
-    text = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--allow-config-change")
-    assert "resuming from" in text and "after epoch 0" in text
-    text = torchrun(3)
-    assert text.count("resuming from") == 1 and "after epoch 1" in text
-    assert [r["epoch"] for r in log(tmp_path)] == [0, 1, 2]
-    state = weights(tmp_path)
-    assert state["epoch"] == 2
-    bank = state["bank"]
-    n = bank["video"].shape[0]
-    assert bank["valid"].all() and n == 16
-    torch.testing.assert_close(bank["video"].norm(dim=1), torch.ones(n))
-    torch.testing.assert_close(bank["audio"].norm(dim=1), torch.ones(n))
-    untouched = MemoryBank(n, seed=0)
-    assert (bank["video"] != untouched.video).any(1).all()  # every slot was trained
-    assert_same_state(*(torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)))
 
 
 def test_a_missing_dataset_is_one_line_naming_the_folder_and_how_to_make_it(tmp_path):
