@@ -13,7 +13,8 @@ import time
 import pytest
 
 from persistence import records, runstate
-from test_train import ROOT, TINY, log, run
+from test_train import ROOT, log, run
+from test_train_ddp import torchrun_cmd
 
 LONG = ("--warmup-epochs", "40", "--epochs", "0")  # outlives the checks below
 
@@ -111,24 +112,7 @@ def test_evaluating_a_checkpoint_whose_run_still_trains_writes_its_own_record_an
 def test_every_torchrun_rank_stops_when_the_folder_is_held(tiny_data, tmp_path):
     """Rank 0 holds the folder for the job; when it cannot, it tells the others, and none waits in a
     collective for a rank that left."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(ROOT / "train.py"),
-        "--preset",
-        "demo",
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(tmp_path),
-        "--warmup-epochs",
-        "1",
-        "--epochs",
-        "0",
-    ] + TINY
+    cmd = torchrun_cmd(tiny_data, tmp_path, 1, 0, script=ROOT / "train.py")
     with runstate.hold_folder(tmp_path, "a test"):
         res = subprocess.run(
             cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"}

@@ -12,25 +12,16 @@ from memory_bank import MemoryBank
 from test_train import ROOT, TINY, assert_same_state, log, run, weights
 
 
+def torchrun_cmd(tiny_data, out, warmup, epochs, *more, launch=("--standalone", "--nproc_per_node=2"), script=None):
+    """torchrun over the tests' DDP worker (or `script`) at the TINY recipe, on the tiny set."""
+    script = script or ROOT / "tests" / "ddp_worker.py"
+    cmd = [sys.executable, "-m", "torch.distributed.run", *launch, str(script), "--preset", "demo"]
+    cmd += ["--data", str(tiny_data), "--out", str(out), "--warmup-epochs", str(warmup), "--epochs", str(epochs)]
+    return cmd + [*more] + TINY
+
+
 def test_torchrun_gloo_keeps_replicas_identical(tiny_data, tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
-        str(ROOT / "tests" / "ddp_worker.py"),
-        "--preset",
-        "demo",
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(tmp_path),
-        "--warmup-epochs",
-        "1",
-        "--epochs",
-        "1",
-    ] + TINY
+    cmd = torchrun_cmd(tiny_data, tmp_path, 1, 1)
     res = subprocess.run(
         cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
     )
@@ -53,28 +44,9 @@ def test_two_nodes_through_torchrun_rendezvous_keep_replicas_identical_and_resum
         port = s.getsockname()[1]
 
     def launch(epochs, run_id, *more):
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes=2",
-            "--nproc_per_node=1",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint=127.0.0.1:{port}",
-            f"--rdzv-id={run_id}",
-            str(ROOT / "tests" / "ddp_worker.py"),
-            "--preset",
-            "demo",
-            "--data",
-            str(tiny_data),
-            "--out",
-            str(tmp_path),
-            "--warmup-epochs",
-            str(epochs),
-            "--epochs",
-            "0",
-            *more,
-        ] + TINY
+        rendezvous = ("--nnodes=2", "--nproc_per_node=1", "--rdzv-backend=c10d")
+        rendezvous += (f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={run_id}")
+        cmd = torchrun_cmd(tiny_data, tmp_path, epochs, 0, *more, launch=rendezvous)
         nodes = [
             subprocess.Popen(
                 cmd,
@@ -106,25 +78,7 @@ def test_a_run_resumes_under_another_world_size_with_each_epoch_logged_once_and_
     """2 processes -> 1 -> 2, at epoch boundaries: the global batch is the same, so is the bank."""
 
     def torchrun(epochs):
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
-            str(ROOT / "tests" / "ddp_worker.py"),
-            "--preset",
-            "demo",
-            "--data",
-            str(tiny_data),
-            "--out",
-            str(tmp_path),
-            "--warmup-epochs",
-            str(epochs),
-            "--epochs",
-            "0",
-            "--allow-config-change",
-        ] + TINY
+        cmd = torchrun_cmd(tiny_data, tmp_path, epochs, 0, "--allow-config-change")
         res = subprocess.run(
             cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"}
         )
