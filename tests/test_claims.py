@@ -405,3 +405,18 @@ def test_a_claims_setting_and_its_sweeps_share_one_warm_up_and_carry_the_transfe
     assert swept["rows"]["known"]["1-shot"] == setting["rows"]["weighted"]["1-shot"]  # one branch, read twice
     branches = [Path(o).name for o in trained]
     assert branches.count("warmup") == 2 and branches.count("weighted") == 1 and branches.count("xid") == 1
+
+
+def test_the_plans_seeds_are_what_the_rule_gives_on_the_committed_pilot():
+    """claims_plan.SEEDS (pasted into PLAN.md before the first claims run) is the rule's output on
+    results/power_pilot/settings, not a number chosen by hand; empty only before the pilot finished."""
+    from experiments import claims
+    from test_train import ROOT
+
+    pilot = ROOT / claims.PILOT
+    if not cr.SEEDS:
+        assert len(list(pilot.glob("seed*.json"))) < 8  # the pilot's 4 seeds x 2 levels are not all in
+        return
+    assert cr.SEEDS == claims.seed_counts(pilot)[0]
+    plan = (ROOT / "results" / "claims" / "PLAN.md").read_text()
+    assert all(f"| {group} |" in plan for group in ("levels", "F1", "F3b", "S1"))
