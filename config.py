@@ -265,8 +265,8 @@ PRESETS = {
     # measurement: with them the warm-up's scores find the faults at 50% in 25 epochs (results/HISTORY.md,
     # "How the demo's recipe was found"). workers=0: with the clips preloaded, a loader worker only
     # competes with the step for 2 cores (BENCHMARKS.md, "The training step on a CPU").
-    # The demo's regime until the one-regime screen (results/regime/PLAN.md); results/claims and
-    # results/negatives ran on it, and experiments/claims.py still names it.
+    # The demo's regime until the one-regime screen (results/regime/PLAN.md); the earlier claims ran on
+    # it (results/claims and results/negatives at commit 554eea5), and README.md's longer demo names it.
     "demo2000": dict(
         data="data/synth2000",
         size=64,

@@ -35,12 +35,31 @@ FIG7 = ["xid", "weighted", "oracle"]
 EFFECT, POWER, ALPHA_CLAIM, MARGIN = 0.03, 0.8, 0.025, 0.02  # 3 points; Holm's first step over 2 endpoints
 
 
+# what results/power_pilot/PLAN.md (with its amendment) trains: seeds sized on less are refused
+PILOT_SEEDS = (300, 301, 302, 303)
+PILOT_METHODS = {
+    0.0: {"xid", "weighted", "soft", "soft:oracle", "robust", "soft:bootstrap"},
+    0.5: {"xid", "weighted", "oracle", "soft", "robust"},
+}
+
+
 def pilot_sds(folder=PILOT):
     """{(level, 'A - B'): (paired SD over the pilot's seeds, n)} on each primary endpoint's worse, and
-    {(level, method): between-seed SD} for the claims that compare two warm-ups (Welch)."""
+    {(level, method): between-seed SD} for the claims that compare two warm-ups (Welch). Refuses a pilot
+    that lacks a seed, a level or a method of its plan."""
     runs = {}
     for s in demo.finished_settings(folder):
         runs.setdefault(s["faulty"], {})[s["seed"]] = s["rows"]
+    missing = [
+        f"seed {seed} at {level:.0%}: {sorted(methods - set(runs.get(level, {}).get(seed, {})))}"
+        for level, methods in PILOT_METHODS.items()
+        for seed in PILOT_SEEDS
+        if methods - set(runs.get(level, {}).get(seed, {}))
+    ]
+    if missing:
+        raise SystemExit(
+            f"{folder}: the pilot is not finished, so no seeds are sized from it; missing " + "; ".join(missing)
+        )
     paired, spread = {}, {}
     for level, seeds in runs.items():
         methods = sorted(set.intersection(*(set(r) for r in seeds.values())))
@@ -58,15 +77,19 @@ def seed_counts(folder=PILOT):
     worse primary endpoint, its upper 80% bound, and the fewest seeds in 5..15 with 80% power for 3 points
     at alpha 0.025, for every claim at 0% and 50% ("levels"); the Welch claims (F1, F3b) from the two
     levels' SDs added in quadrature; S1 ("not worse by 2 points" on both endpoints: sqrt(0.8) each) at
-    the levels' bound. Returns ({group: seeds}, the lines that show it)."""
+    the levels' bound. Returns ({group: seeds}, the lines that show it, {"bound": {group: planning SD},
+    "short": {group: power at 15}} for claims_plan.BOUND and SHORT)."""
     paired, spread = pilot_sds(folder)
     n = min(v[1] for v in paired.values())
-    lines, counts = [], {}
+    lines, counts, notes = [], {}, {"bound": {}, "short": {}}
 
     def size(group, sd, how, powered):
         bound = sd_bound(sd, n)
         k = next((k for k in range(5, 16) if powered(k, bound) >= POWER), None)
         counts[group] = k or 15
+        notes["bound"][group] = round(bound, 4)
+        if not k:
+            notes["short"][group] = round(powered(15, bound), 2)
         short = "" if k else f"; 15 fall short: power at 15 {powered(15, bound):.2f}"
         lines.append(f"| {group} | {how} | {100 * sd:.2f} | {100 * bound:.2f} | {counts[group]}{short} |")
         return bound
@@ -77,6 +100,9 @@ def seed_counts(folder=PILOT):
     sd, (level, diff) = max((v[0], k) for k, v in paired.items())
     size("levels", sd, f"largest paired SD: {diff} at {level:.0%}", t_power)
     counts["0%"] = counts["50%"] = counts.pop("levels")
+    for key in ("bound", "short"):
+        if "levels" in notes[key]:
+            notes[key]["0%"] = notes[key]["50%"] = notes[key].pop("levels")
     for group, m in (("F1", "xid"), ("F3b", "weighted - xid")):
         if m == "xid":
             sd = (spread[(0.0, "xid")] ** 2 + spread[(0.5, "xid")] ** 2) ** 0.5
@@ -93,9 +119,8 @@ def seed_counts(folder=PILOT):
     )
     head = ["| group | SD used | SD (points) | upper 80% bound | seeds |", "|---|---|---:|---:|---:|"]
     table = [f"| {lv:.0%} | {d} | {100 * v:.2f} | | |" for (lv, d), (v, _) in sorted(paired.items())]
-    return counts, head + lines + ["", f"Every pilot difference ({n} seeds, worse primary endpoint):", ""] + head[
-        :2
-    ] + table
+    shown = head + lines + ["", f"Every pilot difference ({n} seeds, worse primary endpoint):", ""] + head + table
+    return counts, shown, notes
 
 
 def plan(seeds=None):
@@ -185,8 +210,9 @@ def main(argv=None):
     )
     args = p.parse_args(argv)
     if args.action == "seeds":
-        counts, lines = seed_counts(Path(args.pilot))
-        print("\n".join(lines) + "\n\n" + json.dumps(counts))
+        counts, lines, notes = seed_counts(Path(args.pilot))
+        print("\n".join(lines) + "\n\nSEEDS = " + json.dumps(counts))
+        print("BOUND = " + json.dumps(notes["bound"]) + "\nSHORT = " + json.dumps(notes["short"]))
     elif args.action == "run":
         if not SEEDS:
             sys.exit("experiments/claims_plan.py: SEEDS is empty; fill it from `python -m experiments.claims seeds`")

@@ -97,7 +97,7 @@ def claims_block(folder):
     verdict = body("VERDICT.md")
     return (
         f"From results/claims/VERDICT.md, made by `python -m experiments.claims report`:\n\n{verdict}\n\n"
-        f"### Fig. 7: faulty positives against transfer\n\n{body('fig7.md')}\n\n"
+        f"### Fig. 7: accuracy against the share of injected faulty positives\n\n{body('fig7.md')}\n\n"
         f"### Table 2: xID, Weighted, Soft (CCP), Robust\n\n{body('table2.md')}\n\n"
         f"### Table 1: the soft-target strategies at 0%\n\n{body('table1.md')}\n\n"
     )

@@ -22,6 +22,10 @@ CHANCE = 0.10  # both sets have 10 classes
 # power pilot's paired SDs; they are pasted here and into PLAN.md before the first claims run. Empty
 # until then: `run` refuses, and the claims below are listed with 5 seeds each.
 SEEDS = {}
+# beside them, from the same output: each group's planning SD (the pilot's bound, in accuracy), and the
+# power at 15 seeds of the groups that 15 cannot power (their "not shown" reads as underpowered)
+BOUND = {}
+SHORT = {}
 GROUPS = ("0%", "50%", "F1", "F3b", "S1")
 FIG7_ONLY = 5  # seeds at 25% and 75%: reported, not judged
 FIRST_SEED = 400  # the claims' seeds are 400, 401, ...: no screen, pilot, study or demo run used them
@@ -64,6 +68,7 @@ class Claim:
     paired: bool = True
     baseline: object = "b"
     floor: tuple = ()
+    group: str = ""  # its group of seeds (SEEDS), whose planning bound and power its verdict quotes
 
     def sides(self, res, metric):
         """(A's values, B's values) over the plan's seeds where both are present."""
@@ -112,7 +117,7 @@ def seeds(group):
 
 
 def diff_claim(name, text, group, level_a, a, level_b, b, **kw):
-    return Claim(name, text, seeds(group), at(level_a, a), at(level_b, b), **kw)
+    return Claim(name, text, seeds(group), at(level_a, a), at(level_b, b), group=group, **kw)
 
 
 # PLAN.md's claims, each once: the paper's Fig. 7, Table 1 and Table 2 claims and the faulty-negative claims
@@ -134,6 +139,7 @@ CLAIMS = [
         paired=False,
         baseline=at(0.0, "xid"),
         floor=(at(0.5, "weighted"), at(0.5, "xid")),
+        group="F3b",
     ),
     diff_claim(
         "F4", "Weighted > Oracle at low noise: at 0% Oracle is xID (Table 2 at 0%)", "0%", 0.0, "weighted", 0.0, "xid"

@@ -23,6 +23,7 @@ from analysis import figures
 from analysis.statistics import ALPHA, holm, interval, t_test
 from experiments import demo_report
 from experiments.claims_plan import (  # noqa: F401  (claims_report.X: the judge's readers)
+    BOUND,
     CEILING,
     CHANCE,
     CLAIMS,
@@ -34,6 +35,7 @@ from experiments.claims_plan import (  # noqa: F401  (claims_report.X: the judge
     PRIMARY,
     REPORTED,
     SEEDS,
+    SHORT,
     SHOWN,
     SWEEP,
     SWEEP_CLAIMS,
@@ -81,20 +83,21 @@ def judge(claim, res):
     ceiling = [m for m in PRIMARY if at_ceiling(claim.base(res, m))]
     floor = [m for m in PRIMARY if m not in ceiling and claim.at_floor(res, m)]
     tested = [m for m in PRIMARY if m not in ceiling + floor]
-    untestable = f"untestable here ({'ceiling' if ceiling else 'floor'})" if not tested else None
     left_out = (("ceiling", ceiling), ("floor", floor))
+    untestable = "untestable here (" + ", ".join(w for w, ms in left_out if ms) + ")" if not tested else None
     ceiling_note = "".join(f"; {', '.join(ms)} at {what}" for what, ms in left_out if ms)
     if claim.at_least:
-        if untestable:
+        bounds = {m: interval(*sides[m], claim.paired, sided=1) for m in PRIMARY}
+        worse = [m for m in PRIMARY if bounds[m][2] < -MARGIN]  # a left-out endpoint counts against it too
+        if worse:
+            verdict = "worse (" + ", ".join(worse) + ")"
+        elif untestable:
             return {**out, "verdict": untestable}
-        bounds = {m: interval(*sides[m], claim.paired, sided=1) for m in tested}
-        if any(hi < -MARGIN for _, _, hi in bounds.values()):
-            verdict = "worse (" + ", ".join(m for m, (_, _, hi) in bounds.items() if hi < -MARGIN) + ")"
-        elif all(lo > -MARGIN for _, lo, _ in bounds.values()):
+        elif all(bounds[m][1] > -MARGIN for m in tested):
             verdict = f"holds (not worse by {100 * MARGIN:g} points)"
         else:
             verdict = "inconclusive"
-        return {**out, "verdict": verdict + ceiling_note}
+        return {**out, "verdict": verdict + ceiling_note + power_note(claim, sides, tested, verdict)}
     # every endpoint is tested for a contradiction, one at its ceiling or floor too (a significant loss
     # there is still a loss); only the tested ones can make a claim hold
     raw = [t_test(*sides[m]) if not claim.paired else t_test(np.subtract(*sides[m])) for m in PRIMARY]
@@ -109,7 +112,27 @@ def judge(claim, res):
     else:
         verdict = "holds (" + ", ".join(up) + ")" if up else "not shown"
     positive = [p[m] for m in tested if diffs[m] > 0]
-    return {**out, "verdict": verdict + ceiling_note, "p": p, "claim_p": min(positive) if positive else 1.0}
+    note = ceiling_note + power_note(claim, sides, tested, verdict)
+    return {**out, "verdict": verdict + note, "p": p, "claim_p": min(positive) if positive else 1.0}
+
+
+def power_note(claim, sides, tested, verdict):
+    """PLAN.md's notes on power: a 'not shown' or 'inconclusive' of a group that 15 seeds could not power
+    reads as underpowered; and where the SD seen on an endpoint exceeds the one the seeds were sized on,
+    the claim had less power than planned."""
+    note = ""
+    if claim.group in SHORT and verdict.startswith(("not shown", "inconclusive")):
+        note += f"; underpowered (planned power {SHORT[claim.group]:.2f})"
+    bound = BOUND.get(claim.group)
+    if bound and len(sides[tested[0]][0]) > 1:
+        over = []
+        for m in tested:
+            x, y = sides[m]
+            sd = np.std(np.subtract(x, y), ddof=1) if claim.paired else np.hypot(np.std(x, ddof=1), np.std(y, ddof=1))
+            over += [f"{m} {100 * sd:.1f}"] if sd > bound else []
+        if over:
+            note += f"; SD seen above the planned {100 * bound:.1f}: " + ", ".join(over)
+    return note
 
 
 def family_wise(claims, res):
@@ -137,7 +160,11 @@ def claims_table(claims, res, judged=True, family=None):
         if judged:
             ps = ", ".join(f"{j['p'][m]:.3f}" if m in j["p"] else "-" for m in PRIMARY) if j["p"] else "-"
             fw = "-"
-            if family and c.name in family and not j["verdict"].startswith("incomplete"):
+            if (
+                family
+                and c.name in family
+                and not j["verdict"].startswith(("incomplete", "contradicted", "untestable"))
+            ):
                 fw = f"{'holds' if family[c.name] < ALPHA else 'not shown'} (p {family[c.name]:.3f})"
             lines.append(f"| **{c.name}** {c.text} | {cells} | {ps} | {j['verdict']} | {fw} |")
         else:

@@ -129,8 +129,8 @@ def setting_file(args, seed, faulty):
 
 
 def preset(args):
-    """The train.py preset a run starts from: the demo's, or `demo2000`, the older regime that the
-    claims' namespaces name (results/claims and results/negatives ran on it)."""
+    """The train.py preset a run starts from: the demo's, or another a namespace names (`demo2000`, the
+    older regime the earlier claims ran on, at commit 554eea5)."""
     return getattr(args, "preset", "demo")
 
 

@@ -24,7 +24,7 @@ def _sources(clips, test, pitch="shared", train=100, heldout=None):
 SYNTH_SETS = {
     "synth2000": ["--train-per-class", "200"],
     "synth_noise01": ["--noise", "0.1"],
-    # the faulty-negative screen's candidates (results/negatives/SCREEN.md): a cue of each video's own
+    # the faulty-negative screen's candidates (results/negatives/SCREEN.md at commit 554eea5): a cue of each video's own
     # shared by picture and sound, and a weaker class
     "synth_cue_a": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "1"],
     "synth_cue_b": ["--train-per-class", "200", "--instance-cue", "1", "--class-cue", "0.5"],

@@ -349,20 +349,26 @@ def test_the_seed_counts_follow_the_plans_rule_on_the_largest_pilot_sd_and_the_p
     rng = np.random.default_rng(1)
     noisy = rng.normal(0.0, 0.02, 4)  # CCP - xID at 0%, transfer endpoint: the largest spread
     for i, seed in enumerate(range(300, 304)):
-        for level, methods in ((0.0, ["xid", "weighted", "soft"]), (0.5, ["xid", "weighted"])):
+        for level, methods in claims.PILOT_METHODS.items():
             xid = {"1-shot": 0.5 + 0.05 * i, "transfer 1-shot": 0.4 + 0.01 * i}
-            rows = {"xid": xid, "weighted": {k: v + 0.03 + 0.002 * (i % 2) for k, v in xid.items()}}
-            if "soft" in methods:
+            rows = {m: {k: v + 0.03 + 0.002 * (i % 2) for k, v in xid.items()} for m in methods}
+            rows["xid"] = xid
+            if level == 0.0:  # CCP's transfer gain is the noisy one; the oracle targets' sit on CCP's
                 rows["soft"] = {"1-shot": xid["1-shot"] + 0.03, "transfer 1-shot": xid["transfer 1-shot"] + noisy[i]}
+                rows["soft:oracle"] = {k: v + 0.01 for k, v in rows["soft"].items()}
             name = f"seed{seed}_faulty{round(100 * level)}.json"
             (tmp_path / name).write_text(json.dumps({"key": {}, "seed": seed, "faulty": level, "rows": rows}))
-    counts, lines = claims.seed_counts(tmp_path)
+    counts, lines, notes = claims.seed_counts(tmp_path)
     sd = float(np.std(noisy, ddof=1))
     bound = statistics.sd_bound(sd, 4)
     assert bound == pytest.approx(1.7276 * sd, rel=1e-3)
     expected = statistics.seeds_for(bound, 0.03, alpha=0.025) or 15
     assert counts["0%"] == counts["50%"] == expected
-    assert any("soft - xid at 0%" in line and f"{100 * sd:.2f}" in line for line in lines)
+    assert any("largest paired SD" in line and f"| {100 * sd:.2f} |" in line for line in lines)
+    assert notes["bound"]["0%"] == pytest.approx(bound, abs=1e-4)
+    (tmp_path / "seed303_faulty50.json").unlink()  # a pilot short of a seed sizes nothing
+    with pytest.raises(SystemExit, match="seed 303 at 50%"):
+        claims.seed_counts(tmp_path)
     order = claims.plan({"0%": 6, "50%": 6, "F1": 7, "F3b": 5, "S1": 5})
     first = [s for s in order if s[0] == claims.FIRST_SEED]
     assert [s[1] for s in first] == [0.0, 0.5, 0.25, 0.75] and first[1][3] == ("delta", "lambda")
@@ -417,6 +423,25 @@ def test_the_plans_seeds_are_what_the_rule_gives_on_the_committed_pilot():
     if not cr.SEEDS:
         assert len(list(pilot.glob("seed*.json"))) < 8  # the pilot's 4 seeds x 2 levels are not all in
         return
-    assert cr.SEEDS == claims.seed_counts(pilot)[0]
+    counts, _, notes = claims.seed_counts(pilot)
+    assert cr.SEEDS == counts and cr.BOUND == notes["bound"] and cr.SHORT == notes["short"]
     plan = (ROOT / "results" / "claims" / "PLAN.md").read_text()
     assert all(f"| {group} |" in plan for group in ("levels", "F1", "F3b", "S1"))
+
+
+def test_a_claim_of_an_underpowered_group_or_with_a_wider_sd_than_planned_says_so(monkeypatch):
+    f3a = next(c for c in cr.CLAIMS if c.name == "F3a")
+    monkeypatch.setattr(cr, "SHORT", {f3a.group: 0.41})
+    monkeypatch.setattr(cr, "BOUND", {f3a.group: 0.001})  # planned on an SD of 0.1 points
+    verdict = cr.judge(f3a, settings(NOISE, NOISE))["verdict"]
+    assert verdict.startswith("not shown; underpowered (planned power 0.41); SD seen above the planned 0.1: 1-shot")
+    assert "underpowered" not in cr.judge(f3a, settings(STEADY, NOISE))["verdict"]  # a claim that held was not
+
+
+def test_not_worse_is_worse_on_an_endpoint_left_out_at_the_floor(tmp_path):
+    s1 = next(c for c in cr.SWEEP_CLAIMS if c.name == "S1 delta -1")
+    res = sweep_gaps(tmp_path, (0.01, -0.012, 0.004), (-0.05, -0.06, -0.055))
+    for rows in res[("delta", 0.5)].values():  # transfer near chance on both sides: at the floor
+        rows["known"]["transfer 1-shot"] = 0.12
+        rows["-1"]["transfer 1-shot"] = 0.12 - 0.06
+    assert cr.judge(s1, res)["verdict"].startswith("worse (transfer 1-shot)")
