@@ -124,7 +124,7 @@ def power_note(claim, sides, tested, verdict):
     if claim.group in SHORT and verdict.startswith(("not shown", "inconclusive")):
         note += f"; underpowered (planned power {SHORT[claim.group]:.2f})"
     bound = BOUND.get(claim.group)
-    if bound and len(sides[tested[0]][0]) > 1:
+    if bound and tested and len(sides[tested[0]][0]) > 1:
         over = []
         for m in tested:
             x, y = sides[m]

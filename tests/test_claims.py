@@ -72,7 +72,7 @@ def test_a_claim_holds_is_contradicted_or_is_not_shown_as_its_tests_say():
     assert cr.judge(claim, settings(STEADY, NOISE))["verdict"] == "holds (1-shot)"
     assert cr.judge(claim, settings(NOISE, STEADY))["verdict"] == "holds (transfer 1-shot)"
     assert cr.judge(claim, settings([-g for g in STEADY], NOISE))["verdict"] == "contradicted (1-shot)"
-    assert cr.judge(claim, settings(NOISE, NOISE))["verdict"] == "not shown"
+    assert cr.judge(claim, settings(NOISE, NOISE))["verdict"].startswith("not shown")
     assert cr.judge(claim, settings(STEADY, STEADY, seeds=n - 1))["verdict"] == f"incomplete ({n - 1} of {n} seeds)"
 
 
@@ -192,6 +192,7 @@ def test_the_documents_change_only_after_their_marker(tmp_path):
 def test_the_readme_summary_names_what_held_and_what_was_contradicted(tmp_path, monkeypatch):
     from experiments import claims_docs
 
+    monkeypatch.setattr(cr, "SEEDS", {})
     assert "have not started" in claims_docs.summary(tmp_path, {})  # no seeds sized yet: no verdicts
     monkeypatch.setattr(cr, "SEEDS", {"0%": 5})  # sized (the claims keep the counts they were built with)
     text = claims_docs.summary(tmp_path, settings(STEADY, NOISE))
@@ -230,7 +231,7 @@ def test_not_worse_needs_both_lower_bounds_above_the_margin_and_is_worse_or_inco
     # tight around zero: both one-sided lower bounds above -2 points
     assert cr.judge(s1, sweep_gaps(tmp_path, (0.01, -0.012, 0.004)))["verdict"] == "holds (not worse by 2 points)"
     # no significant loss, but an interval reaching far below -2: not "holds"
-    assert cr.judge(s1, sweep_gaps(tmp_path, (-0.02, -0.15, 0.02)))["verdict"] == "inconclusive"
+    assert cr.judge(s1, sweep_gaps(tmp_path, (-0.02, -0.15, 0.02)))["verdict"].startswith("inconclusive")
     # clearly below the margin on one endpoint: the upper bound is under -2 points
     worse = sweep_gaps(tmp_path, (0.0, 0.01, -0.01), (-0.05, -0.06, -0.055))
     assert cr.judge(s1, worse)["verdict"] == "worse (transfer 1-shot)"
