@@ -30,7 +30,6 @@ from experiments.claims_plan import (  # noqa: F401  (claims_report.X: the judge
     FIG7_ONLY,
     FIRST_SEED,
     FLOOR,
-    GROUPS,
     MARGIN,
     PRIMARY,
     REPORTED,
