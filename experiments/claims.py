@@ -23,12 +23,11 @@ from statistics import stdev
 
 from analysis.statistics import not_worse_power, power, sd_bound
 from experiments import claims_docs, claims_report, demo, demo_report, jobs, sweep
+from experiments.claims_plan import DATA, EPOCHS, RECIPE, TRANSFER, WARMUP_EPOCHS
 from experiments.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS, SWEEP_VALUES
 
 RESULTS = Path("results/claims")
 PILOT = Path("results/power_pilot/settings")  # the screen the seeds are sized from (never its seeds)
-DATA, TRANSFER = "data/synth_src2p", "data/synth_transfer"
-WARMUP_EPOCHS, EPOCHS = 30, 24
 TABLE2 = ["xid", "weighted", "soft", "robust"]
 TABLE1 = ["soft:oracle", "soft:bootstrap", "soft:neighbor", "soft:swapped"]  # CCP is Table 2's "soft"
 FIG7 = ["xid", "weighted", "oracle"]
@@ -153,9 +152,9 @@ def demo_args(results, seed_methods, data=DATA, runs="runs/claims"):
         methods=seed_methods,
         warmup_epochs=WARMUP_EPOCHS,
         epochs=EPOCHS,
-        eval_clips=2,  # make demo's (results/regime/PLAN.md); the paper's 10 is a named deviation there
+        eval_clips=RECIPE["eval_clips"],  # make demo's (results/regime/PLAN.md); the paper's 10 is a named deviation
         finetune_epochs=0,
-        trials=50,
+        trials=RECIPE["trials"],
         train_args=[],
         preset="demo",
         transfer=TRANSFER,

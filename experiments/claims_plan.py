@@ -8,11 +8,10 @@ Each comparison is one claim, counted once: where the paper's figures and the ea
 plan name the same comparison, it has one name here (PLAN.md lists the earlier names).
 """
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean
-
-from experiments import demo
 
 PRIMARY = ("1-shot", "transfer 1-shot")  # in-domain and on classes pre-training never saw (PLAN.md)
 SHOWN = ("5-shot", "transfer 5-shot", "R@1")
@@ -33,11 +32,29 @@ FIRST_SEED = 400  # the claims' seeds are 400, 401, ...: no screen, pilot, study
 SWEEP_VALUES = {"delta": ("-2", "-1", "1", "known"), "lambda": ("0.25", "0.5", "0.65", "0.9", "1")}
 
 
+# The regime every claims setting is trained and measured on (PLAN.md, regime): the fields of a setting's key
+# that the plan fixes. experiments/claims.py runs with them; a file made otherwise is refused, not judged.
+DATA, TRANSFER = "data/synth_src2p", "data/synth_transfer"
+WARMUP_EPOCHS, EPOCHS = 30, 24
+RECIPE = dict(data=DATA, warmup_epochs=WARMUP_EPOCHS, epochs=EPOCHS, trials=50, eval_clips=2, transfer=TRANSFER)
+
+
+def planned(path):
+    """A finished setting's file, refused when its key says another set or recipe made it (PLAN.md: a
+    change of set or recipe reruns every claim, so no file of another one may enter a verdict)."""
+    setting = json.loads(Path(path).read_text())
+    key = setting.get("key") or {}
+    wrong = {k: key.get(k) for k, v in RECIPE.items() if key.get(k) != v}
+    if wrong:
+        raise SystemExit(f"{path}: not made by the plan's regime: {wrong}, where the plan has {RECIPE}")
+    return setting
+
+
 def load(folder):
     """{level: {seed: {method: row}}} of every finished setting; at 0% Oracle-xID is xID's row (nothing is
     injected, so its weights are all 1: the same run)."""
     out = {}
-    for s in demo.finished_settings(Path(folder) / "settings"):
+    for s in map(planned, sorted((Path(folder) / "settings").glob("seed*_faulty*.json"))):
         rows = dict(s["rows"])
         if s["faulty"] == 0 and "xid" in rows:
             rows.setdefault("oracle", rows["xid"])

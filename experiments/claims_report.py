@@ -32,6 +32,7 @@ from experiments.claims_plan import (  # noqa: F401  (claims_report.X: the judge
     FLOOR,
     MARGIN,
     PRIMARY,
+    RECIPE,
     REPORTED,
     SEEDS,
     SHORT,
@@ -43,6 +44,7 @@ from experiments.claims_plan import (  # noqa: F401  (claims_report.X: the judge
     at,
     gain,
     load,
+    planned,
 )
 
 
@@ -74,7 +76,7 @@ def judge(claim, res):
     -MARGIN on every tested endpoint, worse when the one-sided upper bound is below -MARGIN on one,
     else inconclusive."""
     sides = {m: claim.sides(res, m) for m in PRIMARY + SHOWN}
-    n = len(sides[PRIMARY[0]][0])
+    n = min(len(sides[m][0]) for m in PRIMARY)  # a seed missing either endpoint is not finished
     cells = {m: cell(claim, res, m) for m in PRIMARY + SHOWN}
     out = {"cells": cells, "n": n, "p": {}, "claim_p": None}
     if n < len(claim.seeds):
@@ -237,7 +239,7 @@ def load_sweeps(folder):
     out = {}
     for f in sorted(Path(folder).glob("*_settings/seed*.json")):
         if f.parent.name != "settings":
-            p = json.loads(f.read_text())
+            p = planned(f)
             out.setdefault((f.parent.name[: -len("_settings")], p["faulty"]), {})[p["seed"]] = p["rows"]
     return out
 
@@ -255,9 +257,7 @@ def sweeps_report(folder):
     ]
     for knob, values in SWEEP_VALUES.items():
         files = sorted((Path(folder) / f"{knob}_settings").glob("seed*_faulty50.json"))
-        points = [
-            p for p in map(lambda f: json.loads(f.read_text()), files) if all(v in p["rows"] for v in ["xid", *values])
-        ]
+        points = [p for p in map(planned, files) if all(v in p["rows"] for v in ["xid", *values])]
         text.append(f"## {knob} at 50% injected: seeds {[p['seed'] for p in points]}\n")
         text.append(sweep.tables(points, knob, list(values), 0.5) if points else "nothing finished yet")
         text.append("")

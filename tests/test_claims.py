@@ -76,6 +76,27 @@ def test_a_claim_holds_is_contradicted_or_is_not_shown_as_its_tests_say():
     assert cr.judge(claim, settings(STEADY, STEADY, seeds=n - 1))["verdict"] == f"incomplete ({n - 1} of {n} seeds)"
 
 
+def test_a_seed_missing_its_transfer_score_leaves_the_claim_incomplete_rather_than_dropped():
+    claim = next(c for c in cr.CLAIMS if c.name == "F3a")
+    n = len(claim.seeds)
+    res = settings(STEADY, STEADY)
+    del res[0.5][claim.seeds[-1]]["weighted"]["transfer 1-shot"]  # in-domain still complete
+    assert cr.judge(claim, res)["verdict"] == f"incomplete ({n - 1} of {n} seeds)"
+
+
+def test_a_setting_made_by_another_recipe_is_refused_by_name_not_judged(tmp_path):
+    import json
+
+    (tmp_path / "settings").mkdir()
+    path = tmp_path / "settings" / f"seed{cr.FIRST_SEED}_faulty0.json"
+    rows = {"xid": {"1-shot": 0.5, "transfer 1-shot": 0.3}}
+    path.write_text(json.dumps({"key": cr.RECIPE, "seed": cr.FIRST_SEED, "faulty": 0.0, "rows": rows}))
+    assert cr.load(tmp_path)[0.0][cr.FIRST_SEED]["xid"]["1-shot"] == 0.5
+    path.write_text(json.dumps({"key": {**cr.RECIPE, "epochs": 4}, "seed": cr.FIRST_SEED, "faulty": 0.0, "rows": rows}))
+    with pytest.raises(SystemExit, match=f"{path.name}.*'epochs': 4"):
+        cr.load(tmp_path)
+
+
 def test_the_claims_run_on_fresh_seeds_and_each_comparison_is_one_claim():
     """Seeds from 400 (no screen, pilot, study or demo run used them); no two claims compare the same
     two arms at the same level, so no finding is counted twice in the family."""
@@ -97,7 +118,7 @@ def test_oracle_at_zero_is_xid_and_gain_growth_compares_gains_of_two_warm_ups_un
             row = {"R@1": 0.5, "R@5": 0.8, "1-shot": 0.3 + (seed - cr.FIRST_SEED) / 10, "5-shot": 0.5}
             rows = {"xid": row, "weighted": {**row, "1-shot": row["1-shot"] + gain}}
             (folder / f"seed{seed}_faulty{round(100 * level)}.json").write_text(
-                json.dumps({"key": {}, "seed": seed, "faulty": level, "delta": 0.0, "rows": rows})
+                json.dumps({"key": cr.RECIPE, "seed": seed, "faulty": level, "delta": 0.0, "rows": rows})
             )
     res = cr.load(tmp_path)
     second = cr.FIRST_SEED + 1
@@ -222,7 +243,9 @@ def sweep_gaps(tmp_path, gaps_1shot, gaps_transfer=(0.0,)):
             }
         }
         rows["-1"] = {**rows["known"], "1-shot": rows["known"]["1-shot"] + g1, "transfer 1-shot": 0.5 + gt}
-        (folder / f"seed{seed}_faulty50.json").write_text(json.dumps({"seed": seed, "faulty": 0.5, "rows": rows}))
+        (folder / f"seed{seed}_faulty50.json").write_text(
+            json.dumps({"key": cr.RECIPE, "seed": seed, "faulty": 0.5, "rows": rows})
+        )
     return cr.load_sweeps(tmp_path)
 
 
@@ -317,7 +340,7 @@ def test_the_sweep_report_uses_only_seeds_whose_every_value_finished(tmp_path):
     values = ["xid", *cr.SWEEP_VALUES["delta"]]
     for seed, done in ((0, values), (1, values[:-1])):  # seed 1 still lacks its last value
         (folder / f"seed{seed}_faulty50.json").write_text(
-            json.dumps({"seed": seed, "faulty": 0.5, "delta": 0.0, "rows": {v: row for v in done}})
+            json.dumps({"key": cr.RECIPE, "seed": seed, "faulty": 0.5, "delta": 0.0, "rows": {v: row for v in done}})
         )
     cr.sweeps_report(tmp_path)
     text = (tmp_path / "sweeps.md").read_text()
