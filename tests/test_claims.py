@@ -3,11 +3,25 @@ primary endpoints, a verdict only with every planned seed, and the direction of 
 fine-tune column's packed checkpoints (experiments/claims_finetune.py) and the generated sections of
 the README and CLAIMS.md (experiments/claims_docs.py)."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from analysis import statistics
 from experiments import claims_report as cr
+
+
+def write_setting(folder, seed, level, rows, key=None, **extra):
+    """One finished setting as `run` leaves it: demo.setting_name's file, carrying the plan's key unless
+    another is given."""
+    from experiments import demo
+
+    path = Path(folder) / f"{demo.setting_name(seed, level)}.json"
+    key = cr.RECIPE if key is None else key
+    path.write_text(json.dumps({"key": key, "seed": seed, "faulty": level, **extra, "rows": rows}))
+    return path
 
 
 def test_holm_adjusts_the_smaller_p_by_two_and_keeps_the_order():
@@ -83,14 +97,11 @@ def test_a_seed_missing_its_transfer_score_leaves_the_claim_incomplete_rather_th
 
 
 def test_a_setting_made_by_another_recipe_is_refused_by_name_not_judged(tmp_path):
-    import json
-
     (tmp_path / "settings").mkdir()
-    path = tmp_path / "settings" / f"seed{cr.FIRST_SEED}_faulty0.json"
     rows = {"xid": {"1-shot": 0.5, "transfer 1-shot": 0.3}}
-    path.write_text(json.dumps({"key": cr.RECIPE, "seed": cr.FIRST_SEED, "faulty": 0.0, "rows": rows}))
+    write_setting(tmp_path / "settings", cr.FIRST_SEED, 0.0, rows)
     assert cr.load(tmp_path)[0.0][cr.FIRST_SEED]["xid"]["1-shot"] == 0.5
-    path.write_text(json.dumps({"key": {**cr.RECIPE, "epochs": 4}, "seed": cr.FIRST_SEED, "faulty": 0.0, "rows": rows}))
+    path = write_setting(tmp_path / "settings", cr.FIRST_SEED, 0.0, rows, key={**cr.RECIPE, "epochs": 4})
     with pytest.raises(SystemExit, match=f"{path.name}.*'epochs': 4"):
         cr.load(tmp_path)
 
@@ -107,17 +118,13 @@ def test_the_claims_run_on_fresh_seeds_and_each_comparison_is_one_claim():
 
 
 def test_oracle_at_zero_is_xid_and_gain_growth_compares_gains_of_two_warm_ups_unpaired(tmp_path):
-    import json
-
     folder = tmp_path / "settings"
     folder.mkdir()
     for level, gain in ((0.0, 0.01), (0.5, 0.04)):
         for seed in (cr.FIRST_SEED, cr.FIRST_SEED + 1):
             row = {"R@1": 0.5, "R@5": 0.8, "1-shot": 0.3 + (seed - cr.FIRST_SEED) / 10, "5-shot": 0.5}
             rows = {"xid": row, "weighted": {**row, "1-shot": row["1-shot"] + gain}}
-            (folder / f"seed{seed}_faulty{round(100 * level)}.json").write_text(
-                json.dumps({"key": cr.RECIPE, "seed": seed, "faulty": level, "delta": 0.0, "rows": rows})
-            )
+            write_setting(folder, seed, level, rows, delta=0.0)
     res = cr.load(tmp_path)
     second = cr.FIRST_SEED + 1
     assert res[0.0][second]["oracle"] == res[0.0][second]["xid"] and "oracle" not in res[0.5][second]
@@ -180,8 +187,6 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
 
 
 def test_the_column_fine_tunes_each_packed_checkpoint_once_and_a_rerun_adds_nothing(tmp_path):
-    import json
-
     from experiments import claims_finetune
     from test_evaluate import _two_colour_folder
 
@@ -224,8 +229,6 @@ def test_the_readme_summary_names_what_held_and_what_was_contradicted(tmp_path, 
 def sweep_gaps(tmp_path, gaps_1shot, gaps_transfer=(0.0,)):
     """delta = -1 against the paper's rule at 50% on S1's planned seeds, delta -1 behind by the given gaps
     (cycled)."""
-    import json
-
     s1 = next(c for c in cr.SWEEP_CLAIMS if c.name == "S1 delta -1")
     folder = tmp_path / "delta_settings"
     folder.mkdir(exist_ok=True)
@@ -241,9 +244,7 @@ def sweep_gaps(tmp_path, gaps_1shot, gaps_transfer=(0.0,)):
             }
         }
         rows["-1"] = {**rows["known"], "1-shot": rows["known"]["1-shot"] + g1, "transfer 1-shot": 0.5 + gt}
-        (folder / f"seed{seed}_faulty50.json").write_text(
-            json.dumps({"key": cr.RECIPE, "seed": seed, "faulty": 0.5, "rows": rows})
-        )
+        write_setting(folder, seed, 0.5, rows)
     return cr.load_sweeps(tmp_path)
 
 
@@ -322,8 +323,6 @@ def test_a_not_worse_claim_rows_wait_for_all_seeds(tmp_path):
 
 
 def test_the_sweep_report_uses_only_seeds_whose_every_value_finished(tmp_path):
-    import json
-
     folder = tmp_path / "delta_settings"
     folder.mkdir()
     row = {
@@ -337,9 +336,7 @@ def test_the_sweep_report_uses_only_seeds_whose_every_value_finished(tmp_path):
     }
     values = ["xid", *cr.SWEEP_VALUES["delta"]]
     for seed, done in ((0, values), (1, values[:-1])):  # seed 1 still lacks its last value
-        (folder / f"seed{seed}_faulty50.json").write_text(
-            json.dumps({"key": cr.RECIPE, "seed": seed, "faulty": 0.5, "delta": 0.0, "rows": {v: row for v in done}})
-        )
+        write_setting(folder, seed, 0.5, {v: row for v in done}, delta=0.0)
     cr.sweeps_report(tmp_path)
     text = (tmp_path / "sweeps.md").read_text()
     assert "## delta at 50% injected: seeds [0]" in text and "| -2 | 50.0 |" in text

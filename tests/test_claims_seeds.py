@@ -29,9 +29,8 @@ def test_the_seed_counts_follow_the_plans_rule_on_the_largest_pilot_sd_and_the_p
     """`python -m experiments.claims seeds`: the largest paired SD of the pilot (over both levels and both
     primary endpoints) sizes the levels; its upper 80% bound, not the estimate. plan() trains each seed's
     levels together, and a 50% setting's sweeps in its own job."""
-    import json
-
     from experiments import claims
+    from test_claims import write_setting
 
     rng = np.random.default_rng(1)
     noisy = rng.normal(0.0, 0.02, 4)  # CCP - xID at 0%, transfer endpoint: the largest spread
@@ -43,8 +42,7 @@ def test_the_seed_counts_follow_the_plans_rule_on_the_largest_pilot_sd_and_the_p
             if level == 0.0:  # CCP's transfer gain is the noisy one; the oracle targets' sit on CCP's
                 rows["soft"] = {"1-shot": xid["1-shot"] + 0.03, "transfer 1-shot": xid["transfer 1-shot"] + noisy[i]}
                 rows["soft:oracle"] = {k: v + 0.01 for k, v in rows["soft"].items()}
-            name = f"seed{seed}_faulty{round(100 * level)}.json"
-            (tmp_path / name).write_text(json.dumps({"key": {}, "seed": seed, "faulty": level, "rows": rows}))
+            write_setting(tmp_path, seed, level, rows, key={})  # the pilot's key is not the plan's
     counts, lines, notes = claims.seed_counts(tmp_path)
     sd = float(np.std(noisy, ddof=1))
     bound = statistics.sd_bound(sd, 4)
