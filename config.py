@@ -198,11 +198,14 @@ class Config:
         "engineering",
         check=one_of("auto", "on", "off"),
     )
-    preload: bool = _opt(
-        False,
-        "decode every video once into memory (small datasets only; its audio differs "
-        "slightly from a seek's decode, AAC's restart, so a resume keeps it)",
+    preload: str = _opt(
+        "auto",
+        "on: decode every video once into memory (the GPU's when training on one) and cut each batch's "
+        "clips there (media/in_memory.py) | off: a DataLoader decodes each clip (sets that do not fit, "
+        "e.g. Kinetics) | auto: on when the decoded set fits in half the free memory. Its audio differs "
+        "slightly from a seek's decode (AAC's restart), so a resume keeps the path",
         "engineering",
+        check=one_of("auto", "on", "off"),
     )
     preload_cache: str = _opt(
         "",
@@ -284,7 +287,7 @@ PRESETS = {
         epochs=6,
         num_negatives=256,
         workers=0,
-        preload=True,
+        preload="on",
     ),
 }
 # make demo's regime (results/regime/PLAN.md, candidate H): 1000 clips in sources of 2, a model half as
@@ -409,6 +412,8 @@ def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Confi
     does not know is an error that names it."""
     known = {f.name for f in fields(Config)}
     saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k])}
+    if isinstance(saved.get("preload"), bool):  # written when preload was a switch
+        saved["preload"] = "on" if saved["preload"] else "off"
     unknown = sorted(set(saved) - known)
     if unknown:
         raise ValueError(f"{source}: unknown settings {unknown}; it was written by another version of train.py")

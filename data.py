@@ -1,10 +1,10 @@
 """Audio-visual clips from video files: cutting, injected faults, the dataset (paper Sec. 5.1-5.2).
 
 Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same multi-scale
-crop and flip on every frame (uint8), and the 2 s mono audio window around the clip (11025 Hz; 24 kHz
-in Sec. 6) with its volume changed by up to 20%. Evaluation item: 10 clips uniformly spaced over
-the video, centre crop. DataLoader workers do only this; colour jitter, greyscale, blur,
-normalisation and the log-mel spectrogram run on the device in batches (media/augment.py).
+crop and flip on every frame (uint8, media/cut.py), and the 2 s mono audio window around the clip
+(11025 Hz; 24 kHz in Sec. 6) with its volume changed by up to 20%. Evaluation item: 10 clips uniformly
+spaced over the video, centre crop. Colour jitter, greyscale, blur, normalisation and the log-mel
+spectrogram run later, on the device in batches (media/augment.py).
 
 Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, seeded share of the
 instances gets "a randomly selected audio that is not part of the training set": a file of a pool
@@ -12,14 +12,11 @@ outside both splits (faulty_source="pool", the default), each used once. The dev
 faulty_source="train" lends the audio of another training video instead; that video's sound then
 sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (tests/test_injection.py).
 
-A run's datasets are made from its config.Config here: build_train_set (the instances, the pool its
-injected audio comes from, checked to lie outside both splits) and train_loader for train.py,
-eval_set and check_disjoint for the evaluation protocols (evaluate.py, protocols/finetune.py).
-
-Which files a dataset holds (layouts, split lists, manifest) is media/manifest.py's business; this file
-turns them into items. What a clip is, is media/clip.py's; decoding media/decode.py's, preloading
-media/preload.py's, loaders and their workers media/loader_workers.py's. Tests: tests/test_data.py,
-tests/test_injection.py
+A run's datasets are made from its config.Config here: build_train_set and train_loader for train.py
+(a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
+workers), eval_set and check_disjoint for the evaluation protocols. Which files a dataset holds is
+media/manifest.py's business; decoding media/decode.py's and media/preload.py's.
+Tests: tests/test_data.py, tests/test_injection.py, tests/test_in_memory.py
 """
 
 import itertools
@@ -31,46 +28,16 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from torchvision import tv_tensors
-from torchvision.transforms import v2
-from torchvision.transforms.v2 import functional as TF
 
 from config import PRESETS, Config
-from media import loader_workers, manifest
+from media import in_memory, loader_workers, manifest
 from media.clip import ClipSpec, clip_spec
+from media.cut import video_transform
 from media.decode import read_clip
 from media.manifest import Record
 from media.preload import decode_many
 
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
-
-
-def video_transform(size: int, train: bool, strength: float = 1.0) -> Callable[[Tensor], Tensor]:
-    """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
-    shrinks the clip before it leaves the worker (media/augment.py does colour, blur, normalisation on the
-    device). strength scales the area a crop may lose (0.6 at the paper's 1). One set of crop and flip
-    parameters for all the frames of a clip."""
-    if train:  # at strength 1 crops keep >= 0.4 of the area, as AVID's multi-scale crop keeps >= 0.66 of the side
-        crop = v2.RandomResizedCrop(size, scale=(1 - 0.6 * strength, 1.0), antialias=True)
-
-        def train_apply(frames: Tensor) -> Tensor:
-            # v2.Compose([crop, RandomHorizontalFlip()]) called through its parts: the same draws in the same
-            # order (the crop's, then the flip's torch.rand(1) < 0.5) and the same kernels, without the
-            # wrapping and dispatch, which cost a sixth of the transform (BENCHMARKS.md, "Data loading")
-            x = frames.permute(0, 3, 1, 2)  # (T, 3, H, W), a channels-last view: the uint8 resize's fast path
-            x = TF.resized_crop(x, **crop.make_params([x]), size=[size, size], antialias=True)  # (T, 3, size, size)
-            if torch.rand(1) < 0.5:
-                x = TF.horizontal_flip(x)
-            return x.permute(1, 0, 2, 3).contiguous()  # (3, T, size, size)
-
-        return train_apply
-    pipeline = v2.Compose([v2.Resize(size, antialias=True), v2.CenterCrop(size)])
-
-    def apply(frames: Tensor) -> Tensor:
-        video = tv_tensors.Video(frames.permute(0, 3, 1, 2))  # (T, 3, H, W): one resize for every frame
-        return pipeline(video).permute(1, 0, 2, 3).contiguous()  # (3, T, size, size)
-
-    return apply
 
 
 # ----------------------------------------------------------------------------- dataset
@@ -89,9 +56,8 @@ class AVDataset(torch.utils.data.Dataset):
     `faulty` is `injected` or the record's ground truth. A file that fails to decode is reported
     once and replaced by another item; more than max_bad_fraction bad files stop the run.
 
-    preload=True decodes every file once into memory (frames at spec.fps, audio at spec.audio_rate)
-    and cuts clips from there, starting on the 16 fps grid: for datasets that fit in memory, such
-    as the synthetic one, where decoding would otherwise take most of the CPU time."""
+    preload=True decodes every file once into memory (frames at spec.fps, audio at spec.audio_rate):
+    items are cut from there, or whole batches by media/in_memory.py."""
 
     def __init__(
         self,
@@ -186,8 +152,7 @@ class AVDataset(torch.utils.data.Dataset):
         return len(self.records)
 
     def instances(self) -> dict[str, Any]:
-        """The per-slot facts a checkpoint keeps (persistence/checkpoint.py): paths, labels, faulty,
-        injected, the class names and each slot's replacement audio ('' if none)."""
+        """The per-slot facts a checkpoint keeps (persistence/checkpoint.py)."""
         return {
             "paths": [r.path for r in self.records],
             "labels": self.labels,
@@ -207,52 +172,69 @@ class AVDataset(torch.utils.data.Dataset):
             return [float(torch.rand(()) * room)]
         return list(np.linspace(0, room, self.num_clips))
 
+    def cut(self, i: int, read: Callable[..., tuple[Any, Any]]) -> tuple[Any, Any, dict[str, Any]]:
+        """A training clip of instance i: its random draws, in the one order every path takes them from
+        the item's generator (the start, the replacement audio's start, [the file is read], the volume,
+        the crop, the flip), and what `read` returned. read(path, start, audio_path, audio_start) gives
+        (frames (T, H, W, 3), waveform or None) or raises for a file that does not decode; the in-memory
+        set (media/in_memory.py) passes one that only looks the file up."""
+        rec = self.records[i]
+        start = self.clip_starts(rec)[0]
+        audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
+        centre = start + self.spec.seconds / 2
+        audio_start = min(max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds))
+        if audio_path is not None:  # the replacement audio comes from anywhere in its file
+            audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
+        frames, wav = read(rec.path, start, audio_path, audio_start)
+        volume = float(0.8 + 0.4 * torch.rand(())) if wav is not None else None  # x U(0.8, 1.2)
+        box, flip = self.transform.draw(frames.shape[1], frames.shape[2])
+        draws = dict(start=start, audio_path=audio_path, audio_start=audio_start, volume=volume, box=box, flip=flip)
+        return frames, wav, draws
+
     def load(self, i: int) -> dict[str, Any]:
         rec = self.records[i]
+        item = {"index": i, "label": rec.label, "faulty": bool(self.faulty[i])}
+        if self.train:  # one clip, (3, T, H, W) and (n,), not copied into a stack of one
+            frames, wav, d = self.cut(i, self.read)
+            item["video"] = self.transform.apply(frames, d["box"], d["flip"])
+            if wav is not None:
+                item["audio"] = wav * d["volume"]
+            return item
         clips = []
-        for start in self.clip_starts(rec):
-            audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
+        audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
+        for start in self.clip_starts(rec):  # evaluation: evenly spaced clips, the audio around each
             centre = start + self.spec.seconds / 2
             audio_start = min(
                 max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds)
             )
-            if audio_path is not None and self.train:  # the replacement audio comes from anywhere in its file
-                audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
             frames, wav = self.read(rec.path, start, audio_path, audio_start)
-            if wav is not None and self.train:
-                wav = wav * float(0.8 + 0.4 * torch.rand(()))  # volume x U(0.8, 1.2)
             clips.append((self.transform(frames), wav))
-        # training: one clip, (3, T, H, W) and (n,), not copied into a stack of one
-        item = {
-            "video": clips[0][0] if self.train else torch.stack([c[0] for c in clips]),  # eval: (clips, 3, T, H, W)
-            "index": i,
-            "label": rec.label,
-            "faulty": bool(self.faulty[i]),
-        }
+        item["video"] = torch.stack([c[0] for c in clips])  # (clips, 3, T, H, W)
         if clips[0][1] is not None:
-            item["audio"] = clips[0][1] if self.train else torch.stack([c[1] for c in clips])  # eval: (clips, n)
+            item["audio"] = torch.stack([c[1] for c in clips])  # (clips, n)
         return item
 
-    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
+    def __getitem__(self, key: int | tuple[int, int], make: Callable[[int], dict] | None = None) -> dict[str, Any]:
         """key: an index, or (index, seed) from SeededSampler: the item's random draws then depend
-        on the seed alone, not on which worker made it or what that worker made before."""
+        on the seed alone, not on which worker made it or what that worker made before. make(i): what
+        an item is (load, or the in-memory set's draws alone)."""
         if not isinstance(key, tuple):  # int, or numpy's from a Subset
-            return self._get(int(key))
+            return self._get(int(key), make)
         i, seed = key
         with torch.random.fork_rng(devices=[]):
             # Only the CPU generator, which fork_rng(devices=[]) restores and the item's draws use:
             # torch.manual_seed would also queue a lazy CUDA seeding (a stack trace per call, ~0.1 ms)
             # and, where CUDA is up, reseed the device's augmentations per item.
             torch.default_generator.manual_seed(seed)
-            return self._get(i)
+            return self._get(i, make)
 
-    def _get(self, i: int) -> dict[str, Any]:
+    def _get(self, i: int, make: Callable[[int], dict] | None = None) -> dict[str, Any]:
         """load(i), or where its file fails, another item's, marked with `failed` = i (else -1): the
         substitute trains as itself, and train.py keeps it out of the bank update and i out of the bank."""
         failed = -1
         for _ in range(10):
             try:
-                return {**self.load(i), "failed": failed}
+                return {**(make or self.load)(i), "failed": failed}
             except Exception as err:
                 path = self.records[i].path
                 if path not in self.bad:
@@ -292,8 +274,9 @@ class SeededSampler(torch.utils.data.Sampler):
 # ----------------------------------------------------------------------------- a run's datasets
 
 
-def build_train_set(cfg: "Config") -> AVDataset:
-    """The pre-training instances (one bank slot each), with the injected faulty positives."""
+def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVDataset:
+    """The pre-training instances (one bank slot each), with the injected faulty positives. Resolves
+    --preload auto for training on `device` (default: the CPU) into cfg.preload, on or off."""
     if not Path(cfg.data).is_dir():
         name = Path(cfg.data).name
         make = (
@@ -317,6 +300,7 @@ def build_train_set(cfg: "Config") -> AVDataset:
             f"train.py: --num-negatives {cfg.num_negatives}: expected fewer than the {len(records)} training "
             f"videos of {cfg.data} (at most {len(records) - 1})"
         )
+    cfg.preload = in_memory.choose(cfg.preload, records, clip_spec(cfg), device or torch.device("cpu"))
     pooled = cfg.faulty_fraction > 0 and cfg.faulty_source != "train"  # --faulty-source heldout or noise
     try:
         dataset = AVDataset(
@@ -328,7 +312,7 @@ def build_train_set(cfg: "Config") -> AVDataset:
             pool=injection_pool(cfg, records) if pooled else (),
             seed=cfg.seed,
             max_bad_fraction=cfg.max_bad_fraction,
-            preload=cfg.preload,
+            preload=cfg.preload == "on",
             preload_cache=cfg.preload_cache,
         )
     except ValueError as err:  # e.g. a faulty-positive pool smaller than the share to inject
@@ -399,7 +383,9 @@ def eval_set(
         audio=False,
         num_clips=num_clips,
         max_bad_fraction=cfg.max_bad_fraction,
-        preload=cfg.preload if preload is None else preload,
+        preload=in_memory.choose(cfg.preload, records, clip_spec(cfg, audio=False)) == "on"
+        if preload is None
+        else preload,
         preload_cache=cfg.preload_cache,
     ), classes
 
@@ -422,24 +408,39 @@ def check_disjoint(query: Iterable[Any], gallery: Iterable[Any], what: str = "qu
 def train_loader(
     cfg: "Config", dataset: AVDataset, rank: int, world: int, device: torch.device
 ) -> tuple[SeededSampler, torch.utils.data.DataLoader]:
-    """Pre-training's loader: shuffled per rank; each item's random draws seeded by (seed, epoch,
-    index) (SeededSampler)."""
+    """Pre-training's batches: shuffled per rank; each item's random draws seeded by (seed, epoch,
+    index) (SeededSampler). A preloaded set is cut on `device` in batches (media/in_memory.py), any
+    other by a DataLoader's workers. Rank 0 prints which."""
     if cfg.batch_size % world:
         raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
     sampler = SeededSampler(
         torch.utils.data.DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed),
         seed=cfg.seed + 7919 * rank,
     )
-    batches = loader_workers.loader(
-        dataset,
-        cfg.batch_size // world,
-        loader_workers.workers_per_process(cfg.workers),
-        seed=cfg.seed,
-        sampler=sampler,
-        drop_last=True,
-        pin_memory=device.type == "cuda",
-        persistent=True,
-        pin_workers=cfg.pin_workers,
+    batches, how = None, "read from the files by a DataLoader (--preload off, or the set does not fit in memory)"
+    if dataset.memory is not None:
+        try:
+            clips = in_memory.InMemoryClips(dataset, device)
+            batches = in_memory.InMemoryLoader(clips, sampler, cfg.batch_size // world)
+            how = f"in memory ({clips.nbytes() / 2**30:.2f} GiB on {device.type}), clips cut in batches there"
+        except ValueError as err:
+            how = f"preloaded, clips cut by a DataLoader ({err})"
+    if rank == 0:
+        print(f"train.py: data {how}")
+    batches = (
+        batches
+        if batches is not None
+        else loader_workers.loader(
+            dataset,
+            cfg.batch_size // world,
+            loader_workers.workers_per_process(cfg.workers),
+            seed=cfg.seed,
+            sampler=sampler,
+            drop_last=True,
+            pin_memory=device.type == "cuda",
+            persistent=True,
+            pin_workers=cfg.pin_workers,
+        )
     )
     if len(batches) == 0:
         raise SystemExit(

@@ -295,7 +295,7 @@ def run(
     random.seed(cfg.seed + rank)
     if cfg.init and not Path(cfg.init).is_file():  # before the data is read
         raise SystemExit(f"train.py: --init {cfg.init}: no such checkpoint (a train.py run's OUT/ckpt.pt)")
-    dataset = data.build_train_set(cfg)
+    dataset = data.build_train_set(cfg, device)
     sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
     parts = build_parts(cfg, dataset, device)
     show_bar = rank == 0 and sys.stdout.isatty()

@@ -69,7 +69,7 @@ def commands(tmp: Path) -> list[list[str]]:
         [
             "-c",
             "import data, config; ds = data.build_train_set(config.parse_config(['--preset', 'demo', '--data', "
-            f"'{tour}', '--faulty-fraction', '0.5', '--num-negatives', '31', '--no-preload'])); "
+            f"'{tour}', '--faulty-fraction', '0.5', '--num-negatives', '31', '--preload', 'off'])); "
             "print(int(ds.injected.sum()), 'injected')",
         ],
         [

@@ -147,7 +147,7 @@ def _two_colour_folder(root, n_train=4, n_test=3, lists=True):
 
 def test_finetune_trains_on_the_whole_train_split_and_reports_the_final_epoch(tmp_path):
     root = _two_colour_folder(tmp_path / "ds")
-    cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--no-preload"])
+    cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--preload", "off"])
     enc = VideoEncoder(9, width=0.125)
     before = {k: v.clone() for k, v in enc.state_dict().items()}
     res = finetune.finetune(enc, cfg, epochs=30, lr=1e-2, lr_min=1e-3, batch_size=8, accumulate=2, workers=0)
@@ -186,7 +186,7 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
         "test"
     ].read_text()
     # retrieval on the split: the queries are not in the gallery, so R@1 is not trivially 100%
-    cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--no-preload"])
+    cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--preload", "off"])
     tr, te = data.eval_set(cfg, "train")[0], data.eval_set(cfg, "test")[0]
     data.check_disjoint(te, tr)
     enc = VideoEncoder(9, width=0.125)

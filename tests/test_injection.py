@@ -23,7 +23,7 @@ def small(tmp_path_factory):
 
 def config(data, *args):
     return parse_config(
-        ["--preset", "demo", "--data", str(data), "--no-preload", "--num-negatives", "15", *map(str, args)]
+        ["--preset", "demo", "--data", str(data), "--preload", "off", "--num-negatives", "15", *map(str, args)]
     )
 
 

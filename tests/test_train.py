@@ -100,7 +100,7 @@ def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
     def changed(*opts):
         return set(result_changes(base, parse_config(["--preset", "demo", *opts])))
 
-    assert changed("--no-preload") == {"preload"} and changed("--amp", "bf16") == {"amp"}
+    assert changed("--preload", "off") == {"preload"} and changed("--amp", "bf16") == {"amp"}
     for opts in (
         ["--workers", "3"],
         ["--pin-workers", "off"],

@@ -42,7 +42,7 @@ from tools import prepare
 
 def bench_data(args):
     """Per source: decode time, item time, DataLoader clips/s per worker; and the prepared copy's."""
-    cfg = parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
+    cfg = parse_config(["--preset", args.preset, "--data", args.root, "--preload", "off"])
     spec = data.clip_spec(cfg)
     roots = [("as they come", args.root)]
     if args.prepared:
@@ -232,7 +232,7 @@ def bench_parts(args):
     sidecar where there is one, else the container), crop and flip. The videos, starts and crops are
     drawn from a fixed seed, so the same command in a checkout of older code (tools/bench.py copied
     in) times the same clips: BENCHMARKS.md, "Data loading", alternates the two."""
-    cfg = parse_config(["--preset", args.preset, "--data", args.root, "--no-preload"])
+    cfg = parse_config(["--preset", args.preset, "--data", args.root, "--preload", "off"])
     spec = data.clip_spec(cfg)
     records = manifest.load_records(cfg.layout, args.root, "train")[0][: args.n]
     crop = data.video_transform(spec.size, True, spec.augment)

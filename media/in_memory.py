@@ -1,0 +1,163 @@
+"""The in-memory training set: every clip decoded once, and each batch cut on the training device (Sec. 5.1).
+
+For a set that fits (the synthetic one: 1000 clips are a few hundred MB of uint8 frames), a loader that
+cuts every clip on the CPU is machinery for sets that do not. Here the decoded frames of all N videos sit
+in one padded uint8 table and every sound (the videos' own and the injected ones) in one float table, in
+RAM or in the GPU's memory. A step's batch is drawn on the host and cut on the device:
+
+    the draws    each item's start, replacement-audio start, volume, crop and flip, taken from the item's
+                 seeded generator by data.AVDataset.cut, the same code in the same order as a loader's item
+                 (so resumed runs, ranks and worker counts see the same clips);
+    the cut      frames (B, T, H, W, 3) gathered from the table by index, cropped and flipped per clip
+                 (media/cut.py), waveforms (B, n) gathered as windows of the sound table, times the volume.
+
+On the same device the clips equal the loader's from the same decoded memory bit for bit
+(tests/test_in_memory.py). data.train_loader picks this path, or the loader, by the set's decoded size.
+
+    python train.py --preset demo --preload on      # forces this path; --preload off, the DataLoader's
+"""
+
+import itertools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:  # for annotations only
+    from data import AVDataset
+
+
+class InMemoryClips:
+    """A preloaded data.AVDataset (train=True) as device tensors; `batch(keys)` cuts the clips of a list
+    of (index, seed) keys. Raises ValueError where the videos' frame sizes differ (one table cannot hold
+    them: the loader then cuts from the same memory)."""
+
+    def __init__(self, dataset: "AVDataset", device: torch.device) -> None:
+        if dataset.memory is None or not dataset.train:
+            raise ValueError("InMemoryClips needs a preloaded training set (AVDataset(preload=True, train=True))")
+        self.dataset, self.device, spec = dataset, device, dataset.spec
+        frames = [dataset.memory[r.path][0] for r in dataset.records]
+        good = [f for f in frames if not isinstance(f, Exception)]
+        sizes = {tuple(f.shape[1:]) for f in good}
+        if len(sizes) != 1:
+            raise ValueError(f"the videos' frames have {len(sizes)} sizes, not one")
+        (h, w, c), longest = sizes.pop(), max(len(f) for f in good)
+        self.frames = torch.zeros(len(frames), longest, h, w, c, dtype=torch.uint8)  # (N, F, H, W, 3)
+        self.lengths = torch.ones(len(frames), dtype=torch.long)  # (N,): a failed file keeps one blank frame
+        for i, f in enumerate(frames):
+            if not isinstance(f, Exception):
+                self.frames[i, : len(f)], self.lengths[i] = f, len(f)
+        self.frames = self.frames.to(device)
+        self.n = int(round(spec.audio_seconds * spec.audio_rate))  # samples per clip
+        sounds = [p for p, (f, wav) in dataset.memory.items() if wav is not None and not isinstance(f, Exception)]
+        self.row = {p: k for k, p in enumerate(sounds)}  # path -> row of the sound table
+        width = max((len(dataset.memory[p][1]) for p in sounds), default=0) + self.n + 1  # zeros past each end
+        self.sound = torch.zeros(len(sounds), width)  # (A, S): a window past a sound's end reads zeros
+        for k, p in enumerate(sounds):
+            wav = dataset.memory[p][1]
+            self.sound[k, : len(wav)] = wav
+        self.sound = self.sound.to(device)
+
+    def nbytes(self) -> int:
+        return self.frames.nbytes + self.sound.nbytes
+
+    def _look_up(self, path: str, start: float, audio_path: str | None, audio_start: float) -> tuple[Tensor, Any]:
+        """AVDataset.cut's `read` here: no cutting, only what the draws need (the frames' size, whether
+        there is sound), and the error of a file that did not decode."""
+        frames, wav = self.dataset.memory[path]
+        if isinstance(frames, Exception):
+            raise frames
+        if not self.n:
+            return frames, None
+        failed, wav = self.dataset.memory[audio_path or path]
+        if wav is None:  # as the loader's read fails on a sound that did not decode
+            raise failed if isinstance(failed, Exception) else ValueError(f"no audio in {audio_path or path}")
+        return frames, wav
+
+    def _draw(self, i: int) -> dict[str, Any]:
+        return {"index": i, **self.dataset.cut(i, self._look_up)[2]}
+
+    def batch(self, keys: list[tuple[int, int]]) -> dict[str, Tensor]:
+        """keys: (index, seed) pairs (data.SeededSampler's) -> the batch a DataLoader of the same dataset
+        collates: video (B, 3, T, S, S) uint8 and audio (B, n) on the device, index (B,) on the device,
+        failed (B,) on the host (the slot a substitute stands for, else -1)."""
+        spec, dev = self.dataset.spec, self.device
+        items = [self.dataset.__getitem__(key, make=self._draw) for key in keys]  # the draws, on the host
+        idx = torch.tensor([d["index"] for d in items])  # (B,)
+        # the first frame as AVDataset.read takes it: the start on the frame grid, kept inside the video
+        first = [
+            max(0, min(int(round(d["start"] * spec.fps)), int(self.lengths[i]) - spec.frames))
+            for d, i in zip(items, idx.tolist())
+        ]
+        t = torch.tensor(first)[:, None] + torch.arange(spec.frames)  # (B, T)
+        t = torch.minimum(t, self.lengths[idx, None] - 1)  # (B, T): a short video repeats its last frame
+        clips = self.frames[idx.to(dev)[:, None], t.to(dev)]  # (B, T, H, W, 3)
+        crop = self.dataset.transform
+        video = torch.stack([crop.apply(clip, d["box"], d["flip"]) for clip, d in zip(clips, items)])  # (B, 3, T, S, S)
+        batch = {"video": video, "index": idx.to(dev), "failed": torch.tensor([d["failed"] for d in items])}
+        if self.n:
+            rows = torch.tensor([self.row[d["audio_path"] or self.dataset.records[d["index"]].path] for d in items])
+            k = torch.tensor([int(round(d["audio_start"] * spec.audio_rate)) for d in items])  # (B,) first sample
+            s = torch.clamp(k[:, None] + torch.arange(self.n), max=self.sound.shape[1] - 1)  # (B, n)
+            volume = torch.tensor([d["volume"] for d in items], dtype=torch.float32)  # (B,)
+            batch["audio"] = self.sound[rows.to(dev)[:, None], s.to(dev)] * volume.to(dev)[:, None]  # (B, n)
+        return batch
+
+
+class InMemoryLoader:
+    """What train.py iterates in place of a DataLoader: batches of `batch_size` (index, seed) keys from a
+    data.SeededSampler, cut by InMemoryClips; the last incomplete batch is dropped, as the loader's."""
+
+    def __init__(self, clips: InMemoryClips, sampler: torch.utils.data.Sampler, batch_size: int) -> None:
+        self.clips, self.sampler, self.batch_size = clips, sampler, batch_size
+
+    def __len__(self) -> int:
+        return len(self.sampler) // self.batch_size
+
+    def __iter__(self) -> Iterator[dict[str, Tensor]]:
+        keys = iter(self.sampler)
+        while len(chunk := list(itertools.islice(keys, self.batch_size))) == self.batch_size:
+            yield self.clips.batch(chunk)
+
+
+def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> int:
+    """What preloading `records` would hold, from the manifest's durations and one file's frame size:
+    uint8 frames at spec.fps and float32 sound at spec.audio_rate (the injected sounds, at most one per
+    video, counted as the videos' own)."""
+    from media import decode
+
+    if not records:
+        return 0
+    with decode.open_media(probe or records[0].path) as c:
+        v = c.streams.video[0].codec_context
+        pixels = v.width * v.height * 3
+    frames = sum(max(spec.frames, int(r.duration * spec.fps) + 1) for r in records)
+    sound = sum(r.audio_duration or r.duration for r in records) * spec.audio_rate * 4 if spec.audio_seconds else 0
+    return int(frames * pixels + 2 * sound)
+
+
+def free_bytes(device: torch.device) -> int:
+    """Memory free for the set: the GPU's where it trains on one, else the host's (MemAvailable), shared
+    by the processes torchrun starts on this node."""
+    import os
+
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return free // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def choose(preload: Any, records: list, spec: Any, device: torch.device | None = None) -> str:
+    """--preload as it applies: on or off as given (or a Config's older True / False); auto is on when
+    the decoded set fits in half the free memory of the host and, training on a GPU, of the GPU."""
+    mode = {True: "on", False: "off"}.get(preload, preload)
+    if mode != "auto":
+        return mode
+    need = decoded_bytes(list(records), spec)
+    places = [torch.device("cpu")] + ([device] if device is not None and device.type == "cuda" else [])
+    return "on" if all(need <= free_bytes(d) // 2 for d in places) else "off"

@@ -1,0 +1,93 @@
+"""media/in_memory.py: the batches cut on the device from memory are, bit for bit, the batches a DataLoader
+collates from the same preloaded set, for the same seed, epoch and index: injected sounds, failed files and
+a resumed epoch included; and --preload auto picks the path by the set's size against free memory."""
+
+import pytest
+import torch
+from torch.utils.data import default_collate
+
+import data
+from media import in_memory, manifest
+from media.clip import ClipSpec
+from test_data import _dataset_files
+
+SPEC = ClipSpec(size=24, frames=4, fps=8.0, n_mels=20, n_time=20)
+
+
+def _preloaded(tmp_path, files, n=8, **kwargs):
+    recs = _dataset_files(tmp_path, files, n=n)
+    pool = manifest.audio_pool(files["silent_pool"].parent)
+    return data.AVDataset(recs, SPEC, train=True, faulty_fraction=0.5, pool=pool, seed=3, preload=True, **kwargs)
+
+
+def _assert_same_batch(got, want):
+    assert set(got) >= {"video", "audio", "index", "failed"}
+    for key in ("video", "audio", "index", "failed"):
+        assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
+
+
+def test_in_memory_batches_equal_the_loaders_bit_for_bit_with_injected_sounds(tmp_path, files):
+    ds = _preloaded(tmp_path, files)
+    assert ds.injected.any() and not ds.injected.all()
+    clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
+    keys = [(i, 1000 + 7 * i) for i in range(len(ds))] + [(2, 5), (2, 6)]  # the same instance, other seeds
+    got = clips.batch(keys)
+    _assert_same_batch(got, default_collate([ds[k] for k in keys]))
+    assert got["video"].shape == (len(keys), 3, SPEC.frames, SPEC.size, SPEC.size)
+    assert not torch.equal(got["video"][-1], got["video"][-2])  # another seed, another cut
+
+
+def test_a_failed_file_gets_the_same_substitute_on_both_paths(tmp_path, files, capsys):
+    ds = _preloaded(tmp_path, files, max_bad_fraction=0.5)
+    bad = ds.records[0].path
+    ds.memory[bad] = (RuntimeError("broken"), None)  # as a file that did not decode is held
+    clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
+    keys = [(0, s) for s in range(4)] + [(1, 9)]
+    got = clips.batch(keys)
+    _assert_same_batch(got, default_collate([ds[k] for k in keys]))
+    assert (got["failed"][:4] == 0).all() and got["failed"][4] == -1 and (got["index"][:4] != 0).all()
+
+
+def test_the_in_memory_loader_follows_the_sampler_and_a_resumed_epoch(tmp_path, files):
+    ds = _preloaded(tmp_path, files)
+    sampler = data.SeededSampler(torch.utils.data.RandomSampler(ds, generator=torch.Generator()), seed=4)
+    loader = in_memory.InMemoryLoader(in_memory.InMemoryClips(ds, torch.device("cpu")), sampler, 3)
+    reference = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler, drop_last=True)
+    assert len(loader) == len(reference) == len(ds) // 3
+    for skip in (0, 3):  # a run stopped after one batch skips the items it trained on
+        sampler.set_epoch = lambda epoch, skip=0: None  # RandomSampler has no epochs
+        sampler.skip = skip
+        sampler.sampler.generator.manual_seed(11)
+        mine = list(loader)
+        sampler.sampler.generator.manual_seed(11)
+        theirs = list(reference)
+        assert len(mine) == len(theirs) == (len(ds) - skip) // 3
+        for a, b in zip(mine, theirs):
+            _assert_same_batch(a, b)
+
+
+def test_preload_auto_is_on_only_when_the_set_fits_in_half_the_free_memory(tmp_path, files, monkeypatch):
+    recs = _dataset_files(tmp_path, files, n=4)
+    need = in_memory.decoded_bytes(recs, SPEC)
+    assert need >= 4 * int(3.0 * SPEC.fps) * 32 * 32 * 3  # 4 videos of 3 s, 32x32 pixels
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2 * need)
+    assert in_memory.choose("auto", recs, SPEC) == "on"
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2 * need - 2)
+    assert in_memory.choose("auto", recs, SPEC) == "off"
+    assert in_memory.choose("on", recs, SPEC) == "on" and in_memory.choose(False, recs, SPEC) == "off"
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_train_py_names_the_path_it_took_and_records_it_resolved(tiny_data, tmp_path, capsys, mode):
+    from config import parse_config
+
+    cfg = parse_config(
+        ["--preset", "demo", "--data", str(tiny_data), "--num-negatives", "7", "--batch-size", "8", "--preload", mode]
+    )
+    ds = data.build_train_set(cfg)
+    data.train_loader(cfg, ds, 0, 1, torch.device("cpu"))
+    said = capsys.readouterr().out
+    assert said.startswith("train.py: data in memory" if mode == "on" else "train.py: data read from the files")
+    cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--num-negatives", "7", "--preload", "auto"])
+    data.build_train_set(cfg)
+    assert cfg.preload in ("on", "off")  # what the checkpoint keeps, so a resume compares like with like
