@@ -92,16 +92,22 @@ class InMemoryClips:
         ]
         t = torch.tensor(first)[:, None] + torch.arange(spec.frames)  # (B, T)
         t = torch.minimum(t, self.lengths[idx, None] - 1)  # (B, T): a short video repeats its last frame
-        clips = self.frames[idx.to(dev)[:, None], t.to(dev)]  # (B, T, H, W, 3)
+        rows = (idx[:, None] * self.frames.shape[1] + t).flatten()  # (B*T,) rows of the (N*F, H*W*3) table
+        clips = self.frames.flatten(0, 1).index_select(0, rows.to(dev)).view(len(idx), -1, *self.frames.shape[2:])
         crop = self.dataset.transform
         video = torch.stack([crop.apply(clip, d["box"], d["flip"]) for clip, d in zip(clips, items)])  # (B, 3, T, S, S)
         batch = {"video": video, "index": idx.to(dev), "failed": torch.tensor([d["failed"] for d in items])}
         if self.n:
-            rows = torch.tensor([self.row[d["audio_path"] or self.dataset.records[d["index"]].path] for d in items])
-            k = torch.tensor([int(round(d["audio_start"] * spec.audio_rate)) for d in items])  # (B,) first sample
-            s = torch.clamp(k[:, None] + torch.arange(self.n), max=self.sound.shape[1] - 1)  # (B, n)
+            last = self.sound.shape[1] - self.n  # past a sound's end every window is zeros
+            windows = [
+                self.sound[self.row[d["audio_path"] or self.dataset.records[d["index"]].path]][
+                    # (S,)
+                    (k := min(int(round(d["audio_start"] * spec.audio_rate)), last)) : k + self.n
+                ]  # (n,)
+                for d in items
+            ]
             volume = torch.tensor([d["volume"] for d in items], dtype=torch.float32)  # (B,)
-            batch["audio"] = self.sound[rows.to(dev)[:, None], s.to(dev)] * volume.to(dev)[:, None]  # (B, n)
+            batch["audio"] = torch.stack(windows) * volume.to(dev)[:, None]  # (B, n)
         return batch
 
 

@@ -6,6 +6,7 @@
     python -m tools.bench parts --root data/prepared      # a clip's ms, part by part, this checkout's code
     python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
+    python -m tools.bench epoch [--preset demo --epochs 3 --preload on off]  # an epoch's split: tools/bench_epoch.py
     python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
     python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
 
@@ -38,6 +39,7 @@ from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint
 from tools import prepare
+from tools.bench_epoch import bench_epoch
 
 
 def bench_data(args):
@@ -341,7 +343,7 @@ def bench_scan(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("cmd", choices=["data", "parts", "model", "step", "eval", "scan"])
+    p.add_argument("cmd", choices=["data", "parts", "model", "step", "epoch", "eval", "scan"])
     p.add_argument("--rounds", type=int, default=6, help="passes over the videos (parts)")
     p.add_argument("--preset", default=None, help="train.py preset (default: demo for data, ablation otherwise)")
     p.add_argument("--root", default="data/synth", help="dataset as it comes (data)")
@@ -373,9 +375,13 @@ def main(argv=None):
     p.add_argument("--loader-batch", type=int, default=8, help="the DataLoader's batch (data)")
     p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
+    p.add_argument("--epochs", type=int, default=3, help="epochs timed, the first left out of the means (epoch)")
+    p.add_argument("--faulty", type=float, default=0.5, help="share of injected faulty positives (epoch)")
+    p.add_argument("--preload", nargs="+", default=["on"], choices=["auto", "on", "off"], help="paths to split (epoch)")
     args = p.parse_args(argv)
-    args.preset = args.preset or "ablation"
-    commands = {"data": bench_data, "parts": bench_parts, "eval": bench_eval, "scan": bench_scan}
+    args.preset = args.preset or ("demo" if args.cmd == "epoch" else "ablation")
+    args.root = None if args.cmd == "epoch" and args.root == "data/synth" else args.root  # epoch: the preset's set
+    commands = {"data": bench_data, "parts": bench_parts, "eval": bench_eval, "scan": bench_scan, "epoch": bench_epoch}
     commands.get(args.cmd, bench_model_and_step)(args)
 
 

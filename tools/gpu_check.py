@@ -13,6 +13,10 @@ bring PyAV as a wheel), it runs and writes one table (`make gpu-check`: the comm
              losses finite and falling, the resume picks up the checkpoint, evaluation runs on CUDA
   d. ddp     torchrun --nproc_per_node=2: NCCL when there are two GPUs, else gloo on the CPU (NCCL
              takes one GPU per rank): the two ranks' models and memory banks must be identical
+  e. demo    `make demo`'s command from a fresh set (generation included): its wall time from the command
+             to the table (goal <= 60 s) and the share of the warm-up spent waiting for data (goal <= 5%);
+             then one claims setting (a 50% warm-up and five 24-epoch branches, experiments/claims.py),
+             timed, and the whole claims plan's time on this GPU extrapolated from it (goal <= 20 min)
 
 Nothing here needs a GPU to import. Without CUDA it says so in one line and exits 0, so CI is
 unaffected; `--cpu-smoke` runs every part on the CPU at toy sizes (tests/test_gpu_check.py).
@@ -205,6 +209,53 @@ def ddp_section(work, smoke):
     ], same
 
 
+def demo_section(work, smoke):
+    """make demo's command, timed end to end on a freshly generated set; then one claims setting."""
+    import json
+    import shutil
+
+    from experiments import claims
+
+    folder = work / "demo"
+    shutil.rmtree(folder, ignore_errors=True)
+    data = work / "synth" if smoke else folder / "synth_src2p"  # the smoke run reuses train's toy set
+    toy = ["--warmup-epochs", "1", "--epochs", "1", "--methods", "xid", "weighted", "--trials", "2", "--no-figures"]
+    toy += ["--size", "32", "--frames", "4", "--batch-size", "8", "--num-negatives", "15"]
+    cmd = [sys.executable, "-m", "experiments.demo", "--fresh", "--data", data, "--runs", folder, "--results", folder]
+    cmd += toy if smoke else ["--compare", ROOT / "results" / "demo.json"]
+    t0 = time.time()
+    res = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True)
+    wall = time.time() - t0
+    if res.returncode:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+    log = runstate.read_log(folder / "seed0_faulty50" / "warmup" / "log.jsonl")
+    wait = sum(r["data_wait"] for r in log) / len(log)
+    lines = [
+        f"`make demo`'s command, data generation included: {wall:.0f} s from the command to the table (goal <= 60 s); "
+        f"the warm-up waited for data {wait:.0%} of its time (goal <= 5%), {log[-1]['clips_per_s']:.0f} clips/s "
+        "in its last epoch"
+    ]
+    ok = wall <= 60 and wait <= 0.05
+    if not smoke:  # one claims setting: warm-up and five 24-epoch branches, on the demo's freshly made set
+        args = argparse.Namespace(data=str(data), runs=str(folder / "claims"), results=str(folder / "claims"))
+        claims.demo.ensure_data(claims.TRANSFER)
+        t0 = time.time()
+        claims.run_one(args, (claims.FIRST_SEED, 0.5, claims.FIG7 + ["soft", "robust"], ()))
+        one = time.time() - t0
+        split = json.loads((folder / "claims" / f"seed{claims.FIRST_SEED}_faulty50" / "time_split.json").read_text())
+        warm = split.get("warm-up", 0.0)
+        branch = (one - warm) / 5  # a branch with its evaluations
+        branches = sum(len(m) + sum(len(claims.SWEEP_VALUES[k]) for k in knobs) for _, _, m, knobs in claims.plan())
+        total = len(claims.plan()) * warm + branches * branch
+        lines.append(
+            f"One claims setting (50%, warm-up and 5 branches of 24 epochs): {one:.0f} s ({warm:.0f} s warm-up). The "
+            f"plan's {len(claims.plan())} settings and {branches} branches, one after another: about "
+            f"{total / 60:.0f} min (goal <= 20 min; `claims run --jobs N` runs N side by side on one GPU)"
+        )
+        ok = ok and total <= 20 * 60
+    return lines, ok
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -215,7 +266,7 @@ def main(argv=None):
     )
     p.add_argument("--work", default="runs/gpu_check", help="generated data and runs (reused when there)")
     p.add_argument("--cpu-smoke", action="store_true", help="every part on the CPU at toy sizes (for the tests)")
-    p.add_argument("--parts", nargs="+", default=["step", "data", "train", "ddp"])
+    p.add_argument("--parts", nargs="+", default=["step", "data", "train", "ddp", "demo"])
     args = p.parse_args(argv)
     problem = devices.cuda_problem()
     if problem and not args.cpu_smoke:
@@ -242,6 +293,9 @@ def main(argv=None):
     if "ddp" in args.parts:
         lines, verdict["DDP replicas identical"] = ddp_section(work, smoke)
         text += ["## d. DDP\n", *lines, ""]
+    if "demo" in args.parts:
+        lines, verdict["make demo <= 60 s, claims plan <= 20 min"] = demo_section(work, smoke)
+        text += ["## e. make demo and one claims setting\n", *lines, ""]
     text += ["## Verdict\n"] + [
         f"- {k}: {'n/a (no GPU)' if v is None else 'yes' if v else 'NO'}" for k, v in verdict.items()
     ]
