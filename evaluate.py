@@ -351,11 +351,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.task == "report":
         try:
             print(report.report(args.ckpt))
-        except (
-            FileNotFoundError,
-            records.RecordsError,
-        ) as err:  # a corrupt eval.json: the next evaluation sets it aside
-            raise SystemExit(f"evaluate.py: {err}") from None
+        except (FileNotFoundError, records.RecordsError) as err:  # a corrupt eval.json: nothing of it read
+            aside = "; the next evaluation sets it aside" if isinstance(err, records.RecordsError) else ""
+            raise SystemExit(f"evaluate.py: {err}{aside}") from None
         return
     if args.finetune_batch % args.accumulate:
         p.error(f"--accumulate {args.accumulate}: expected a divisor of --finetune-batch ({args.finetune_batch})")

@@ -305,9 +305,9 @@ def test_a_corrupt_eval_json_is_set_aside_in_one_line_and_the_new_record_kept(uc
     (ckpt.parent / "eval.json").write_text('{"format": 2, "rec')
     with pytest.raises(SystemExit) as stop:
         evaluate.main(["report", str(ckpt)])
-    assert "\n" not in str(stop.value.code) and f"{ckpt.parent / 'eval.json'} is not an evaluation records file" in str(
-        stop.value.code
-    )
+    said = str(stop.value.code)
+    assert "\n" not in said and f"{ckpt.parent / 'eval.json'} is not an evaluation records file" in said, said
+    assert said.endswith("the next evaluation sets it aside")
     evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)])
     err = capsys.readouterr().err.strip().splitlines()
     said = [line for line in err if "eval.json" in line]
