@@ -29,10 +29,10 @@ prints the protocol it ran and stores it with its numbers as a record of CKPT_DI
 checkpoint's epoch and digest, dataset, layout, fold, split lists and protocol (persistence/records.py); a
 fine-tune keeps its state and result in files of its own first (protocols/finetune.py), so that a rerun
 resumes it. Feature caches of other versions of the checkpoint file are removed (--keep-cache keeps them).
-A query set that shares a file with its
-gallery (or a test split that shares one with the train split) is refused; so is a split that lost a
-video of its official list, unless --allow-missing. A checkpoint whose run is still training there
-is evaluated as it is (the record names its epoch): evaluation writes only files of its own.
+A query set that shares a file with its gallery (or a test split that shares one with the train split) is
+refused; so is a split that lost a video of its official list, unless --allow-missing. A checkpoint whose
+run is still training there is evaluated as it is (the record names its epoch and digest): evaluation
+writes only files of its own.
 
     .venv/bin/python evaluate.py all runs/demo/robust/ckpt.pt                 # on the data it was trained on
     .venv/bin/python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1 2 3

@@ -55,7 +55,7 @@ def deviations(rec: dict[str, Any]) -> list[str]:
         f"{n}-shot capped at {c} (the fewest train videos of a class)"
         for n, c in rec["protocol"].get("capped", {}).items()
     ]
-    return out + ([] if official(rec) else [f"split lists from {rec['splits']['annotations']} (not the layout's own)"])
+    return out + ([] if official(rec) else [f"split lists from {rec['splits']['annotations']} (--annotations)"])
 
 
 def official(rec: dict[str, Any]) -> bool:
