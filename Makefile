@@ -52,5 +52,13 @@ GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
 	$(GPU_PYTHON) -m tools.gpu_check --out results/gpu.md
 
+# Only what the project generates: the synthetic sets under data/ (each holds synthetic.py's marker),
+# make demo's runs/make_demo, and caches. A folder of data/ without the marker (a dataset of yours) and
+# runs/ otherwise (your training runs, e.g. the README's runs/k400) stay.
 clean:
-	rm -rf runs data/synth data/synth2000 data/synth_src2p .pytest_cache
+	@for d in data/*/; do \
+		if [ -f "$$d.robust_xid_synthetic" ]; then rm -rf "$$d" && echo "removed $$d (a synthetic set)"; fi; \
+	done
+	rm -rf runs/make_demo .pytest_cache .ruff_cache mutants
+	find . -path ./.venv -prune -o -name __pycache__ -type d -exec rm -rf {} +
+	@echo "kept: runs/ other than runs/make_demo, and every folder of data/ that synthetic.py did not make"

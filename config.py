@@ -47,6 +47,9 @@ def between(lo: float, hi: float, hi_open: bool = False) -> Check:
 POSITIVE = Check(lambda v: v > 0, "a value above 0")
 SHARE = between(0, 1, hi_open=True)
 ANY = Check(lambda v: True, "any value")
+DEVICE = Check(
+    lambda v: v in ("auto", "cuda", "cpu") or (v[:5] == "cuda:" and v[5:].isdigit()), "auto, cuda, cuda:N or cpu"
+)
 
 
 def _opt(default: Any, text: str, group: str, check: Check = ANY) -> Any:
@@ -186,10 +189,10 @@ class Config:
     )
     device: str = _opt(
         "auto",
-        "auto: a usable GPU, else the CPU, warning where an NVIDIA device cannot be used | cuda: stop when "
-        "no GPU is usable | cpu",
+        "auto: a usable GPU, else the CPU, warning where an NVIDIA device cannot be used | cuda, cuda:N: stop "
+        "when that GPU is not usable | cpu",
         "engineering",
-        check=one_of("auto", "cuda", "cpu"),
+        check=DEVICE,
     )
     pin_workers: str = _opt(
         "auto",
@@ -420,7 +423,16 @@ def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Confi
     return Config(**saved)
 
 
+PATHS = ("data", "annotations", "manifest", "faulty_pool")  # the dataset's files, as --data etc. name them
+
+
+def absolute_paths(values: dict[str, Any]) -> dict[str, Any]:
+    """A Config as a dict, its dataset paths resolved against the working directory: a checkpoint then
+    names its data wherever it is evaluated from, and a relative and an absolute --data are one setting."""
+    return values | {k: str(Path(values[k]).resolve()) for k in PATHS if values.get(k)}
+
+
 def result_changes(old: Config, new: Config) -> dict[str, tuple[Any, Any]]:
     """Fields, other than ENGINEERING ones, whose values differ between two Configs: {name: (old, new)}."""
-    a, b = asdict(old), asdict(new)
+    a, b = absolute_paths(asdict(old)), absolute_paths(asdict(new))
     return {k: (a[k], b[k]) for k in a if k not in ENGINEERING and a[k] != b[k]}

@@ -19,16 +19,20 @@
 
 This file holds the protocols' entry (`evaluate`, the command line); the features they read are
 protocols/features.py's, the datasets of a split data.py's (eval_set, check_disjoint). `--modality audio` runs
-retrieval and few-shot on the audio encoder's features; `--fold 1 2 3` runs each fold and prints their
-mean and standard deviation.
+retrieval and few-shot on the audio encoder's features; `--fold 1 2 3` runs each fold and prints every
+task's numbers per fold and their mean and standard deviation. More shots than the fewest training videos
+of a class are capped there, and the record says so.
 
 Deviations are named options, off by default: --standardise (few-shot), --select-on-val (fine-tune),
 --accumulate (gradient accumulation when a batch of 192 does not fit), --clips below 10. Every task
-prints the protocol it ran and stores it with its numbers as a record of CKPT_DIR/eval.json, keyed by
-dataset, layout, fold and protocol (persistence/records.py). A query set that shares a file with its
-gallery (or a test split that shares one with the train split) is refused; so is a split that lost a
-video of its official list, unless --allow-missing. A checkpoint whose run is still training there
-is evaluated as it is (the record names its epoch): evaluation writes only files of its own.
+prints the protocol it ran and stores it with its numbers as a record of CKPT_DIR/eval.json, keyed by the
+checkpoint's epoch and digest, dataset, layout, fold, split lists and protocol (persistence/records.py); a
+fine-tune keeps its state and result in files of its own first (protocols/finetune.py), so that a rerun
+resumes it. Feature caches of other versions of the checkpoint file are removed (--keep-cache keeps them).
+A query set that shares a file with its gallery (or a test split that shares one with the train split) is
+refused; so is a split that lost a video of its official list, unless --allow-missing. A checkpoint whose
+run is still training there is evaluated as it is (the record names its epoch and digest): evaluation
+writes only files of its own.
 
     .venv/bin/python evaluate.py all runs/demo/robust/ckpt.pt                 # on the data it was trained on
     .venv/bin/python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1 2 3
@@ -44,12 +48,12 @@ from torch import Tensor
 
 import data
 from analysis import fewshot, report, weights
-from config import POSITIVE, Check, OneLineParser, at_least, between, one_of
-from machinery.devices import DEVICES, DeviceError, default_device, resolve_device, start_line
+from config import DEVICE, POSITIVE, Check, OneLineParser, at_least, between, one_of
+from machinery.devices import DeviceError, default_device, resolve_device, start_line
 from media.loader_workers import workers_per_process
 from persistence import records, runstate
 from persistence.checkpoint import CheckpointError, read_pretrained
-from protocols import finetune
+from protocols import features, finetune
 from protocols.features import CLIPS, MODALITIES, cached_features, eval_splits, export, fold_of, split_videos
 from protocols.finetune import FINETUNE
 
@@ -96,7 +100,7 @@ def protocol_of(task: str, **settings: Any) -> dict[str, Any]:
         "retrieval": "{encoder}last conv map ({feature_dim} values{paper_map}) averaged over "
         "{clips_text}, Euclidean distance, test queries the train split",
         "fewshot": "{encoder}max-pooled features averaged over {clips_text}, one-vs-all linear SVM C=1, "
-        "{trials} trials{scaled}",
+        "{trials} trials{scaled}{capped_text}",
         "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
         "cosine, backbone x0.1, wd 1e-3, dropout 0.5, {frames}-frame clips, {select}",
         "analysis": "bank scores and eq. (6) weights vs the known faulty positives; soft-target mass",
@@ -107,6 +111,10 @@ def protocol_of(task: str, **settings: Any) -> dict[str, Any]:
         "encoder": "the audio encoder's 2-s log-mel clips (not the paper's): " if audio else "",
         "paper_map": "" if audio else "; the paper's is 4x4x512 at 112x112",
         "scaled": ", standardised (not the paper's)" if settings.get("standardise") else ", raw",
+        "capped_text": "".join(
+            f"; {n}-shot capped at {c}, the fewest train videos of a class"
+            for n, c in settings.get("capped", {}).items()
+        ),
         "clips_text": "10 clips"
         if settings.get("clips", CLIPS) == CLIPS
         else f"{settings['clips']} clips (the paper's: 10)",
@@ -132,13 +140,15 @@ def evaluate(
     clips: int = CLIPS,
     modality: str = "video",
     allow_missing: bool = False,
+    keep_cache: bool = False,
 ) -> dict[str, Any]:
     """Run `tasks` on a checkpoint, with `clips` per video for the retrieval and few-shot features (the
     paper's 10; fewer is a named deviation, stored in the protocol) of the `modality` encoder; returns
     {task: results} with each task's protocol, and adds each task's record to CKPT_DIR/eval.json
     (persistence/records.py). A split that lost a video of its list stops it (MissingVideos) unless
     allow_missing. It writes only files of its own beside the checkpoint (feature caches, eval.json
-    under its own lock, plots), so a run still training in that folder does not stop it."""
+    under its own lock, plots, a fine-tune's state and result), so a run still training in that folder does
+    not stop it; then it removes the feature caches of other versions of the checkpoint file, unless keep_cache."""
     if not Path(ckpt).is_file():
         raise FileNotFoundError(f"checkpoint not found: {ckpt}")
     if modality == "audio" and {"finetune", "analysis"} & set(tasks):
@@ -157,11 +167,12 @@ def evaluate(
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
     splits = eval_splits(cfg, need_audio=modality == "audio", allow_missing=allow_missing)
+    identity = features.split_identity(cfg, splits)
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
         encoder = model.audio if modality == "audio" else model.video
         tr, te = (
-            cached_features(ckpt, pre.stamp, cfg, encoder, s, splits[s].records, device, workers, clips, modality)
+            cached_features(ckpt, pre, cfg, encoder, s, splits[s].records, device, workers, clips, modality)
             for s in ("train", "test")
         )
         data.check_disjoint(splits["test"].records, splits["train"].records, "the test queries and the train gallery")
@@ -171,19 +182,15 @@ def evaluate(
             "protocol": protocol_of("retrieval", feature_dim=int(te["fmap"].shape[1]), **named(clips, modality)),
         }
     if "fewshot" in tasks:
+        used, capped = fewshot.cap_shots(tr["labels"].numpy(), shots)
+        jobs = jobs or torch.get_num_threads()
         fs = fewshot.few_shot(
-            tr["pooled"],
-            tr["labels"],
-            te["pooled"],
-            te["labels"],
-            shots,
-            trials,
-            standardise=standardise,
-            jobs=jobs or torch.get_num_threads(),
+            tr["pooled"], tr["labels"], te["pooled"], te["labels"], used, trials, standardise=standardise, jobs=jobs
         )
+        settings = {"trials": trials, "standardise": standardise, **named(clips, modality)}
         results["fewshot"] = {
             **{f"{n}-shot": v for n, v in fs.items()},
-            "protocol": protocol_of("fewshot", trials=trials, standardise=standardise, **named(clips, modality)),
+            "protocol": protocol_of("fewshot", **settings, **({"capped": capped} if capped else {})),
         }
     if "analysis" in tasks:
         faulty, labels = instances["faulty"], instances["labels"]
@@ -217,32 +224,30 @@ def evaluate(
             "curve_every": 0,
             **(finetune_args or {}),
         }
+        about = [pre.digest, str(Path(cfg.data).resolve()), cfg.layout, fold_of(cfg), identity["lists"]]
+        about += [cfg.size, cfg.fps, sorted(fa.items())]  # what makes the fine-tune: its files' key
+        args = ("epochs", "lr", "lr_min", "batch_size", "accumulate", "frames", "select_on_val", "curve_every")
+        resume = features.version_file("finetune", ckpt, pre.digest, json.dumps(about, default=str))
         res = finetune.finetune(
-            model.video,
-            cfg,
-            epochs=fa["epochs"],
-            lr=fa["lr"],
-            lr_min=fa["lr_min"],
-            batch_size=fa["batch_size"],
-            accumulate=fa["accumulate"],
-            frames=fa["frames"],
-            select_on_val=fa["select_on_val"],
-            device=device,
-            workers=workers,
-            curve_every=fa["curve_every"],
+            model.video, cfg, **{k: fa[k] for k in args}, device=device, workers=workers, resume=resume
         )
         keep = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
         results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in keep})}
     for task, res in results.items():
         if "protocol" in res:
             print(f"[evaluate] {task}: {res['protocol']['text']}")
-    keep_record(ckpt, pre.epoch, cfg, results, split_videos(splits))
+    keep_record(ckpt, pre, cfg, results, split_videos(splits), identity)
+    gone = [] if keep_cache else features.prune_caches(ckpt, pre.digest)
+    if gone:
+        print(f"evaluate.py: removed {len(gone)} feature caches of other versions of {ckpt} (--keep-cache keeps them)")
     return results
 
 
-def keep_record(ckpt: str | Path, epoch: int, cfg: Any, results: dict[str, Any], videos: dict[str, Any]) -> None:
-    """Each task's results as a record of CKPT_DIR/eval.json; the analysis task's are the three parts
-    evaluate returns beside it."""
+def keep_record(
+    ckpt: str | Path, pre: Any, cfg: Any, results: dict[str, Any], videos: dict[str, Any], splits: dict[str, Any]
+) -> None:
+    """Each task's results as a record of CKPT_DIR/eval.json, keyed by the checkpoint version `pre` read and
+    the split lists; the analysis task's are the three parts evaluate returns beside it."""
     new = []
     for task, res in results.items():
         if "protocol" not in res:
@@ -250,9 +255,15 @@ def keep_record(ckpt: str | Path, epoch: int, cfg: Any, results: dict[str, Any],
         numbers = {k: v for k, v in res.items() if k != "protocol"}
         if task == "analysis":
             numbers = {k: results[k] for k in records.ANALYSIS_PARTS}
-        rec = records.record(task, ckpt, epoch, cfg.data, cfg.layout, fold_of(cfg), res["protocol"], numbers, videos)
-        new.append(rec)
-    records.add(Path(ckpt).parent / records.NAME, new)
+        where = (cfg.data, cfg.layout, fold_of(cfg))
+        new.append(records.record(task, ckpt, pre.epoch, *where, res["protocol"], numbers, videos, pre.digest, splits))
+    try:
+        records.add(Path(ckpt).parent / records.NAME, new)
+    except OSError as err:  # a full disk, no permission: one line; a fine-tune's result is in its own file
+        raise SystemExit(
+            f"evaluate.py: could not write {Path(ckpt).parent / records.NAME} ({err}); rerunning the command "
+            "records it (a fine-tune's result is kept in finetune_*.json beside it, and not trained again)"
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -289,7 +300,8 @@ def main(argv: list[str] | None = None) -> None:
         default="video",
         help="whose features retrieval and few-shot read (paper: video)",
     )
-    p.add_argument("--out", help="features: the .npz to write")
+    p.add_argument("--out", help="features: the .npz to write (a new file, or one features wrote)")
+    p.add_argument("--keep-cache", action="store_true", help="keep the feature caches of other checkpoint versions")
     p.add_checked("--trials", at_least(1), type=int, default=50, help="few-shot trials (paper: 50)")
     p.add_argument("--standardise", action="store_true", help="few-shot on standardised features (paper: raw)")
     p.add_checked("--finetune-epochs", at_least(1), type=int, default=FINETUNE["epochs"], help="paper: 200")
@@ -327,7 +339,7 @@ def main(argv: list[str] | None = None) -> None:
         default=-1,
         help="DataLoader workers; -1: the cores available, at most 16 (as train.py's --workers)",
     )
-    p.add_checked("--device", one_of(*DEVICES), default="auto", help="auto | cuda (stop when no GPU is usable) | cpu")
+    p.add_checked("--device", DEVICE, default="auto", help="auto | cuda | cuda:N (stop when it is not usable) | cpu")
     p.add_checked(
         "--jobs",
         at_least(1),
@@ -339,13 +351,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.task == "report":
         try:
             print(report.report(args.ckpt))
-        except FileNotFoundError as err:
-            raise SystemExit(f"evaluate.py: {err}") from None
+        except (FileNotFoundError, records.RecordsError) as err:  # a corrupt eval.json: nothing of it read
+            aside = "; the next evaluation sets it aside" if isinstance(err, records.RecordsError) else ""
+            raise SystemExit(f"evaluate.py: {err}{aside}") from None
         return
     if args.finetune_batch % args.accumulate:
         p.error(f"--accumulate {args.accumulate}: expected a divisor of --finetune-batch ({args.finetune_batch})")
     if args.task == "features" and not args.out:
         p.error("features: --out FILE.npz names the file to write")
+    if args.task == "features":
+        try:
+            features.check_out(args.out)  # before the checkpoint is read: a folder, or a file of another kind, stays
+        except ValueError as err:
+            p.error(str(err))
     folds = args.fold or [None]
     if args.task == "features" and len(folds) > 1:  # one --out file: a second fold would overwrite the first
         p.error(f"features: one --fold per file (given {' '.join(map(str, folds))}); run it once per fold")
@@ -358,6 +376,7 @@ def main(argv: list[str] | None = None) -> None:
     workers = workers_per_process(args.workers)
     print(start_line("evaluate.py", device, 1, "fp32", workers))
     overrides = {k: v for k in ("data", "layout", "annotations", "manifest") if (v := getattr(args, k)) is not None}
+    overrides |= {k: str(Path(overrides[k]).resolve()) for k in ("data", "annotations", "manifest") if k in overrides}
     if "data" in overrides:
         overrides.setdefault("manifest", "")  # the evaluation set's own manifest
     tasks = ["retrieval", "fewshot", "analysis", "finetune"] if args.task == "all" else [args.task]
@@ -400,6 +419,7 @@ def main(argv: list[str] | None = None) -> None:
                 clips=args.clips,
                 modality=args.modality,
                 allow_missing=args.allow_missing,
+                keep_cache=args.keep_cache,
             )
     except (CheckpointError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: {err}") from err

@@ -45,6 +45,16 @@ def svm_trial(
     return float((svm.predict(xt) == test_y).mean())
 
 
+def cap_shots(train_y: ArrayLike, shots: Sequence[int]) -> tuple[list[int], dict[str, int]]:
+    """The shots that can be run on these training labels: n beyond the fewest training videos of a class
+    would draw every video of that class in every trial (an n-shot number that is not, with an SD of 0), so
+    it is capped there. Returns (the shots to run, {asked: capped at} for each capped one)."""
+    counts = np.bincount(np.asarray(train_y))
+    fewest = int(counts[counts > 0].min())
+    capped = {str(n): fewest for n in shots if n > fewest}
+    return sorted({min(n, fewest) for n in shots}), capped
+
+
 def few_shot(
     train_x: ArrayLike,
     train_y: ArrayLike,

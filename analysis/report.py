@@ -1,9 +1,12 @@
 """A checkpoint's evaluation records as the paper's table rows, in %: Tables 1-2 (fine-tuning accuracy and
 retrieval R@5 on UCF101 and HMDB51, Sec. 5), Table 4 (retrieval R@1/5/20) and Table 5 (few-shot 1/5/20-shot,
-Sec. 6). A cell is the mean over the folds recorded, with their standard deviation when there are several;
-a cell measured under a protocol other than the paper's is marked and its deviation named below the table.
-Then every record of the checkpoint, whatever its dataset; and `fold_table`, the rows of one `--fold 1 2 3`
-run with their mean and standard deviation.
+Sec. 6). A row per version of the checkpoint file (its epoch and content digest: a run that went on training
+saved a later one under the same name), a cell the mean over the folds recorded of that version, one copy of
+the dataset and one definition of its split lists, with their standard deviation when there are several; a
+cell measured under a protocol other than the paper's, or on split lists other than the layout's own
+(--annotations), is marked and the difference named below the table. Then every record of the checkpoint,
+whatever its dataset; and `fold_table`, the rows of one `--fold 1 2 3` run (each task's numbers: R@k, n-shot,
+fine-tune top-1) with their mean and standard deviation.
 
     .venv/bin/python evaluate.py report runs/k400/ckpt.pt
 
@@ -33,14 +36,31 @@ PAPER = {  # the protocol options whose values are the paper's (Sec. 5.1, Sec. 6
 def number(results: dict[str, Any], name: str) -> float | None:
     """One result; a few-shot result is [mean, std] over its trials, and its mean is the number."""
     value = results.get(name)
-    return value[0] if isinstance(value, list) else value
+    return value[0] if isinstance(value, list | tuple) else value
+
+
+def numbers(results: dict[str, Any]) -> dict[str, float]:
+    """A task's headline numbers, by their names in the tables: R@k, n-shot (the trials' mean), and the
+    fine-tune's top-1 (test_acc)."""
+    names = [k for k in results if k.startswith("R@") or k.endswith("-shot") or k == "test_acc"]
+    return {"top-1" if k == "test_acc" else k: number(results, k) for k in names}
 
 
 def deviations(rec: dict[str, Any]) -> list[str]:
-    """How a record's protocol differs from the paper's, in words ([] for the paper's)."""
+    """How a record's protocol and split lists differ from the paper's, in words ([] for the paper's)."""
     opts, paper = records.options(rec), PAPER.get(rec["task"], {})
     out = [f"{k} {opts[k]} (paper: {v})" for k, v in paper.items() if k in opts and opts[k] != v]
-    return out + [f"{k} {opts[k]} (paper: 10)" for k in ("clips",) if k in opts]
+    out += [f"{k} {opts[k]} (paper: 10)" for k in ("clips",) if k in opts]
+    out += [
+        f"{n}-shot capped at {c} (the fewest train videos of a class)"
+        for n, c in rec["protocol"].get("capped", {}).items()
+    ]
+    return out + ([] if official(rec) else [f"split lists from {rec['splits']['annotations']} (--annotations)"])
+
+
+def official(rec: dict[str, Any]) -> bool:
+    """Whether a record ran on the layout's own split lists (not --annotations')."""
+    return not (rec.get("splits") or {}).get("annotations")
 
 
 def modality(rec: dict[str, Any]) -> str:
@@ -54,16 +74,22 @@ def percent(values: list[float]) -> str:
 
 
 def cell(recs: list[dict[str, Any]], task: str, layout: str, mod: str, result: str) -> tuple[str, list[str]]:
-    """A table cell: the mean over the folds of one protocol (the paper's if recorded, else the latest),
-    and that protocol's deviations."""
+    """A table cell: the mean over the folds of one checkpoint version, one copy of the dataset, one
+    definition of its split lists and one protocol (the paper's if recorded, else the latest), and how
+    that differs from the paper's. `recs` are usually one version's (table's rows)."""
     found = [r for r in recs if r["task"] == task and r["layout"] == layout and modality(r) == mod]
     groups: dict[str, list[dict[str, Any]]] = {}
-    for r in found:  # folds of one copy of the dataset under one protocol: never two copies averaged
-        groups.setdefault(json.dumps([r["dataset"], records.options(r)], sort_keys=True), []).append(r)
+    for r in found:  # never two checkpoints, two copies of a dataset or two split definitions averaged
+        ident = [records.version(r), r["dataset"], r.get("splits"), records.options(r)]
+        groups.setdefault(json.dumps(ident, sort_keys=True), []).append(r)
     if not groups:
         return "-", []
-    # the paper's protocol first, then the most folds, then the latest written
-    group = max(groups.values(), key=lambda g: (not deviations(g[0]), len(g), max(r["written"] or "" for r in g)))
+
+    # the layout's own split lists first, then the paper's protocol, the most folds, the latest written
+    def rank(g: list[dict[str, Any]]) -> tuple:
+        return official(g[0]), not deviations(g[0]), len(g), max(r["written"] or "" for r in g)
+
+    group = max(groups.values(), key=rank)
     values = [v for r in sorted(group, key=lambda r: r["fold"] or 0) if (v := number(r["results"], result)) is not None]
     if not values:
         return "-", []
@@ -76,19 +102,28 @@ def table(title: str, columns: list[tuple[str, str, str]], recs: list[dict[str, 
     head = [f"{DATASETS[layout]} {name}" for layout in DATASETS for _, name, _ in columns]
     lines = [f"{title} (%)", "", "| checkpoint | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
     notes = []
-    for mod in sorted({modality(r) for r in recs}, key=lambda m: m != "video"):
-        if mod != "video" and any(task == "finetune" for task, _, _ in columns):
-            continue  # fine-tuning is the video encoder's
-        cells = []
-        for layout in DATASETS:
-            for task, _, result in columns:
-                text, dev = cell(recs, task, layout, mod, result)
-                if dev:
-                    notes.append(f"{DATASETS[layout]} {task}: " + ", ".join(dev))
-                    text += f" [{len(notes)}]"
-                cells.append(text)
-        lines.append(f"| {label}{'' if mod == 'video' else f', {mod} encoder'} | " + " | ".join(cells) + " |")
+    for version in sorted({records.version(r) for r in recs}):  # a row per version of the checkpoint file
+        mine = [r for r in recs if records.version(r) == version]
+        for mod in sorted({modality(r) for r in mine}, key=lambda m: m != "video"):
+            if mod != "video" and any(task == "finetune" for task, _, _ in columns):
+                continue  # fine-tuning is the video encoder's
+            cells = []
+            for layout in DATASETS:
+                for task, _, result in columns:
+                    text, dev = cell(mine, task, layout, mod, result)
+                    if dev:
+                        notes.append(f"{DATASETS[layout]} {task}: " + ", ".join(dev))
+                        text += f" [{len(notes)}]"
+                    cells.append(text)
+            name = f"{label}, {version_text(version)}{'' if mod == 'video' else f', {mod} encoder'}"
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines + [""] + [f"[{i}] not the paper's protocol: {n}" for i, n in enumerate(notes, 1)]
+
+
+def version_text(version: tuple[int, str]) -> str:
+    """A checkpoint version in words: its epoch and the start of its digest."""
+    epoch, digest = version
+    return ("epoch not recorded" if epoch < 0 else f"epoch {epoch}") + (f" ({digest[:8]})" if digest else "")
 
 
 def summary(rec: dict[str, Any]) -> str:
@@ -97,18 +132,17 @@ def summary(rec: dict[str, Any]) -> str:
     if rec["task"] == "analysis":
         auroc = res.get("weights", {}).get("faulty_auroc")
         return "faulty AUROC " + ("-" if auroc is None else f"{100 * auroc:.1f}")
-    names = [k for k in res if k.startswith("R@") or k.endswith("-shot") or k == "test_acc"]
-    return ", ".join(f"{k} {100 * number(res, k):.1f}" for k in names)
+    return ", ".join(f"{k} {100 * v:.1f}" for k, v in numbers(res).items())
 
 
 def report(ckpt: str | Path) -> str:
-    """The text `evaluate.py report CKPT` prints."""
+    """The text `evaluate.py report CKPT` prints. An eval.json that is not a records file raises
+    records.RecordsError naming it (the next evaluation sets it aside)."""
     path = Path(ckpt).parent / records.NAME
     if not path.exists():
         raise FileNotFoundError(f"no evaluation records beside {ckpt} ({path}): evaluate.py writes them")
     recs = records.of_checkpoint(records.load(path), ckpt)
-    epochs = sorted({r["checkpoint_epoch"] for r in recs if r["checkpoint_epoch"] is not None})
-    label = Path(ckpt).name + (f", epoch {epochs[-1]}" if epochs else "")
+    label = Path(ckpt).name
     out = [f"{len(recs)} evaluation records of {ckpt} in {path}", ""]
     for title, columns in TABLES:
         out += table(title, columns, recs, label) + [""]
@@ -119,19 +153,28 @@ def report(ckpt: str | Path) -> str:
         videos = f"{test['used']} ({test['missing']})" if test else "-"
         where = r["dataset"] or f"not recorded ({r.get('legacy', '')})"
         fold = "-" if r["fold"] is None else r["fold"]
-        protocol = r["protocol"]["text"] + (f"; epoch {r['checkpoint_epoch']}" if r["checkpoint_epoch"] else "")
+        protocol = r["protocol"]["text"] + f"; {version_text(records.version(r))}"
+        protocol += "".join(f"; split lists from {a}" for a in [(r.get("splits") or {}).get("annotations")] if a)
         out.append(f"| {r['task']} | {where} | {r['layout'] or '-'} | {fold} | {summary(r)} | {videos} | {protocol} |")
     return "\n".join(out)
 
 
 def fold_table(by_fold: dict[int, dict[str, Any]]) -> str:
-    """The rows of a run over several folds ({fold: evaluate's results}), then their mean ± SD, in %."""
+    """The rows of a run over several folds ({fold: evaluate's results}): every task's numbers (retrieval
+    R@k, few-shot n-shot, fine-tune top-1), then their mean ± SD over the folds, in %."""
     rows = {
-        fold: {k: number(part, k) for part in res.values() if isinstance(part, dict) for k in part if k != "protocol"}
+        fold: {
+            (f"{task} {k}" if task == "finetune" else k): v
+            for task, part in res.items()
+            if isinstance(part, dict) and "protocol" in part
+            for k, v in numbers(part).items()
+        }
         for fold, res in by_fold.items()
     }
-    names = [k for k, v in next(iter(rows.values())).items() if isinstance(v, float)]
+    names = list(dict.fromkeys(k for row in rows.values() for k in row))  # every fold's, in order
     lines = ["| fold | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
-    lines += [f"| {fold} | " + " | ".join(f"{100 * row[k]:.1f}" for k in names) + " |" for fold, row in rows.items()]
-    lines.append("| mean ± SD | " + " | ".join(percent([row[k] for row in rows.values()]) for k in names) + " |")
+    cells = [[f"{100 * row[k]:.1f}" if k in row else "-" for k in names] for row in rows.values()]
+    lines += [f"| {fold} | " + " | ".join(c) + " |" for fold, c in zip(rows, cells)]
+    means = [percent([row[k] for row in rows.values() if k in row]) for k in names]
+    lines.append("| mean ± SD | " + " | ".join(means) + " |")
     return "\n".join(lines)

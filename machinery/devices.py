@@ -1,7 +1,7 @@
 """Where the work runs: the device a run asks for, torchrun's processes, and gathering a tensor from every
 process (paper Sec. 5.1 trains on 8 GPUs under DDP; Sec. 6 on more).
 
-    resolve_device       --device auto | cuda | cpu: cuda without a usable GPU is an error naming the
+    resolve_device       --device auto | cuda | cuda:N | cpu: cuda without a usable GPU is an error naming the
                          driver problem; auto falls back to the CPU, warning in one line where an NVIDIA
                          device is present but CUDA cannot use it (a driver too old for the torch wheel)
     default_device       the GPU if there is one, else the CPU (library calls that name no device)
@@ -70,18 +70,23 @@ def cuda_problem() -> str | None:
 
 
 def resolve_device(request: str = "auto", say: bool = True) -> torch.device:
-    """The device `--device request` means. cuda without a usable GPU raises DeviceError; auto on a
+    """The device `--device request` means. cuda (or cuda:N) without a usable GPU (or that GPU) raises
+    DeviceError; auto on a
     machine whose NVIDIA device CUDA cannot use warns in one line on stderr (`say`), then takes the
     CPU, so that a GPU run never falls back silently."""
-    if request not in DEVICES:
-        raise DeviceError(f"--device {request!r}: expected one of {', '.join(DEVICES)}")
+    index = request[5:] if request.startswith("cuda:") else None
+    if request not in DEVICES and not (index or "").isdigit():
+        raise DeviceError(f"--device {request!r}: expected one of {', '.join(DEVICES)} or cuda:N")
     if request == "cpu":
         return torch.device("cpu")
     problem = cuda_problem()
+    if problem is None and index is not None and int(index) >= torch.cuda.device_count():
+        n = torch.cuda.device_count()
+        raise DeviceError(f"--device {request}: CUDA sees {n} GPU(s) here, cuda:0 to cuda:{n - 1}")
     if problem is None:
-        return torch.device("cuda")
-    if request == "cuda":
-        raise DeviceError(f"--device cuda: no usable GPU: {problem}")
+        return torch.device(request if index is not None else "cuda")
+    if request != "auto":
+        raise DeviceError(f"--device {request}: no usable GPU: {problem}")
     if say and nvidia_present():
         print(f"warning: --device auto: an NVIDIA device is present but {problem}; running on the CPU", file=sys.stderr)
     return torch.device("cpu")

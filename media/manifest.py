@@ -50,19 +50,36 @@ class Record:
     faulty: bool = False  # ground truth: the audio is unrelated to the picture (synthetic data)
 
 
+LISTS = {"ucf101": "ucfTrainTestlist", "hmdb51": "testTrainMulti_7030_splits"}  # the official lists' folders
+
+
+def split_lists(layout: str, root: str | Path, annotations: str | Path | None = None) -> list[Path]:
+    """The files that define every fold of an official-split layout (UCF101's classInd.txt and its train
+    and test lists, HMDB51's per-class lists); [] for the layouts without folds."""
+    if layout not in LISTS:
+        return []
+    ann = Path(annotations or Path(root) / LISTS[layout])
+    return sorted(ann.glob("*.txt")) if layout == "ucf101" else sorted(ann.glob("*_test_split[0-9].txt"))
+
+
 def list_split(
     layout: str, root: str | Path, split: str, fold: int = 1, annotations: str | Path | None = None
 ) -> tuple[list[tuple[str, int]], list[str]]:
     """Videos of one split as ([(relative path, label)], class names). Paths are relative to root."""
     root = Path(root)
     if layout == "ucf101":
-        ann = Path(annotations or root / "ucfTrainTestlist")
+        ann = Path(annotations or root / LISTS["ucf101"])
         classes = [line.split()[1] for line in _lines(ann / "classInd.txt")]
         name = f"{'train' if split == 'train' else 'test'}list0{fold}.txt"
         items = [(line.split()[0], classes.index(line.split("/")[0])) for line in _lines(ann / name)]
     elif layout == "hmdb51":
-        ann = Path(annotations or root / "testTrainMulti_7030_splits")
+        ann = Path(annotations or root / LISTS["hmdb51"])
         files = sorted(ann.glob(f"*_test_split{fold}.txt"))
+        if not files:  # a folder of another layout, or the lists elsewhere: name what is missing
+            raise FileNotFoundError(
+                f"split lists not found: no {ann}/*_test_split{fold}.txt (HMDB51's official lists; "
+                f"--annotations names the folder that holds them)"
+            )
         classes = [f.name[: -len(f"_test_split{fold}.txt")] for f in files]
         want = "1" if split == "train" else "2"
         items = [
@@ -92,6 +109,8 @@ def list_split(
         classes = _class_dirs(root)
         items = _class_files(root, classes)
         lists = {s: root / f"{s}.txt" for s in ("train", "test")}
+        if not items:  # nothing to split: no lists written into a folder that holds no videos
+            return [], classes
         if not any(p.exists() for p in lists.values()):
             lists = folder_split(root, items)
         other = "test" if split == "train" else "train"
@@ -216,6 +235,8 @@ def load_split(
     exists is read, never rebuilt."""
     root = Path(root)
     items, classes = list_split(layout, root, split, fold, annotations)
+    if not items:  # before any scan: a folder that yields no videos gets no manifest written into it
+        raise ValueError(no_usable_files(root, split, items, {}, need_audio))
     manifest = Path(manifest or root / "manifest.csv")
     if not manifest.exists():  # scan every file under root, so that one manifest serves every split
         writable = os.access(manifest.parent, os.W_OK)

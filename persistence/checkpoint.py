@@ -19,6 +19,8 @@ checkpoint of another format (an older train.py) is refused with a message: retr
 """
 
 import errno
+import hashlib
+import io
 import os
 import random
 import shutil
@@ -117,14 +119,14 @@ def write_atomically(path: str | Path, write: Callable[[BinaryIO], None]) -> Non
         tmp.unlink(missing_ok=True)
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The checkpoint's dict. A file that cannot be read (truncated, corrupt) or was written in another
-    format raises CheckpointError naming it."""
+def load_checkpoint(path: str | Path, raw: bytes | None = None) -> dict[str, Any]:
+    """The checkpoint's dict (from `raw`, the file's bytes, when the caller has read them). A file that
+    cannot be read (truncated, corrupt) or was written in another format raises CheckpointError naming it."""
     path = Path(path)
-    if not path.is_file():
+    if raw is None and not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(raw) if raw is not None else path, map_location="cpu", weights_only=True)
     except Exception as err:
         raise CheckpointError(
             f"the checkpoint {path} cannot be read ({type(err).__name__}: "
@@ -143,7 +145,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 
 class Pretrained(NamedTuple):
     """What evaluation reads from a checkpoint. `epoch`: the last epoch it trained (log.jsonl's
-    numbering); `stamp`: the file's (mtime_ns, size) when read, naming that version of it."""
+    numbering); `stamp`: the file's (mtime_ns, size) when read; `digest`: the first 12 hex digits of the
+    SHA-1 of the bytes read, naming that version of its content (evaluation records are keyed by it)."""
 
     cfg: Config
     model: AVModel
@@ -151,23 +154,27 @@ class Pretrained(NamedTuple):
     instances: dict[str, Any] | None
     epoch: int
     stamp: tuple[int, int]
+    digest: str
 
 
 def read_pretrained(path: str | Path) -> Pretrained:
-    """The checkpoint for evaluation. A run still training may replace it while it is read (by a rename:
-    the read file stays whole); the stamp is then taken again, so that it names the version read."""
+    """The checkpoint for evaluation, read once into memory: its digest names the bytes loaded. A run
+    still training may replace it while it is read (by a rename: the read file stays whole); the stamp is
+    then taken again, so that it names the version read."""
     for _ in range(3):
         before = _stamp(path)
-        state = load_checkpoint(path)
+        raw = Path(path).read_bytes()
         if _stamp(path) == before:
             break
+    state = load_checkpoint(path, raw)
     cfg = config_from_dict(state["config"], source=str(path))
     args = {k: v for k, v in state["model_args"].items() if not (k == "head" and v == "mlp")}  # a retired option
     model = AVModel(**args)
     model.load_state_dict(state["model"])
     bank = MemoryBank(state["bank"]["video"].shape[0], dim=state["bank"]["video"].shape[1], momentum=cfg.momentum)
     bank.load_state_dict(state["bank"])
-    return Pretrained(cfg, model, bank, state["instances"], state.get("epoch", -1), before)
+    digest = hashlib.sha1(raw).hexdigest()[:12]
+    return Pretrained(cfg, model, bank, state["instances"], state.get("epoch", -1), before, digest)
 
 
 def _stamp(path: str | Path) -> tuple[int, int]:

@@ -1,16 +1,19 @@
 """Evaluation records: what evaluate.py measured on a checkpoint, kept beside it in CKPT_DIR/eval.json,
-one record per (checkpoint, task, dataset, layout, fold, protocol options), so that HMDB51 after UCF101,
-or fold 2 after fold 1, adds a record instead of replacing one (the rows of the paper's Tables 1-5,
-Sec. 5.1 and Sec. 6, are read from them: analysis/report.py).
+one record per (checkpoint file, its epoch and content digest, task, dataset, layout, fold, split lists,
+protocol options), so that HMDB51 after UCF101, fold 2 after fold 1, a later epoch saved as the same
+ckpt.pt, or a split of one's own (--annotations) adds a record instead of replacing one (the rows of the
+paper's Tables 1-5, Sec. 5.1 and Sec. 6, are read from them: analysis/report.py).
 
-    record   one measurement: the task, the checkpoint file and its epoch, the dataset's path, layout and
-             fold, the protocol it ran (its text and options), the numbers, and the videos of each split
-             used and missing (the missing test videos by name)
+    record   one measurement: the task, the checkpoint file, its epoch and digest, the dataset's path,
+             layout and fold, the split lists (where from, and a digest of what they list), the protocol
+             it ran (its text and options), the numbers, and the videos of each split used and missing
     key      what identifies a record; a new measurement under the same key replaces the old one
     load     the records of an eval.json; a file written before records were keyed (one entry per task)
-             is read as legacy records, whose dataset and fold are not known
+             is read as legacy records, whose dataset and fold are not known; a file that is not a records
+             file raises RecordsError naming it
     add      merge records into eval.json: under a lock of its own (evaluations of the same folder wait
-             for each other, never for a run training there), written atomically
+             for each other, never for a run training there), written atomically; an unreadable eval.json
+             is named in one line and set aside as eval.json.corrupt-TIME, never read or lost
 
     .venv/bin/python evaluate.py report CKPT      # prints a checkpoint's records as the paper's table rows
 
@@ -20,6 +23,7 @@ Tests: tests/test_eval_records.py
 import fcntl
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +35,7 @@ from persistence.checkpoint import write_atomically
 FORMAT = 2  # 1: {task: results with their protocol}, as evaluate.py wrote before records were keyed
 NAME = "eval.json"
 ANALYSIS_PARTS = ("weights", "soft_targets_same_class", "per_class_R@1")  # the analysis task's results
-DERIVED = ("text", "feature_dim")  # a protocol's words and what the network gives: not options
+DERIVED = ("text", "feature_dim", "capped")  # words, what the network and the data give: not options
 LEGACY = "written before records were keyed: the dataset, layout and fold it ran on were not recorded"
 
 
@@ -45,16 +49,22 @@ def record(
     protocol: dict[str, Any],
     results: dict[str, Any],
     videos: dict[str, Any] | None,
+    digest: str | None = None,
+    splits: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One measurement. `fold` is None for layouts without folds; `videos` maps each split to
-    {"used": n, "missing": n} and the test split also to "missing_files"."""
+    {"used": n, "missing": n} and the test split also to "missing_files"; `digest` names the checkpoint's
+    content (persistence/checkpoint.py), `splits` the split lists ({"annotations": path or None, "lists":
+    digest of what they list}: protocols/features.py, split_identity)."""
     return {
         "task": task,
         "checkpoint": Path(ckpt).name,
         "checkpoint_epoch": epoch,
+        "checkpoint_digest": digest,
         "dataset": str(Path(data).resolve()),
         "layout": layout,
         "fold": fold,
+        "splits": splits,
         "protocol": protocol,
         "results": results,
         "videos": videos,
@@ -68,8 +78,14 @@ def options(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def key(rec: dict[str, Any]) -> str:
-    fields = [rec[k] for k in ("checkpoint", "task", "dataset", "layout", "fold")]
-    return json.dumps([*fields, options(rec)], sort_keys=True)
+    fields = [rec.get(k) for k in ("checkpoint", "checkpoint_epoch", "checkpoint_digest", "task", "dataset")]
+    return json.dumps([*fields, rec["layout"], rec["fold"], rec.get("splits"), options(rec)], sort_keys=True)
+
+
+def version(rec: dict[str, Any]) -> tuple[int, str]:
+    """Which version of its checkpoint file a record measured: (epoch, digest), -1 and '' where unknown."""
+    epoch, digest = rec.get("checkpoint_epoch"), rec.get("checkpoint_digest")
+    return (-1 if epoch is None else epoch, digest or "")
 
 
 def legacy(old: dict[str, Any]) -> list[dict[str, Any]]:
@@ -86,7 +102,9 @@ def legacy(old: dict[str, Any]) -> list[dict[str, Any]]:
         out.append(
             {
                 "task": task,
-                **dict.fromkeys(("checkpoint", "checkpoint_epoch", "dataset", "layout", "fold")),
+                **dict.fromkeys(
+                    ("checkpoint", "checkpoint_epoch", "checkpoint_digest", "dataset", "layout", "fold", "splits")
+                ),
                 "protocol": protocol,
                 "results": res,
                 "videos": None,
@@ -97,15 +115,31 @@ def legacy(old: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+class RecordsError(ValueError):
+    """An eval.json that is not a records file (truncated, edited, another program's); names it."""
+
+
 def load(path: str | Path) -> list[dict[str, Any]]:
-    """The records of an eval.json (none if there is no file), legacy ones first."""
+    """The records of an eval.json (none if there is no file), legacy ones first. A file that does not
+    read as records raises RecordsError naming it."""
     path = Path(path)
     if not path.exists():
         return []
-    text = json.loads(path.read_text())
-    if text.get("format") != FORMAT:
-        return legacy(text)
-    return text["records"]
+    try:
+        text = json.loads(path.read_text())
+        recs = text["records"] if text.get("format") == FORMAT else legacy(text)
+        if not all(isinstance(r, dict) and {"task", "protocol", "results"} <= set(r) for r in recs):
+            raise ValueError("a record without its task, protocol or results")
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as err:
+        raise RecordsError(f"{path} is not an evaluation records file ({type(err).__name__}: {err})") from None
+    return recs
+
+
+def set_aside(path: Path, err: RecordsError) -> None:
+    """Move an unreadable eval.json out of the way, naming it and where it went in one line."""
+    aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+    os.replace(path, aside)
+    print(f"evaluate.py: {err}; set it aside as {aside.name}, unread, and started a new one", file=sys.stderr)
 
 
 @contextmanager
@@ -126,7 +160,12 @@ def add(path: str | Path, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
     are kept (an older file's legacy records too, in the new format). Returns every record."""
     path = Path(path)
     with _locked(path):
-        merged = {key(r): r for r in load(path)}
+        try:
+            old = load(path)
+        except RecordsError as err:
+            set_aside(path, err)
+            old = []
+        merged = {key(r): r for r in old}
         merged.update({key(r): r for r in new})
         records = list(merged.values())
         text = json.dumps({"format": FORMAT, "records": records}, indent=1)

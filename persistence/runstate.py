@@ -34,7 +34,7 @@ from typing import Any, NoReturn, Protocol
 import torch
 import torch.distributed as dist
 
-from config import Config, config_from_dict, result_changes
+from config import Config, absolute_paths, config_from_dict, result_changes
 from persistence import checkpoint
 
 
@@ -170,7 +170,10 @@ class Run:
             self.parts.load_state_dict({k: state[k] for k in ("model", "bank", "optimizer", "scaler")})
             rngs = state["rng"]
             checkpoint.set_rng_state(rngs[self.rank] if self.rank < len(rngs) else rngs[0])
-            if self.master:
+            total = cfg.warmup_epochs + cfg.epochs
+            if self.master and state["epoch"] + 1 >= total and not state["partial"]:
+                print(f"train.py: {self.out} has finished: all {total} epochs are in {ckpt_path}; nothing to train")
+            elif self.master:
                 print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
             return state["epoch"] + 1, state["log"], state["partial"]  # partial: where a stopped epoch stopped
         if cfg.init:
@@ -205,7 +208,7 @@ class Run:
                 self.ckpt,
                 model_args=checkpoint.model_args(self.cfg),
                 clip=self.clip,
-                config=asdict(self.cfg),
+                config=absolute_paths(asdict(self.cfg)),  # the data wherever the checkpoint is read from
                 **self.parts.state_dict(),
                 instances=self.instances,
                 epoch=epoch,
@@ -318,6 +321,8 @@ def hold_folder(out: Path, who: str = "train.py") -> Iterator[None]:
     blocks the next, which resumes. The file keeps who holds, or last held, the folder (host, pid,
     start time); it is left in place, since removing a lock file races with the next holder opening it."""
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file; expected a run folder (a new one, or one train.py made)")
     out.mkdir(parents=True, exist_ok=True)
     path = (out / LOCK_NAME).resolve()
     if path in _HELD:  # this process already holds it; opening and closing the file again would release it
@@ -372,7 +377,7 @@ def hold_for_job(out: Path, master_process: bool, who: str = "train.py") -> Iter
         if master_process:
             try:
                 stack.enter_context(hold_folder(out, who))
-            except FolderHeld as e:
+            except (FolderHeld, NotADirectoryError) as e:
                 err = str(e)
         if dist.is_initialized():
             box = [err]

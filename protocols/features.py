@@ -8,9 +8,14 @@ Sec. 6, few-shot: both average a video's features over 10 clips).
     extract_features  per video, averaged over its clips: the last conv map, flattened (retrieval), and
                       the global max-pooled feature (few-shot), of the video encoder or, for modality
                       "audio", of the audio encoder on each clip's 2 s log-mel spectrogram
-    cached_features   extract_features of a split, saved next to the checkpoint under a key of what made it
+    split_identity    which split lists an evaluation ran on: the --annotations folder (None: the layout's
+                      own) and a digest of the videos and classes they list (part of a record's key)
+    cached_features   extract_features of a split, saved next to the checkpoint as
+                      features_CKPTSTEM_DIGEST_KEY.SPLIT.pt, under a key of what made it; prune_caches
+                      removes those of other versions of the checkpoint file (evaluate.py --keep-cache keeps them)
     export            `evaluate.py features`: per video of both splits, the pooled video and audio
-                      features, label, path and split, in one .npz (a silent video's audio row is NaN)
+                      features, label, path and split, in one .npz (a silent video's audio row is NaN);
+                      an --out that exists and is not such an .npz is refused (check_out)
 
     .venv/bin/python evaluate.py features runs/k400/ckpt.pt --data /data/UCF101 --layout ucf101 --out ucf1.npz
 
@@ -20,6 +25,7 @@ evaluate.py runs the protocols on them. Tests: tests/test_eval_records.py, tests
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +78,26 @@ def eval_splits(cfg: Config, need_audio: bool = False, allow_missing: bool = Fal
     return splits
 
 
+def split_identity(cfg: Config, splits: dict[str, manifest.Split]) -> dict[str, Any]:
+    """The split lists an evaluation ran on: where from (--annotations, resolved; None for the layout's own
+    place) and a digest of what they say, the same for every fold of one definition: of the list files of
+    all folds (UCF101, HMDB51), else of the class names and each split's videos and labels (relative
+    paths; the listed ones missing too), whichever manifest made them usable."""
+    files = manifest.split_lists(cfg.layout, cfg.data, cfg.annotations or None)
+    if files:
+        text = json.dumps([[f.name, f.read_text()] for f in files])
+    else:
+        root = Path(cfg.data)
+        listed = {
+            s: sorted([str(Path(r.path).relative_to(root)), r.label] for r in g.records)
+            + sorted(p for p, _ in g.missing)
+            for s, g in splits.items()
+        }
+        text = json.dumps([splits["test"].classes, listed], sort_keys=True)
+    ann = str(Path(cfg.annotations).resolve()) if cfg.annotations else None
+    return {"annotations": ann, "lists": hashlib.sha1(text.encode()).hexdigest()[:12]}
+
+
 def split_videos(splits: dict[str, manifest.Split]) -> dict[str, Any]:
     """What a record keeps of the splits: videos used and missing, the missing test videos by name."""
     out = {s: {"used": len(g.records), "missing": len(g.missing)} for s, g in splits.items()}
@@ -113,9 +139,32 @@ def extract_features(
     return {"fmap": torch.cat(fmaps), "pooled": torch.cat(pooled), "labels": torch.cat(labels)}
 
 
+def version_file(kind: str, ckpt: str | Path, digest: str, key: str) -> Path:
+    """KIND_CKPTSTEM_DIGEST_KEY beside CKPT (no suffix): what evaluation keeps of one version of the
+    checkpoint file (feature caches, a fine-tune's state and result), named so that prune_caches can tell."""
+    return Path(ckpt).parent / f"{kind}_{Path(ckpt).stem}_{digest[:8]}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+
+
+def prune_caches(ckpt: str | Path, digest: str) -> list[Path]:
+    """Remove what evaluation kept beside CKPT for other versions of its file (a run that went on training
+    replaced it): feature caches, and the state of fine-tunes that cannot resume any more (their results,
+    finetune_*.json, stay); also caches named before they carried a version (features_SPLIT_KEY.pt).
+    Another checkpoint file's are kept. Returns what it removed."""
+    mine = re.compile(rf"(features|finetune)_{re.escape(Path(ckpt).stem)}_([0-9a-f]{{8}})_[\w.]+\.pt(\.prev)?")
+    gone = []
+    for path in sorted(Path(ckpt).parent.glob("*.pt*")):
+        found = mine.fullmatch(path.name)
+        if (found and found.group(2) != digest[:8]) or re.fullmatch(
+            r"features_(train|test)_[0-9a-f]{10}\.pt", path.name
+        ):
+            path.unlink(missing_ok=True)
+            gone.append(path)
+    return gone
+
+
 def cached_features(
     ckpt: str | Path,
-    stamp: tuple[int, int],
+    pre: Pretrained,
     cfg: Config,
     encoder: nn.Module,
     split: str,
@@ -126,13 +175,13 @@ def cached_features(
     modality: str = "video",
 ) -> dict[str, Tensor]:
     """extract_features of a split's `records`, saved next to the checkpoint under a key of the
-    checkpoint (its path and stamp: the version read), the data settings and the files. The dataset
+    checkpoint (its path and digest: the version read), the data settings and the files. The dataset
     is built, and decoded, only when the features are not cached."""
     audio = modality == "audio"
     key = json.dumps(
         [
             str(Path(ckpt).resolve()),
-            *stamp,
+            pre.digest,
             cfg.data,
             cfg.layout,
             cfg.fold,
@@ -146,7 +195,7 @@ def cached_features(
             [r.path for r in records],
         ]
     )
-    path = Path(ckpt).parent / f"features_{split}_{hashlib.sha1(key.encode()).hexdigest()[:10]}.pt"
+    path = version_file("features", ckpt, pre.digest, key).with_suffix(f".{split}.pt")
     if path.exists():
         return torch.load(path, weights_only=True)
     dataset = data.AVDataset(
@@ -164,6 +213,25 @@ def cached_features(
     return feats
 
 
+def check_out(out: str | Path) -> None:
+    """`features --out`: a new file, or an .npz this command wrote before (it holds `about`); anything
+    else there (a folder, a checkpoint, a file of the user's) is refused in one line, not overwritten."""
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"--out {out}: a folder; expected the .npz file to write (e.g. {out / 'features.npz'})")
+    if out.exists():
+        try:
+            with np.load(out) as old:
+                ours = "about" in old.files and "video" in old.files
+        except (OSError, ValueError, EOFError):
+            ours = False
+        if not ours:
+            raise ValueError(
+                f"--out {out}: exists and is not a features .npz of evaluate.py; refusing to overwrite it "
+                "(expected a new file, or one `features` wrote)"
+            )
+
+
 def export(
     ckpt: str | Path,
     pre: Pretrained,
@@ -178,19 +246,18 @@ def export(
     features of both encoders, averaged over `clips` clips; NaN rows for videos without a clip of audio,
     `has_audio` False), `label`, `path` and `split`; `classes` and `about` (what made them, as JSON).
     Returns the number of videos."""
+    check_out(out)
     splits = eval_splits(cfg, allow_missing=allow_missing)
     columns: dict[str, list] = {k: [] for k in ("video", "audio", "has_audio", "label", "path", "split")}
     for split, got in splits.items():
-        video = cached_features(ckpt, pre.stamp, cfg, pre.model.video, split, got.records, device, workers, clips)
+        video = cached_features(ckpt, pre, cfg, pre.model.video, split, got.records, device, workers, clips)
         try:
             heard = data.split_records(cfg, split, need_audio=True).records
         except ValueError:  # not one video of the split has audio
             heard = []
         audio = torch.full_like(video["pooled"], float("nan"))
         if heard:
-            feats = cached_features(
-                ckpt, pre.stamp, cfg, pre.model.audio, split, heard, device, workers, clips, "audio"
-            )
+            feats = cached_features(ckpt, pre, cfg, pre.model.audio, split, heard, device, workers, clips, "audio")
             row = {r.path: i for i, r in enumerate(got.records)}
             audio[[row[r.path] for r in heard]] = feats["pooled"]
         columns["video"].append(video["pooled"].numpy())
@@ -200,7 +267,8 @@ def export(
         columns["path"].append(np.array([r.path for r in got.records]))
         columns["split"].append(np.array([split] * len(got.records)))
     arrays = {k: np.concatenate(v) for k, v in columns.items()}
-    about = {"checkpoint": str(Path(ckpt).resolve()), "checkpoint_epoch": pre.epoch, "clips": clips}
+    about = {"checkpoint": str(Path(ckpt).resolve()), "checkpoint_epoch": pre.epoch, "checkpoint_digest": pre.digest}
+    about["clips"] = clips
     about |= {"dataset": str(Path(cfg.data).resolve()), "layout": cfg.layout, "fold": fold_of(cfg)}
     arrays["classes"] = np.array(splits["test"].classes)
     arrays["about"] = np.array(json.dumps(about))

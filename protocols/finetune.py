@@ -9,13 +9,25 @@ averaged over 10 clips) on the test split.
                epoch on a held-out tenth of the train split), accumulate (gradient accumulation when a
                batch of 192 does not fit), curve_every (the test accuracy along the way, a diagnostic)
 
+A fine-tune lasts hours on a GPU, so it prints a line per epoch on stdout (a terminal or not: nohup, a
+batch scheduler's log) and, given `resume` (evaluate.py gives CKPT_DIR/finetune_CKPTSTEM_DIGEST_KEY),
+keeps its state after every epoch in RESUME.pt, written as train.py writes its checkpoints (a temporary
+file, synced and renamed; the one before kept as RESUME.pt.prev), so that rerunning the same command goes
+on from the last epoch and ends at the same numbers as a run never stopped: every epoch's shuffle,
+augmentations and dropout are seeded by (seed, epoch). Its result is written to RESUME.json before the
+state is removed and before evaluate.py touches eval.json; a rerun finds it there and trains nothing.
+
     python evaluate.py finetune CKPT --finetune-epochs 20     # evaluate.py runs it and stores the protocol
 
 Tests: tests/test_evaluate.py
 """
 
 import copy
-import sys
+import json
+import pickle
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +42,7 @@ from machinery.devices import default_device
 from machinery.schedule import cosine
 from media import augment
 from media.loader_workers import loader, progress
+from persistence import checkpoint
 
 FINETUNE = dict(
     epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5
@@ -37,9 +50,48 @@ FINETUNE = dict(
 
 
 def say(text: str) -> None:
-    """A progress line on a terminal only."""
-    if sys.stderr.isatty():
-        print(text, file=sys.stderr)
+    """A progress line on stdout, flushed: shown on a terminal and in a log file alike."""
+    print(text, flush=True)
+
+
+class Shuffle(torch.utils.data.Sampler):
+    """The training indices `keep` in an order drawn from (seed, epoch) alone (data.SeededSampler wraps
+    it and sets the epoch), so that a resumed fine-tune sees the same batches as one never stopped."""
+
+    def __init__(self, keep: np.ndarray, seed: int) -> None:
+        self.keep, self.seed, self.epoch = keep, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        order = torch.randperm(len(self.keep), generator=torch.Generator().manual_seed(self.seed * 7919 + self.epoch))
+        return iter(self.keep[order.numpy()].tolist())
+
+    def __len__(self) -> int:
+        return len(self.keep)
+
+
+def restore(path: Path) -> dict[str, Any] | None:
+    """The state a stopped fine-tune left in PATH (or, where PATH cannot be read, PATH.prev), else None."""
+    for where in (path, checkpoint.previous(path)):
+        if where.is_file():
+            try:
+                return torch.load(where, map_location="cpu", weights_only=True)
+            except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as err:  # truncated, corrupt
+                print(f"fine-tune: {where} cannot be read ({type(err).__name__}); not resuming from it")
+    return None
+
+
+def finished(path: Path) -> dict[str, Any] | None:
+    """The result a finished fine-tune wrote to PATH (RESUME.json), or None."""
+    try:
+        out = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if "curve" in out:
+        out["curve"] = {int(k): v for k, v in out["curve"].items()}
+    return out
 
 
 class Classifier(nn.Module):
@@ -126,66 +178,95 @@ def finetune(
     workers: int = 2,
     seed: int = 0,
     curve_every: int = 0,
+    resume: str | Path | None = None,
 ) -> dict[str, Any]:
     """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
     select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
     that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
     curve_every N > 0 also records the test accuracy after every Nth epoch, as out["curve"]: a
-    diagnostic of how long the fine-tune takes to converge, never used to pick an epoch."""
+    diagnostic of how long the fine-tune takes to converge, never used to pick an epoch. `resume`: the
+    stem of the files that keep its state and result (the module's docstring); the caller's encoder and
+    random number generators are left as they were."""
     device = device or default_device()
-    if frames:
-        cfg = copy.copy(cfg)
-        cfg.frames = frames
-    if batch_size % accumulate:
-        raise ValueError(f"batch_size {batch_size} must divide into accumulate={accumulate} micro-batches")
-    train_set, classes = data.eval_set(cfg, "train", train_mode=True)
-    test_set, _ = data.eval_set(cfg, "test")
-    data.check_disjoint(test_set, train_set, "the test and train splits")
-    fit_idx, val_set = np.arange(len(train_set)), None
-    if select_on_val:
-        rng = np.random.default_rng(seed)
-        labels = train_set.labels.numpy()
-        val_idx = np.concatenate(
-            [
-                rng.permutation(np.flatnonzero(labels == c))[: max(1, int(val_fraction * (labels == c).sum()))]
-                for c in np.unique(labels)
-            ]
-        )
-        fit_idx = np.setdiff1d(fit_idx, val_idx)
-        val_set = data.eval_set(cfg, "train", keep=val_idx)[0]
-    batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
-    clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)
-    opt = finetune_optimizer(clf, lr, FINETUNE["backbone_lr_scale"], FINETUNE["weight_decay"], freeze_backbone)
-    aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
-    fit = loader(torch.utils.data.Subset(train_set, fit_idx), batch_size, workers, shuffle=True, seed=seed)
-    steps, best, curve = epochs * len(fit), (-1.0, None), {}
-    for epoch in range(epochs):
-        loss_sum = correct = seen = 0
-        for i, batch in enumerate(progress(fit, f"fine-tune epoch {epoch + 1}/{epochs}")):
-            # cosine from lr to lr_min, the backbone's group scaled by the same factor
-            scale = cosine((epoch * len(fit) + i) / steps, 1.0, lr_min / lr)
-            for g in opt.param_groups:
-                g["lr"] = g["initial_lr"] * scale
-            video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
-            loss, right = finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
-            loss_sum, correct, seen = loss_sum + loss * len(video), correct + right, seen + len(video)
-        say(
-            f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, "
-            f"train accuracy {correct / max(1, seen):.3f}"
-        )
+    if resume is not None:
+        resume = Path(resume)
+        done = finished(resume.with_suffix(".json"))
+        if done is not None:
+            say(f"fine-tune: finished before; its result is {resume.with_suffix('.json')}")
+            return done
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # the caller's RNG kept
+        if frames:
+            cfg = copy.copy(cfg)
+            cfg.frames = frames
+        if batch_size % accumulate:
+            raise ValueError(f"batch_size {batch_size} must divide into accumulate={accumulate} micro-batches")
+        train_set, classes = data.eval_set(cfg, "train", train_mode=True)
+        test_set, _ = data.eval_set(cfg, "test")
+        data.check_disjoint(test_set, train_set, "the test and train splits")
+        fit_idx, val_set = np.arange(len(train_set)), None
         if select_on_val:
-            val = video_accuracy(clf, val_set, device, workers)
-            if val > best[0]:
-                best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
-        if curve_every and (epoch + 1) % curve_every == 0 and epoch + 1 < epochs:
-            curve[epoch + 1] = video_accuracy(clf, test_set, device, workers)
-            say(f"fine-tune epoch {epoch + 1}/{epochs}: test accuracy {curve[epoch + 1]:.3f} (diagnostic)")
-    out = {}
-    if select_on_val:
-        clf.load_state_dict(best[1])
-        out["val_acc"] = best[0]
-    out["test_acc"] = video_accuracy(clf, test_set, device, workers)
-    out["steps"] = steps
-    if curve_every:
-        out["curve"] = {**curve, epochs: out["test_acc"]}
-    return out
+            rng = np.random.default_rng(seed)
+            labels = train_set.labels.numpy()
+            val_idx = np.concatenate(
+                [
+                    rng.permutation(np.flatnonzero(labels == c))[: max(1, int(val_fraction * (labels == c).sum()))]
+                    for c in np.unique(labels)
+                ]
+            )
+            fit_idx = np.setdiff1d(fit_idx, val_idx)
+            val_set = data.eval_set(cfg, "train", keep=val_idx)[0]
+        batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
+        torch.manual_seed(seed)  # the linear layer's initial weights
+        clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)
+        opt = finetune_optimizer(clf, lr, FINETUNE["backbone_lr_scale"], FINETUNE["weight_decay"], freeze_backbone)
+        aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
+        order = data.SeededSampler(Shuffle(fit_idx, seed), seed)  # each item's draws: (seed, epoch, index)
+        fit = loader(train_set, batch_size, workers, sampler=order, drop_last=True)
+        steps, best, curve, start = epochs * len(fit), (-1.0, None), {}, 0
+        state = restore(resume.with_suffix(".pt")) if resume else None
+        if state is not None:
+            clf.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            start, best, curve = state["epoch"], (state["best_val"], state["best"]), state["curve"]
+            say(f"fine-tune: resuming from {resume.with_suffix('.pt')} after epoch {start}/{epochs}")
+        for epoch in range(start, epochs):
+            torch.manual_seed(seed * 1_000_003 + epoch)  # dropout and the batch augmentations: (seed, epoch)
+            order.set_epoch(epoch)
+            loss_sum = correct = seen = 0
+            t0 = time.time()
+            for i, batch in enumerate(progress(fit, f"fine-tune epoch {epoch + 1}/{epochs}")):
+                # cosine from lr to lr_min, the backbone's group scaled by the same factor
+                scale = cosine((epoch * len(fit) + i) / steps, 1.0, lr_min / lr)
+                for g in opt.param_groups:
+                    g["lr"] = g["initial_lr"] * scale
+                video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
+                loss, right = finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
+                loss_sum, correct, seen = loss_sum + loss * len(video), correct + right, seen + len(video)
+            if select_on_val:
+                val = video_accuracy(clf, val_set, device, workers)
+                if val > best[0]:
+                    best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
+            if curve_every and (epoch + 1) % curve_every == 0 and epoch + 1 < epochs:
+                curve[epoch + 1] = video_accuracy(clf, test_set, device, workers)
+            if resume is not None:  # the state first: a line on the screen means the epoch is kept
+                kept = {"model": clf.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1, "curve": curve}
+                checkpoint.save_checkpoint(resume.with_suffix(".pt"), **kept, best_val=best[0], best=best[1])
+            say(
+                f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, train accuracy "
+                f"{correct / max(1, seen):.3f}, {time.time() - t0:.0f} s"
+                + (f", validation accuracy {val:.3f}" if select_on_val else "")
+                + (f", test accuracy {curve[epoch + 1]:.3f} (diagnostic)" if epoch + 1 in curve else "")
+            )
+        out = {}
+        if select_on_val:
+            clf.load_state_dict(best[1])
+            out["val_acc"] = best[0]
+        out["test_acc"] = video_accuracy(clf, test_set, device, workers)
+        out["steps"] = steps
+        if curve_every:
+            out["curve"] = {**curve, epochs: out["test_acc"]}
+        if resume is not None:  # the result in a file of its own, then the state goes
+            checkpoint.write_atomically(resume.with_suffix(".json"), lambda f: f.write(json.dumps(out).encode()))
+            for path in (resume.with_suffix(".pt"), checkpoint.previous(resume.with_suffix(".pt"))):
+                path.unlink(missing_ok=True)
+        return out

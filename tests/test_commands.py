@@ -311,6 +311,23 @@ def test_every_torchrun_in_the_docs_is_the_venvs():
     assert [c for c in documented_commands() if c.startswith("torchrun")] == []
 
 
+def test_make_clean_removes_only_what_the_project_generates_and_says_so(tmp_path):
+    """The synthetic sets (synthetic.py's marker in them), runs/make_demo and caches go; a dataset of the
+    user's under data/ and the training runs under runs/ (the README's runs/k400) stay."""
+    from tools.synthetic import MARKER
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    for folder in ("data/synth_src2p", "data/mine", "runs/make_demo", "runs/k400", "media/__pycache__"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "f").write_text("x")
+    (tmp_path / "data/synth_src2p" / MARKER).write_text("made by synthetic.py")
+    res = subprocess.run(["make", "clean"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("f"))
+    assert left == ["data/mine/f", "runs/k400/f"] and not (tmp_path / "media" / "__pycache__").exists()
+    assert "removed data/synth_src2p/ (a synthetic set)" in res.stdout and "kept: runs/" in res.stdout
+
+
 @pytest.mark.slow
 def test_the_documented_commands_run_and_leave_a_clone_clean(tmp_path):
     clone = clone_of_the_tree(tmp_path / "clone")

@@ -49,6 +49,20 @@ def test_auto_without_any_nvidia_device_takes_the_cpu_silently(monkeypatch, caps
     assert "no NVIDIA GPU driver" in devices.cuda_problem()
 
 
+def test_cuda_n_names_one_gpu_and_one_the_machine_lacks_is_an_error_naming_the_count(monkeypatch, capsys):
+    monkeypatch.setattr(devices, "cuda_problem", lambda: None)  # two usable GPUs
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert devices.resolve_device("cuda:1") == torch.device("cuda:1")
+    with pytest.raises(devices.DeviceError, match=r"--device cuda:2: CUDA sees 2 GPU\(s\) here, cuda:0 to cuda:1"):
+        devices.resolve_device("cuda:2")
+    import evaluate
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "a GPU of the test's")
+    with pytest.raises(SystemExit):  # evaluate.py's --device takes cuda:N too: it gets as far as the checkpoint
+        evaluate.main(["retrieval", "no/such/ckpt.pt", "--device", "cuda:1"])
+    assert "device cuda:1 (a GPU of the test's)" in capsys.readouterr().out
+
+
 def test_the_driver_version_is_read_from_the_kernel_module_line(monkeypatch, tmp_path):
     version = tmp_path / "version"
     version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n")

@@ -5,6 +5,7 @@ fold and protocol (persistence/records.py), folds and their mean, the report's t
 (protocols/features.py)."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import evaluate
 from config import Config
@@ -27,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST = ["--clips", "2", "--workers", "0", "--device", "cpu"]  # 2 clips per video: the same code, a fifth of it
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """An untrained tiny checkpoint (evaluation reads it as any other): its numbers are not the point."""
+def save_version(path, epoch, seed=0):
+    """An untrained tiny checkpoint (evaluation reads it as any other): its numbers are not the point.
+    Another epoch and seed: another version of the file, as a run that goes on training saves it."""
     cfg = Config(frames=4, size=32, n_mels=40, n_time=40, width=0.125)
-    path = tmp_path_factory.mktemp("run") / "ckpt.pt"
+    torch.manual_seed(seed)
     checkpoint.save_checkpoint(
         path,
         model_args=checkpoint.model_args(cfg),
@@ -40,9 +42,14 @@ def trained(tmp_path_factory):
         model=AVModel(**checkpoint.model_args(cfg)).state_dict(),
         bank=MemoryBank(16, seed=0).state_dict(),
         instances=None,
-        epoch=7,
+        epoch=epoch,
     )
     return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return save_version(tmp_path_factory.mktemp("run") / "ckpt.pt", 7)
 
 
 @pytest.fixture
@@ -90,7 +97,8 @@ def test_folds_evaluated_one_after_another_keep_a_record_each_and_a_fold_list_pr
     table4 = text.split("Table 4")[1].split("\n\n")[1].splitlines()
     assert table4[0].startswith("| checkpoint | UCF R@1 | UCF R@5 | UCF R@20 | HMDB R@1")
     cells = [c.strip() for c in table4[2].strip("|").split("|")]
-    assert cells[0] == "ckpt.pt, epoch 7" and cells[1].startswith(f"{mean:.1f} ± {sd:.1f} (folds 1, 2, 3) [")
+    assert re.fullmatch(r"ckpt\.pt, epoch 7 \([0-9a-f]{8}\)", cells[0]), cells[0]  # the version: epoch, digest
+    assert cells[1].startswith(f"{mean:.1f} ± {sd:.1f} (folds 1, 2, 3) [")
     assert cells[4] == "-" and "not the paper's protocol: UCF retrieval: clips 2 (paper: 10)" in text
 
 
@@ -216,3 +224,189 @@ def test_a_manifest_made_for_a_caller_that_needs_audio_still_lists_the_silent_vi
     assert any(p.endswith(UCF_SILENT) for p, _ in heard.missing)  # left out of this caller's records
     whole = manifest.load_split("ucf101", root, "test", 1, need_audio=False)
     assert not whole.missing and any(r.path.endswith(UCF_SILENT) for r in whole.records)
+
+
+def cells_of(text, table):
+    """The rows of one of the report's tables, each a list of its cells."""
+    lines = text.split(table)[1].split("\n\n")[1].splitlines()[2:]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+
+
+def test_a_fold_list_prints_the_few_shot_rows_and_a_fine_tunes_top1_and_their_mean(
+    ucf_data, video_manifest, ckpt, capsys
+):
+    evaluate.main(["fewshot", str(ckpt), *ucf(ucf_data, "--fold", 1, 2, "--manifest", video_manifest, "--trials", 2)])
+    out = capsys.readouterr().out
+    head = next(line for line in out.splitlines() if line.startswith("| fold |"))
+    assert "| 1-shot |" in head, out
+    rows = [line.split("|") for line in out.splitlines() if re.match(r"\| (1|2|mean ± SD) \|", line)]
+    col = [c.strip() for c in head.split("|")].index("1-shot")
+    one = [float(r[col]) for r in rows[:2]]
+    mean, sd = (float(x) for x in rows[2][col].split("±"))
+    assert mean == pytest.approx(np.mean(one), abs=0.06) and sd == pytest.approx(np.std(one, ddof=1), abs=0.06)
+    table = evaluate.report.fold_table(
+        {f: {"finetune": {"test_acc": a, "steps": 9, "protocol": {"text": "t"}}} for f, a in ((1, 0.5), (2, 0.7))}
+    )
+    assert (
+        table.splitlines()[0] == "| fold | finetune top-1 |" and table.splitlines()[-1] == "| mean ± SD | 60.0 ± 14.1 |"
+    )
+
+
+def test_more_shots_than_a_class_has_training_videos_are_capped_and_say_so(ucf_data, video_manifest, ckpt, capsys):
+    evaluate.main(["fewshot", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--trials", 2)])
+    rec = next(r for r in records.load(ckpt.parent / "eval.json") if r["task"] == "fewshot")
+    assert set(rec["results"]) == {"1-shot", "4-shot"}  # fold 1 trains on 4 videos of each class
+    assert rec["protocol"]["capped"] == {"5": 4, "20": 4} and "20-shot capped at 4" in rec["protocol"]["text"]
+    evaluate.main(["report", str(ckpt)])
+    assert "20-shot capped at 4 (the fewest train videos of a class)" in capsys.readouterr().out
+
+
+def test_the_report_never_averages_two_versions_of_a_checkpoint_file(ucf_data, video_manifest, ckpt, capsys):
+    """Evaluating while a run trains: fold 1 on the epoch-7 ckpt.pt, fold 2 on the epoch-8 one saved under
+    the same name. Two versions, two rows, no mean across them; and fold 1 of epoch 8 replaces nothing."""
+    argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--manifest", video_manifest)]
+    evaluate.main([*argv, "--fold", "1"])
+    save_version(ckpt, 8, seed=1)
+    evaluate.main([*argv, "--fold", "2"])
+    evaluate.main([*argv, "--fold", "1"])
+    kept = records.load(ckpt.parent / "eval.json")
+    assert sorted((r["checkpoint_epoch"], r["fold"]) for r in kept) == [(7, 1), (8, 1), (8, 2)]
+    assert len({r["checkpoint_digest"] for r in kept}) == 2
+    capsys.readouterr()
+    evaluate.main(["report", str(ckpt)])
+    rows = cells_of(capsys.readouterr().out, "Table 4")
+    assert [r[0].split(" (")[0] for r in rows] == ["ckpt.pt, epoch 7", "ckpt.pt, epoch 8"]
+    assert "(folds" not in rows[0][1] and rows[1][1].split(" [")[0].endswith("(folds 1, 2)")
+
+
+def test_a_split_of_ones_own_keeps_a_record_beside_the_official_one_and_says_which(
+    ucf_data, video_manifest, ckpt, tmp_path, capsys
+):
+    alt = tmp_path / "altsplit"
+    shutil.copytree(ucf_data / "ucfTrainTestlist", alt)
+    test = (alt / "testlist01.txt").read_text().splitlines()
+    (alt / "testlist01.txt").write_text("\n".join(test[1:]) + "\n")  # one test video fewer
+    argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--manifest", video_manifest, "--fold", 1)]
+    evaluate.main(argv)
+    evaluate.main([*argv, "--annotations", str(alt)])
+    kept = records.load(ckpt.parent / "eval.json")
+    assert sorted(str(r["splits"]["annotations"]) for r in kept) == [str(alt), "None"]
+    assert len({r["splits"]["lists"] for r in kept}) == 2
+    capsys.readouterr()
+    evaluate.main(["report", str(ckpt)])
+    text = capsys.readouterr().out
+    assert cells_of(text, "Table 4")[0][1].split(" [")[0] == "{:.1f}".format(
+        100 * next(r for r in kept if r["splits"]["annotations"] is None)["results"]["R@1"]
+    )  # the official lists' record is the table's
+    assert f"split lists from {alt}" in text  # the other is listed, saying which lists
+
+
+def test_a_corrupt_eval_json_is_set_aside_in_one_line_and_the_new_record_kept(ucf_data, video_manifest, ckpt, capsys):
+    (ckpt.parent / "eval.json").write_text('{"format": 2, "rec')
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(["report", str(ckpt)])
+    said = str(stop.value.code)
+    assert "\n" not in said and f"{ckpt.parent / 'eval.json'} is not an evaluation records file" in said, said
+    assert said.endswith("the next evaluation sets it aside")
+    evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)])
+    err = capsys.readouterr().err.strip().splitlines()
+    said = [line for line in err if "eval.json" in line]
+    assert len(said) == 1 and "set it aside as eval.json.corrupt-" in said[0], err
+    (aside,) = ckpt.parent.glob("eval.json.corrupt-*")
+    assert aside.read_text() == '{"format": 2, "rec'
+    assert [r["task"] for r in records.load(ckpt.parent / "eval.json")] == ["retrieval"]
+
+
+def test_features_refuses_an_out_that_is_a_folder_or_a_file_of_another_kind(ckpt, tmp_path, capsys):
+    before = ckpt.read_bytes()
+    for out, words in ((ckpt, "is not a features .npz of evaluate.py"), (tmp_path, "a folder")):
+        with pytest.raises(SystemExit) as stop:
+            evaluate.main(["features", str(ckpt), "--out", str(out), *FAST])
+        err = capsys.readouterr().err.strip()
+        assert stop.value.code == 2 and "\n" not in err and f"--out {out}" in err and words in err, err
+    assert ckpt.read_bytes() == before
+
+
+def test_feature_caches_of_earlier_versions_of_the_checkpoint_are_removed_unless_kept(
+    ucf_data, video_manifest, ckpt, capsys
+):
+    argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)]
+    evaluate.main(argv)
+    first = set(ckpt.parent.glob("features_*.pt"))
+    assert len(first) == 2 and all(p.name.startswith("features_ckpt_") for p in first)
+    save_version(ckpt, 8, seed=1)
+    evaluate.main([*argv, "--keep-cache"])
+    assert first < set(ckpt.parent.glob("features_*.pt"))
+    save_version(ckpt, 9, seed=2)
+    capsys.readouterr()
+    evaluate.main(argv)
+    assert len(set(ckpt.parent.glob("features_*.pt"))) == 2 and not first & set(ckpt.parent.glob("features_*.pt"))
+    assert "removed 4 feature caches of other versions" in capsys.readouterr().out
+
+
+def test_hmdb51_on_a_folder_without_its_lists_names_the_missing_lists(ucf_data, ckpt):
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(["retrieval", str(ckpt), "--data", str(ucf_data), "--layout", "hmdb51", *FAST])
+    said = str(stop.value.code)
+    assert "\n" not in said and f"split lists not found: no {ucf_data}/testTrainMulti_7030_splits/" in said, said
+
+
+TUNE = ["--finetune-epochs", "4", "--finetune-batch", "4"]
+
+
+def finetune_cmd(ckpt, ucf_data, video_manifest):
+    argv = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest), *TUNE]
+    return [sys.executable, str(ROOT / "evaluate.py"), *argv]
+
+
+def epoch_lines(text):
+    return [line for line in text.splitlines() if line.startswith("fine-tune epoch ")]
+
+
+def test_a_fine_tune_killed_mid_way_and_rerun_ends_as_one_never_stopped(ucf_data, video_manifest, trained, tmp_path):
+    """Its epoch lines reach a pipe (no terminal); killed with SIGKILL after an epoch, the same command
+    resumes from the state it kept, and ends at the same losses and the same top-1."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    ckpts = [Path(shutil.copy(trained, (tmp_path / name).mkdir() or tmp_path / name / "ckpt.pt")) for name in "ab"]
+    whole = subprocess.run(finetune_cmd(ckpts[0], ucf_data, video_manifest), capture_output=True, text=True, env=env)
+    assert whole.returncode == 0, whole.stderr
+    assert [line.split(":")[0] for line in epoch_lines(whole.stdout)] == [
+        f"fine-tune epoch {e}/4" for e in (1, 2, 3, 4)
+    ]
+    stopped = subprocess.Popen(
+        finetune_cmd(ckpts[1], ucf_data, video_manifest), stdout=subprocess.PIPE, text=True, env=env
+    )
+    for line in stopped.stdout:
+        if line.startswith("fine-tune epoch 2/4"):
+            stopped.kill()  # SIGKILL: nothing runs after it
+            break
+    stopped.wait()
+    assert stopped.returncode == -9 and list(ckpts[1].parent.glob("finetune_ckpt_*.pt"))
+    assert not (ckpts[1].parent / "eval.json").exists()
+    again = subprocess.run(finetune_cmd(ckpts[1], ucf_data, video_manifest), capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr
+    assert re.search(r"fine-tune: resuming from .*finetune_ckpt_\w+\.pt after epoch [23]/4", again.stdout)
+    assert epoch_lines(again.stdout) == epoch_lines(whole.stdout)[-len(epoch_lines(again.stdout)) :]
+    a, b = (records.load(c.parent / "eval.json")[0]["results"]["test_acc"] for c in ckpts)
+    assert a == b
+    assert not list(ckpts[1].parent.glob("finetune_*.pt*"))  # the state goes once the result is kept
+
+
+def test_a_fine_tunes_result_is_kept_in_its_own_file_when_eval_json_cannot_be_written(
+    ucf_data, video_manifest, ckpt, capsys, monkeypatch
+):
+    argv = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest), *TUNE]
+    argv[argv.index("4")] = "1"  # one epoch
+    with monkeypatch.context() as m:
+        m.setattr(records, "add", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+        with pytest.raises(SystemExit) as stop:
+            evaluate.main(argv)
+    assert "\n" not in str(stop.value.code) and "could not write" in str(stop.value.code)
+    (kept,) = ckpt.parent.glob("finetune_ckpt_*.json")
+    result = json.loads(kept.read_text())
+    capsys.readouterr()
+    evaluate.main(argv)
+    out = capsys.readouterr().out
+    assert "fine-tune: finished before" in out and not epoch_lines(out)  # not trained again
+    (rec,) = records.load(ckpt.parent / "eval.json")
+    assert rec["task"] == "finetune" and rec["results"]["test_acc"] == result["test_acc"]

@@ -83,9 +83,27 @@ def test_layout_labels_and_bad_files(prepared, capsys):
     assert "left out" in err and "broken.mp4" in err
 
 
-def test_refuses_to_overwrite_the_source(tmp_path):
+def test_refuses_to_overwrite_the_source_or_to_nest_in_it(tmp_path, capsys):
     with pytest.raises(ValueError, match="must differ"):
         prepare.prepare(tmp_path, tmp_path)
+    (tmp_path / "a").mkdir()
+    synthetic.write_mp4(tmp_path / "a" / "v.mp4", counter_frames(1.0, 10), None, 10, RATE)
+    for src, dst in ((tmp_path, tmp_path / "sub"), (tmp_path / "a", tmp_path)):
+        with pytest.raises(SystemExit) as stop:  # a later scan of the outer folder would find each video twice
+            prepare.main([str(src), str(dst), "--workers", "1"])
+        said = str(stop.value.code)
+        assert "\n" not in said and f"{dst if dst != tmp_path else src} is inside" in said, said
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "v.mp4"]
+
+
+def test_a_rerun_re_prepares_nothing_that_is_up_to_date(prepared, capsys):
+    """b/quiet.mp4 has no audio, so no sidecar: it is up to date without one."""
+    src, dst = prepared
+    index = decode.frame_index(dst / "b" / "quiet.mp4")
+    mtime = index.stat().st_mtime_ns
+    capsys.readouterr()
+    prepare.prepare(src, dst, short_side=32, gop=8, workers=1)
+    assert "prepared 0 videos" in capsys.readouterr().out and index.stat().st_mtime_ns == mtime
 
 
 def test_other_containers_keep_their_names_and_stay_readable(tmp_path):

@@ -37,7 +37,8 @@ BAD_TRAIN = {  # option and value -> words the one line must hold
     ("--fps", "0"): "above 0",
     ("--audio-rate", "100"): "at least 1000",
     ("--workers", "-2"): "-1 (the cores per process) or a count of at least 0",
-    ("--device", "gpu"): "one of auto, cuda, cpu",
+    ("--device", "gpu"): "auto, cuda, cuda:N or cpu",
+    ("--device", "cuda:x"): "auto, cuda, cuda:N or cpu",
     ("--save-every", "-1"): "at least 0",
     ("--seed", "-1"): "at least 0",
     ("--loss", "wighted"): "one of xid, weighted",
@@ -146,11 +147,43 @@ def test_a_batch_larger_than_the_training_set_is_one_line(tiny_data, tmp_path):
     assert "--batch-size 64: expected at most the 16 training videos" in res.stderr.strip().splitlines()[-1]
 
 
-def test_an_empty_dataset_folder_says_so_in_one_line(tmp_path):
-    (tmp_path / "empty").mkdir()
+def test_an_empty_dataset_folder_says_so_in_one_line_and_gets_no_file_written_into_it(tmp_path):
+    """Nothing is written into a folder that yields no videos (no split lists, no manifest), so that once
+    the videos are added the same command finds them."""
+    (tmp_path / "empty" / "cats").mkdir(parents=True)
     res = run_train("--data", tmp_path / "empty", "--out", tmp_path / "run")
     assert res.returncode != 0 and "Traceback" not in res.stderr
     assert "no train videos found under" in res.stderr.strip().splitlines()[-1]
+    assert sorted(p.name for p in (tmp_path / "empty").rglob("*")) == ["cats"]
+
+
+def test_an_out_that_is_a_file_is_one_line_and_the_file_stays(tiny_data, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    res = run_train("--data", tiny_data, "--out", tmp_path / "notes.txt")
+    assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+    assert f"--out {tmp_path / 'notes.txt'} is a file; expected a run folder" in res.stderr.strip().splitlines()[-1]
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["--classes", "0"], "--classes 0: expected a value in [1, 25]"),
+        (["--test-per-class", "-2"], "--test-per-class -2: expected a value of at least 0"),
+        (["--train-per-class", "0"], "--train-per-class 0: expected a value of at least 1"),
+        (["--size", "33"], "--size 33: expected an even value of at least 16"),
+        (["--seconds", "4", "3"], "--seconds 4 3: expected the shortest first"),
+        (["--faulty", "2"], "--faulty 2.0: expected a value in [0, 1]"),
+        (["--clips-per-source", "3"], "clips_per_source=3: expected a positive divisor"),
+    ],
+)
+def test_a_bad_generator_option_ends_in_one_line_naming_it(tmp_path, capsys, argv, words):
+    with pytest.raises(SystemExit) as stop:
+        synthetic.main(["--out", str(tmp_path / "set"), "--train-per-class", "4", *argv])
+    said = str(stop.value.code) if stop.value.code != 2 else capsys.readouterr().err.strip()
+    assert stop.value.code != 0 and said.startswith("tools/synthetic.py: ") and "\n" not in said, said
+    assert words in said, said
+    assert not (tmp_path / "set").exists()
 
 
 def test_a_missing_or_unreadable_init_checkpoint_is_one_line(tiny_data, tmp_path):
@@ -178,3 +211,4 @@ def test_the_options_and_the_values_the_docs_use_pass_the_checks():
     for preset in ("ablation", "sota", "demo"):
         parse_config(["--preset", preset])
     parse_config(["--preset", "demo", *TINY])
+    assert parse_config(["--device", "cuda:1"]).device == "cuda:1"

@@ -179,6 +179,26 @@ def test_killed_run_resumes_to_the_same_weights(tiny_data, tmp_path):
     assert_same_state(weights(tmp_path / "full"), weights(tmp_path / "killed"))
 
 
+def test_a_relative_data_is_the_checkpoints_from_anywhere_and_a_finished_run_says_it_has_finished(tiny_data, tmp_path):
+    """--data relative to where train.py ran: the checkpoint names the folder itself, so evaluation from
+    another directory finds it; the same command again (relative, same place) resumes nothing and says so."""
+    import evaluate
+
+    data = os.path.relpath(tiny_data, tmp_path)  # ../../synth0
+    cmd = [sys.executable, str(ROOT / "train.py"), "--preset", "demo", "--data", data, "--out", "run"]
+    cmd += TINY + ["--warmup-epochs", "1", "--epochs", "0", "--workers", "0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert weights(tmp_path / "run")["config"]["data"] == str(tiny_data.resolve())
+    res = evaluate.evaluate(tmp_path / "run" / "ckpt.pt", ["retrieval"], workers=0, clips=1)  # from the repository
+    assert 0 <= res["retrieval"]["R@1"] <= 1
+    again = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "train.py: run has finished: all 1 epochs are in run/ckpt.pt; nothing to train" in again.stdout
+    assert "resuming" not in again.stdout and len(log(tmp_path / "run")) == 1
+
+
 def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
     """The branch starts from the warm-up's model and bank, with a fresh optimizer and epoch 0."""
     run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")

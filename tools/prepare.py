@@ -27,8 +27,9 @@ the source's zero), so audio-visual alignment is unchanged. Relative paths, file
 non-video file (split lists, CSVs, ground truth) are kept, so the same --layout reads the copy; a new
 manifest is scanned at the end, without requiring audio (UCF101's and HMDB51's silent videos stay in
 their official splits; training leaves them out), so no `media.manifest scan` is needed after it.
-Files are written atomically and existing ones skipped: rerunning resumes. Files that do not decode
-are reported and left out, as the scan would.
+Files are written atomically and existing ones skipped: rerunning resumes, and re-prepares nothing that is
+up to date. Files that do not decode are reported and left out, as the scan would. A destination inside the
+source (or the reverse) is refused: a later scan of the outer folder would find every video twice.
 
 Every file keeps its name, extension included, so split lists still match. MP4, MOV, MKV and AVI
 hold H.264 with PCM as they are; the other containers (WebM, MPEG-PS, Ogg, FLV, 3GP, M4V) cannot, so
@@ -103,6 +104,12 @@ def prepare(
         raise FileNotFoundError(f"prepare: source folder not found: {src}")
     if src.resolve() == dst.resolve():
         raise ValueError(f"prepare: the destination must differ from the source ({src})")
+    for inner, outer in ((dst, src), (src, dst)):
+        if inner.resolve().is_relative_to(outer.resolve()):
+            raise ValueError(
+                f"prepare: {inner} is inside {outer}, so a scan of {outer} would find every video twice; "
+                "expected a destination outside the source, and the source outside it"
+            )
     if not any(p.suffix.lower() in scan.VIDEO_EXTENSIONS for p in src.rglob("*")):
         raise ValueError(f"prepare: no videos under {src} (containers: {' '.join(scan.VIDEO_EXTENSIONS)})")
     for leftover in dst.rglob(".*.tmp.*") if dst.exists() else ():  # from a killed run: not videos
@@ -115,9 +122,10 @@ def prepare(
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix.lower() in scan.VIDEO_EXTENSIONS:
-            # a copy made before the audio sidecar or the frame index existed gets them on a rerun
+            # a copy made before the audio sidecar or the frame index existed gets them on a rerun; a silent
+            # video has no sidecar to get, and is up to date without one
             stale = not decode.frame_index(out).exists() or (
-                audio_codec == "pcm_s16le" and not decode.sidecar(out, audio_rate).exists()
+                audio_codec == "pcm_s16le" and not decode.sidecar(out, audio_rate).exists() and heard(out)
             )
             if not out.exists() or stale:
                 jobs.append((path, out, settings))
@@ -153,6 +161,15 @@ def prepare(
         f"prepared {len(jobs) - len(failed)} videos ({len(failed)} failed, {copied} other files copied) "
         f"-> {dst}, {len(rows)} usable in its manifest ({time.time() - t0:.1f}s)"
     )
+
+
+def heard(video):
+    """Whether a prepared copy has an audio stream (a file that does not open is re-prepared)."""
+    try:
+        with av.open(str(video)) as c:
+            return bool(c.streams.audio)
+    except (av.FFmpegError, OSError):
+        return True
 
 
 def done_before(dst):

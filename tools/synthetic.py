@@ -55,7 +55,6 @@ the honesty tests rely on. `--family transfer` draws the classes from shapes and
 pre-training class has (the transfer endpoint's set; tools/render.py).
 """
 
-import argparse
 import csv
 import os
 import shutil
@@ -65,47 +64,68 @@ from pathlib import Path
 
 import numpy as np
 
+from config import Check, OneLineParser, at_least, between
 from tools.render import FAMILIES, SHAPES, class_signature, render_audio, render_video, write_mp4
 
 MARKER = ".robust_xid_synthetic"  # in every folder this generator made
 
 
+EVEN = Check(lambda v: v >= 16 and v % 2 == 0, "an even value of at least 16 (H.264 wants even sides)")
+
+
 def add_arguments(p):
+    """The generator's options, each with the values it allows (a bad one ends in one line, naming it)."""
     p.add_argument("--out", required=True, help="folder to create (or one this generator made before)")
-    p.add_argument("--classes", type=int, default=10, help="number of classes (at most 25)")
-    p.add_argument("--train-per-class", type=int, default=50)
-    p.add_argument("--test-per-class", type=int, default=30, help="30: one test video is not one point of R@1")
-    p.add_argument(
+    p.add_checked("--classes", between(1, 25), type=int, default=10, help="number of classes")
+    p.add_checked("--train-per-class", at_least(1), type=int, default=50)
+    p.add_checked(
+        "--test-per-class", at_least(0), type=int, default=30, help="30: one test video is not one point of R@1"
+    )
+    p.add_checked(
         "--heldout",
+        at_least(0),
         type=int,
         default=None,
         help="injection pool (_heldout/): sounds of videos in neither split; default: one per train video",
     )
-    p.add_argument("--pool", type=int, default=100, help="audio-only files that belong to no class (_pool/)")
-    p.add_argument("--faulty", type=float, default=0.1, help="share of training videos with another video's audio")
-    p.add_argument("--size", type=int, default=64, help="frame side in pixels")
-    p.add_argument("--fps", type=int, default=24)
-    p.add_argument(
-        "--gop", type=int, default=12, help="keyframe interval (x264's own default, 250, is what downloads have)"
+    p.add_checked(
+        "--pool", at_least(0), type=int, default=100, help="audio-only files that belong to no class (_pool/)"
     )
-    p.add_argument("--audio-rate", type=int, default=22050)
-    p.add_argument("--seconds", type=float, nargs=2, default=(3.0, 4.0), help="duration range")
-    p.add_argument("--noise", type=float, default=0.3, help="background clutter and audio noise, 0..1")
-    p.add_argument(
+    p.add_checked(
+        "--faulty", between(0, 1), type=float, default=0.1, help="share of training videos with another video's audio"
+    )
+    p.add_checked("--size", EVEN, type=int, default=64, help="frame side in pixels")
+    p.add_checked("--fps", at_least(1), type=int, default=24)
+    p.add_checked(
+        "--gop",
+        at_least(1),
+        type=int,
+        default=12,
+        help="keyframe interval (x264's own default, 250, is what downloads have)",
+    )
+    p.add_checked("--audio-rate", at_least(8000), type=int, default=22050)
+    p.add_checked(
+        "--seconds", at_least(0.5), type=float, nargs=2, default=[3.0, 4.0], help="duration range, shortest first"
+    )
+    p.add_checked("--noise", between(0, 1), type=float, default=0.3, help="background clutter and audio noise")
+    p.add_checked(
         "--instance-cue",
+        between(0, 1),
         type=float,
         default=0.0,
-        help="0..1: strength of a cue of each video's own that its picture and sound share (a stripe whose "
+        help="strength of a cue of each video's own that its picture and sound share (a stripe whose "
         "height and hue set the pitches of two tones); 0, the default, leaves the set as it was",
     )
-    p.add_argument(
+    p.add_checked(
         "--class-cue",
+        Check(lambda v: 0 < v <= 1, "a value in (0, 1]"),
         type=float,
         default=1.0,
-        help="0..1: size of the class's shape and level of the class's sound (1: as it was)",
+        help="size of the class's shape and level of the class's sound (1: as it was)",
     )
-    p.add_argument(
+    p.add_checked(
         "--clips-per-source",
+        at_least(1),
         type=int,
         default=1,
         help="clips made from each source (scene and sound character shared, start and details varied); "
@@ -131,9 +151,13 @@ def add_arguments(p):
         help="pretrain (every pre-training set's shapes and timbres) or transfer (shapes and timbres no "
         "pre-training class has: the transfer endpoint's set, tools/render.py)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--workers", type=int, default=None, help="processes (default: every core; the files do not depend on it)"
+    p.add_checked("--seed", at_least(0), type=int, default=0)
+    p.add_checked(
+        "--workers",
+        at_least(1),
+        type=int,
+        default=None,
+        help="processes (default: every core; the files do not depend on it)",
     )
 
 
@@ -324,9 +348,15 @@ def generate(
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="tools/synthetic.py", description=__doc__.split("\n\n")[0])
     add_arguments(p)
-    generate(**vars(p.parse_args(argv)))
+    args = p.parse_args(argv)
+    if args.seconds[0] > args.seconds[1]:
+        p.error(f"--seconds {args.seconds[0]:g} {args.seconds[1]:g}: expected the shortest first")
+    try:
+        generate(**vars(args))
+    except (ValueError, FileExistsError) as err:  # options that do not go together, a folder of the user's
+        raise SystemExit(f"tools/synthetic.py: {err}") from None
 
 
 if __name__ == "__main__":
