@@ -377,7 +377,9 @@ def main(argv=None):
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
     p.add_argument("--epochs", type=int, default=3, help="epochs timed, the first left out of the means (epoch)")
     p.add_argument("--faulty", type=float, default=0.5, help="share of injected faulty positives (epoch)")
-    p.add_argument("--preload", nargs="+", default=["on"], choices=["auto", "on", "off"], help="paths to split (epoch)")
+    p.add_argument(
+        "--preload", nargs="+", default=["on"], choices=["auto", "on", "loader", "off"], help="paths to split (epoch)"
+    )
     args = p.parse_args(argv)
     args.preset = args.preset or ("demo" if args.cmd == "epoch" else "ablation")
     args.root = None if args.cmd == "epoch" and args.root == "data/synth" else args.root  # epoch: the preset's set

@@ -1,10 +1,11 @@
 """Where a training epoch's time goes: the model, the rest of the step, waiting for data, the diagnostics.
 
-    python -m tools.bench epoch --preset demo [--epochs 3] [--faulty 0.5] [--preload on off]
+    python -m tools.bench epoch --preset demo [--epochs 3] [--faulty 0.5] [--preload on loader off]
 
-For each --preload path, one process builds the run as train.py does (the set, its batches, the parts)
-and trains --epochs xID warm-up epochs through train.train_epoch, timing each part by wrapping the
-functions the step calls (on a GPU each timer synchronises, which costs a little overlap):
+For each --preload path (on: the in-memory set; loader: the same memory cut per item by a DataLoader, as
+before media/in_memory.py; off: the files, read by a DataLoader), one process builds the run as train.py
+does (the set, its batches, the parts) and trains --epochs xID warm-up epochs through train.train_epoch,
+timing each part by wrapping the functions the step calls (on a GPU each timer synchronises: a little overlap lost):
 
     waiting for data    the time the loop waits for its next batch (the loader, or the in-memory cut)
     augment + log-mel   media/augment.ClipAugment on the batch
@@ -97,9 +98,15 @@ def model_clips_per_s(cfg, device, batch, steps=10):
     return steps * video.shape[0] / (time.perf_counter() - t0)
 
 
+def _refuse(*args):
+    raise ValueError("tools.bench epoch --preload loader")
+
+
 def split_one(args, preload):
-    """One path's split: {part: seconds per epoch}, the epoch's clips/s, the model's clips/s."""
+    """One path's split: {part: seconds per epoch}, the epoch's clips/s, the model's clips/s. preload
+    "loader": the set preloaded, its clips cut per item by a DataLoader (the path before the in-memory set)."""
     device = default_device()
+    loader_cuts, preload = preload == "loader", "on" if preload == "loader" else preload
     with tempfile.TemporaryDirectory() as tmp:
         cfg = parse_config(
             ["--preset", args.preset, "--faulty-fraction", str(args.faulty), "--preload", preload]
@@ -108,7 +115,13 @@ def split_one(args, preload):
         )
         torch.manual_seed(cfg.seed)
         dataset = data.build_train_set(cfg, device)
-        sampler, loader = data.train_loader(cfg, dataset, 0, 1, device)
+        if loader_cuts:  # the same memory, cut per item by the DataLoader (the path before media/in_memory.py)
+            real, data.in_memory.InMemoryClips = data.in_memory.InMemoryClips, _refuse
+        try:
+            sampler, loader = data.train_loader(cfg, dataset, 0, 1, device)
+        finally:
+            if loader_cuts:
+                data.in_memory.InMemoryClips = real
         parts = train.build_parts(cfg, dataset, device)
         sums, per_epoch, clips = {}, [], 0
         timed = _TimedLoader(loader, sums, device)
@@ -151,7 +164,7 @@ def bench_epoch(args):
         f"epoch split ({args.preset} preset, {args.faulty:.0%} injected, {device}, {torch.get_num_threads()} threads; "
         f"mean of epochs 2-{args.epochs})"
     )
-    results = {p: split_one(args, p) for p in args.preload}
+    results = {p: split_one(args, p) for p in args.preload}  # one after another in this process
     names = list(results)
     print("| part | " + " | ".join(f"--preload {p}: s/epoch | share" for p in names) + " |")
     print("|---|" + "---:|---:|" * len(names))
