@@ -73,7 +73,12 @@ class MemoryBank(nn.Module):
 
     def targets(self, cand: Tensor) -> tuple[Tensor, Tensor]:
         """The bank rows at the candidates: cand (B, 1+K) -> vbar, abar, each (B, 1+K, D)."""
-        return self.video[cand], self.audio[cand]
+        # index_select copies whole rows; self.video[cand] gives the same tensor, element by element (slower)
+        rows = cand.flatten()  # (B*(1+K),)
+        return (
+            self.video.index_select(0, rows).view(*cand.shape, -1),  # (B, 1+K, D)
+            self.audio.index_select(0, rows).view(*cand.shape, -1),  # (B, 1+K, D)
+        )
 
     def scores(self) -> Tensor:
         """vbar_i . abar_i for every item: (N,). Low scores flag likely faulty positives (Sec. 4.1)."""

@@ -121,10 +121,9 @@ def soft_target_share(
     cand = torch.cat([anchors[:, None], neg + (neg >= anchors[:, None]).long()], 1)  # (A, 1+K), never i itself
     same = (labels[cand[:, 1:]] == labels[anchors, None]).float()  # (A, K)
     out = {"chance": float(same.mean())}
+    vbar, abar = (m.index_select(0, cand.flatten()).view(*cand.shape, -1) for m in (video, audio))  # (A, 1+K, D)
     for strategy in strategies:
-        S_v, _ = soft_targets(
-            video[cand], audio[cand], strategy, lam=1.0, tau_s=tau_s, tau_t=tau_t, labels=labels[cand]
-        )
+        S_v, _ = soft_targets(vbar, abar, strategy, lam=1.0, tau_s=tau_s, tau_t=tau_t, labels=labels[cand])
         mass = S_v[:, 1:]  # (A, K): what the anchor's target gives the other candidates
         out[strategy] = float((mass * same).sum() / mass.sum().clamp_min(1e-12))
     return out
