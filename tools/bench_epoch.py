@@ -5,6 +5,7 @@
 For each --preload path (on: the in-memory set; loader: the same memory cut per item by a DataLoader, as
 before media/in_memory.py; off: the files, read by a DataLoader), one process builds the run as train.py
 does (the set, its batches, the parts) and trains --epochs xID warm-up epochs through train.train_epoch,
+the paths' epochs interleaved,
 timing each part by wrapping the functions the step calls (on a GPU each timer synchronises: a little overlap lost):
 
     waiting for data    the time the loop waits for its next batch (the loader, or the in-memory cut)
@@ -40,13 +41,16 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def _timed(fn, sums, name, device):
+SUMS = {}  # seconds per part of the epoch being timed (the path whose epoch runs fills it)
+
+
+def _timed(fn, name, device):
     def wrapper(*args, **kwargs):
         _sync(device)
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
         _sync(device)
-        sums[name] = sums.get(name, 0.0) + time.perf_counter() - t0
+        SUMS[name] = SUMS.get(name, 0.0) + time.perf_counter() - t0
         return out
 
     return wrapper
@@ -55,9 +59,8 @@ def _timed(fn, sums, name, device):
 class _TimedLoader:
     """The run's batches, with the wait for each one counted."""
 
-    def __init__(self, loader, sums, device):
-        self.loader, self.sums, self.device = loader, sums, device
-        self.batch_size = loader.batch_size
+    def __init__(self, loader, device):
+        self.loader, self.device, self.batch_size = loader, device, loader.batch_size
 
     def __len__(self):
         return len(self.loader)
@@ -71,11 +74,15 @@ class _TimedLoader:
             except StopIteration:
                 return
             _sync(self.device)
-            self.sums["waiting for data"] = self.sums.get("waiting for data", 0.0) + time.perf_counter() - t0
+            SUMS["waiting for data"] = SUMS.get("waiting for data", 0.0) + time.perf_counter() - t0
             yield batch
 
 
-def model_clips_per_s(cfg, device, batch, steps=10):
+def _refuse(*args):
+    raise ValueError("tools.bench epoch --preload loader")
+
+
+def model_clips_per_s(cfg, device, batch, steps=5):
     """The bare model's clips/s at the run's batch: encoders, heads and Adam on one ready batch."""
     parts = train.build_parts(cfg, batch["dataset"], device)
     video, audio = train.device_inputs(parts, batch, device)
@@ -98,64 +105,90 @@ def model_clips_per_s(cfg, device, batch, steps=10):
     return steps * video.shape[0] / (time.perf_counter() - t0)
 
 
-def _refuse(*args):
-    raise ValueError("tools.bench epoch --preload loader")
+class TimedRun:
+    """One path's run, built as train.py builds it; `epoch(e)` trains and times one epoch, `model()` the bare
+    model at its batch. preload "loader": the set preloaded, cut per item by a DataLoader (the path before
+    the in-memory set)."""
 
-
-def split_one(args, preload):
-    """One path's split: {part: seconds per epoch}, the epoch's clips/s, the model's clips/s. preload
-    "loader": the set preloaded, its clips cut per item by a DataLoader (the path before the in-memory set)."""
-    device = default_device()
-    loader_cuts, preload = preload == "loader", "on" if preload == "loader" else preload
-    with tempfile.TemporaryDirectory() as tmp:
-        cfg = parse_config(
-            ["--preset", args.preset, "--faulty-fraction", str(args.faulty), "--preload", preload]
+    def __init__(self, args, preload, tmp, device):
+        self.device, self.tmp, self.rows = device, tmp, []
+        Path(tmp).mkdir(parents=True, exist_ok=True)
+        loader_cuts = preload == "loader"
+        self.cfg = cfg = parse_config(
+            [
+                "--preset",
+                args.preset,
+                "--faulty-fraction",
+                str(args.faulty),
+                "--preload",
+                preload.replace("loader", "on"),
+            ]
             + ["--warmup-epochs", str(args.epochs), "--epochs", "0", "--out", tmp]
             + (["--data", args.root] if args.root else [])
         )
         torch.manual_seed(cfg.seed)
-        dataset = data.build_train_set(cfg, device)
-        if loader_cuts:  # the same memory, cut per item by the DataLoader (the path before media/in_memory.py)
+        self.dataset = data.build_train_set(cfg, device)
+        if loader_cuts:  # the same memory, cut per item by the DataLoader
             real, data.in_memory.InMemoryClips = data.in_memory.InMemoryClips, _refuse
         try:
-            sampler, loader = data.train_loader(cfg, dataset, 0, 1, device)
+            self.sampler, self.loader = data.train_loader(cfg, self.dataset, 0, 1, device)
         finally:
             if loader_cuts:
                 data.in_memory.InMemoryClips = real
-        parts = train.build_parts(cfg, dataset, device)
-        sums, per_epoch, clips = {}, [], 0
-        timed = _TimedLoader(loader, sums, device)
-        objective, update = train.objective, parts.bank.update
-        train.objective = _timed(objective, sums, "objective", device)
-        parts.bank.update = _timed(update, sums, "bank update", device)
-        parts.augment.forward = _timed(parts.augment.forward, sums, "augment + log-mel", device)
-        step_fn = train.train_step
-        train.train_step = _timed(step_fn, sums, "step", device)
+        self.parts = train.build_parts(cfg, self.dataset, device)
+        self.parts.bank.update = _timed(self.parts.bank.update, "bank update", device)
+        self.parts.augment.forward = _timed(self.parts.augment.forward, "augment + log-mel", device)
+        self.clips = len(self.loader) * self.loader.batch_size
+
+    def epoch(self, epoch):
+        SUMS.clear()
+        self.sampler.set_epoch(epoch)
+        t0 = time.perf_counter()
+        train.train_epoch(self.parts, _TimedLoader(self.loader, self.device), self.cfg, epoch, 1, False, lambda i: 0)
+        t1 = time.perf_counter()
+        diagnostics.bank_report(self.parts.bank, self.dataset.labels, self.dataset.faulty, self.cfg.tau_s)
+        t2 = time.perf_counter()
+        torch.save(self.parts.state_dict(), Path(self.tmp) / "ckpt.pt")
+        t3 = time.perf_counter()
+        inside = SUMS.pop("step") - SUMS["augment + log-mel"] - SUMS["objective"] - SUMS["bank update"]
+        row = {**SUMS, "model fwd+bwd+Adam": inside, "diagnostics": t2 - t1, "checkpoint": t3 - t2}
+        row["other (loop)"] = (t1 - t0) - sum(SUMS.values()) - inside
+        row["epoch"] = t3 - t0
+        self.rows.append(row)
+
+    def model(self):
+        batch = next(iter(self.loader))
+        return model_clips_per_s(self.cfg, self.device, {**batch, "dataset": self.dataset})
+
+
+def split(args):
+    """Every path's run built first, then their epochs interleaved (path A's epoch e, path B's, ...) and
+    the bare model timed beside each round, so that a machine's drift falls on every path alike. Returns
+    {path: (mean seconds per part, epoch clips/s, model clips/s, clips per epoch)}, epoch 1 left out."""
+    device = default_device()
+    objective, step_fn = train.objective, train.train_step
+    train.objective, train.train_step = _timed(objective, "objective", device), _timed(step_fn, "step", device)
+    with tempfile.TemporaryDirectory() as tmp:
         try:
+            runs = {p: TimedRun(args, p, f"{tmp}/{p}", device) for p in args.preload}
+            models = {p: [] for p in runs}
             for epoch in range(args.epochs):
-                sums.clear()
-                sampler.set_epoch(epoch)
-                t0 = time.perf_counter()
-                train.train_epoch(parts, timed, cfg, epoch, 1, False, lambda i: False)
-                t1 = time.perf_counter()
-                diagnostics.bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t)
-                t2 = time.perf_counter()
-                torch.save(parts.state_dict(), Path(tmp) / "ckpt.pt")
-                t3 = time.perf_counter()
-                inside = sums.pop("step") - sums["augment + log-mel"] - sums["objective"] - sums["bank update"]
-                row = {**sums, "model fwd+bwd+Adam": inside, "diagnostics": t2 - t1, "checkpoint": t3 - t2}
-                row["other (loop)"] = (t1 - t0) - sum(sums.values()) - inside
-                row["epoch"] = t3 - t0
-                per_epoch.append(row)
-                clips = len(loader) * loader.batch_size
+                for p, run in runs.items():
+                    run.epoch(epoch)
+                    models[p].append(run.model())
         finally:
             train.objective, train.train_step = objective, step_fn
-        batch = next(iter(loader))
-        batch["dataset"] = dataset
-        model = model_clips_per_s(cfg, device, batch)
-    kept = per_epoch[1:] or per_epoch
-    mean = {k: sum(r[k] for r in kept) / len(kept) for k in kept[0]}
-    return mean, clips / mean["epoch"], model, clips
+    out = {}
+    for p, run in runs.items():
+        kept = run.rows[1:] or run.rows
+        mean = {k: sum(r[k] for r in kept) / len(kept) for k in kept[0]}
+        out[p] = (
+            mean,
+            run.clips / mean["epoch"],
+            sum(models[p][1:] or models[p]) / len(models[p][1:] or models[p]),
+            run.clips,
+        )
+    return out
 
 
 def bench_epoch(args):
@@ -164,7 +197,7 @@ def bench_epoch(args):
         f"epoch split ({args.preset} preset, {args.faulty:.0%} injected, {device}, {torch.get_num_threads()} threads; "
         f"mean of epochs 2-{args.epochs})"
     )
-    results = {p: split_one(args, p) for p in args.preload}  # one after another in this process
+    results = split(args)
     names = list(results)
     print("| part | " + " | ".join(f"--preload {p}: s/epoch | share" for p in names) + " |")
     print("|---|" + "---:|---:|" * len(names))
