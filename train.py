@@ -1,29 +1,26 @@
 """Pre-training: xID warm-up, then Robust-xID (paper Sec. 4.3, Sec. 5.1 "Pretraining", Sec. 6).
 
-Each step: encode the clips -> draw 1+K candidates from the memory bank -> their targets -> soft
-targets (eqs. (8)-(14)) and sample weights (eq. (6)) as the variant asks -> the objective, eq. (17)
--> backward -> EMA update of the bank. The first `warmup_epochs` minimise plain xID, eq. (1), at a
-constant learning rate; the next `epochs` minimise --loss (losses.VARIANTS: xid, weighted, oracle,
-soft, robust) under a cosine learning rate. `--init` branches a second stage off a warm-up.
+Each step: augment the clips -> encode them -> eq. (17) against 1+K candidates of the memory bank, with
+soft targets (eqs. (8)-(14)) and sample weights (eq. (6)) as the variant asks -> backward -> EMA update of
+the bank. The first `warmup_epochs` minimise plain xID, eq. (1), at a constant learning rate; the next
+`epochs` minimise --loss (losses.VARIANTS: xid, weighted, oracle, soft, robust) under a cosine one.
+`--init` starts that second stage from a warm-up's model and bank, as Table 2's methods are compared.
 
     python train.py --preset demo                                   # synthetic data, CPU, minutes
     python train.py --preset ablation --data K400 --layout kinetics  # the paper's Sec. 5 setting
     .venv/bin/torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
-Read top to bottom: the parts a step touches, the objective, the step, one epoch, the recipe. The
-training set and its injected faults are data.py's (build_train_set, train_loader), the schedule
-machinery/schedule.py's. Rerunning a command resumes from OUT/ckpt.pt; it stops if a setting that changes the
-result differs from the checkpoint's (--allow-config-change overrides). Resuming, checkpoints, the log
-and SIGTERM are one object around the loop, persistence/runstate.py's Run.
-Logs: a tqdm bar and OUT/log.jsonl, one line per epoch. Options and their paper values: python
-train.py --help (config.py).
+Read top to bottom: the schedule, the objective, the step, what a step touches, one epoch, the recipe.
+The training set and its injected faults are data.py's; resuming, checkpoints, the log and SIGTERM are
+persistence/runstate.py's Run, around the loop. Rerunning a command resumes from OUT/ckpt.pt, and stops
+if a setting that changes the result differs (--allow-config-change overrides). Logs: a tqdm bar and
+OUT/log.jsonl, a line per epoch. Options and their paper values: python train.py --help (config.py).
 """
 
 import math
 import random
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
@@ -41,14 +38,108 @@ from analysis.diagnostics import bank_report
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from machinery.devices import DeviceError, gather_on_host, setup_distributed, start_line
-from machinery.schedule import lr_at
+from machinery.schedule import cosine
+from machinery.tally import Tally
 from media.augment import ClipAugment
 from media.loader_workers import workers_per_process
 from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint, runstate
 
-# ----------------------------------------------------------------------------- what a run is built from
+# ----------------------------------------------------------------------------- the schedule (Sec. 4.3, 5.1)
+
+
+def stage_at(epoch: int, cfg: Config) -> str:
+    """xID during the warm-up, then the variant --loss names."""
+    return "xid" if epoch < cfg.warmup_epochs else cfg.loss
+
+
+def lr_at(step: int, cfg: Config, steps_per_epoch: int) -> float:
+    """Constant during the xID warm-up, then cosine from lr to lr_min over the second stage."""
+    warm = cfg.warmup_epochs * steps_per_epoch
+    if step < warm:
+        return cfg.lr
+    return cosine((step - warm) / max(1, cfg.epochs * steps_per_epoch), cfg.lr, cfg.lr_min)
+
+
+# ----------------------------------------------------------------------------- the objective and the step
+
+
+def objective(
+    v: Tensor, a: Tensor, idx: Tensor, bank: MemoryBank, cfg: Config, stage: str, truth: dict[str, Tensor]
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """eq. (17) for one batch with the switches of VARIANTS[stage]: candidates and their bank
+    targets, soft targets T (eqs. (8)-(14)) if the variant is soft, weights w_i from the bank scores
+    (eq. (6)) or the oracle's 0/1 if it is weighted. Returns the loss and statistics for the log."""
+    variant = VARIANTS[stage]
+    cand = bank.sample(idx, cfg.num_negatives)  # (B, 1+K)
+    vbar, abar = bank.targets(cand)  # (B, 1+K, D) each
+    targets = None
+    if variant.soft:
+        labels = truth["labels"][cand] if cfg.soft_targets == "oracle" else None  # (B, 1+K)
+        targets = soft_targets(vbar, abar, cfg.soft_targets, cfg.lam, cfg.tau_s, cfg.tau_t, labels=labels)
+    scores = bank.scores()  # (N,): vbar_i . abar_i before this step's update
+    mu, sigma = bank.score_stats(scores)  # over the valid slots
+    weights = None
+    if variant.weights == "scores":
+        weights = sample_weights(scores[idx], mu, sigma, cfg.delta, cfg.kappa, cfg.w_min)  # (B,)
+    elif variant.weights == "oracle":  # Sec. 5.2: w_i = 0 on the injected faulty positives, 1 elsewhere
+        weights = (~truth["injected"][idx]).float()  # (B,)
+    loss, _ = robust_xid_loss(v, a, vbar, abar, weights, targets, cfg.tau)
+    soft_mass = 1 - 0.5 * (targets[0][:, 0] + targets[1][:, 0]).mean() if targets else loss.new_zeros(())
+    weight = weights.mean() if weights is not None else loss.new_ones(())
+    return loss, {"weight": weight, "mu": mu, "sigma": sigma, "soft_mass": soft_mass}
+
+
+def train_step(
+    parts: "Parts", batch: dict[str, Tensor], cfg: Config, stage: str, lr: float
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """One step of the recipe on a loader batch (uint8 crops, waveforms, bank indices): augment on the
+    device -> encode -> eq. (17) -> backward -> EMA update of the bank. Returns the loss and the
+    statistics, on the device (no host sync here)."""
+    bank, device = parts.bank, parts.bank.video.device
+    for group in parts.optimizer.param_groups:
+        group["lr"] = lr
+    keep, skipped = set_aside_failed(bank, batch)  # before the objective draws negatives
+    video, audio = device_inputs(parts, batch, device)  # (B, 3, T, H, W), (B, 1, F, T')
+    idx = batch["index"].to(device, non_blocking=True)  # (B,)
+    with parts.autocast:
+        v, a = parts.model(video, audio)  # (B, 128) each
+    loss, stats = objective(v, a, idx, bank, cfg, stage, parts.truth)
+    parts.optimizer.zero_grad(set_to_none=True)
+    parts.scaler.scale(loss).backward()
+    parts.scaler.step(parts.optimizer)
+    parts.scaler.update()
+    bank.update(idx, v, a, keep=keep)  # after the loss: this step's targets came from the old memory
+    stats["loss"] = loss
+    stats["skipped"] = torch.tensor(float(skipped), device=device)  # items, over all ranks
+    return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
+
+
+def device_inputs(parts: "Parts", batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
+    """The loader's uint8 crops and waveforms, augmented on the device: colour, blur and spectrograms
+    are done here, batched. -> video (B, 3, T, H, W) in the model's memory format, audio (B, 1, F, T')."""
+    video, audio = parts.augment(
+        batch["video"].to(device, non_blocking=True), batch["audio"].to(device, non_blocking=True)
+    )  # (B, 3, T, H, W), (B, 1, F, T')
+    return video.to(memory_format=parts.video_format), audio
+
+
+def set_aside_failed(bank: MemoryBank, batch: dict[str, Tensor]) -> tuple[Tensor | None, int]:
+    """A file that failed to decode came as another item (data.AVDataset._get): its slot leaves the bank
+    for good, and the substitute, whose slot may also be in the batch as itself, must not update the
+    bank. Returns the (B,) rows that may update it (None: all) and the substitutes over all ranks."""
+    failed = batch.get("failed")
+    failed = torch.full((len(batch["index"]),), -1) if failed is None else failed  # (B,) on the host
+    failed_anywhere = gather_on_host(failed)  # (W*B,): a collective, so every rank calls it every step
+    substituted = failed_anywhere >= 0  # (W*B,)
+    if not substituted.any():  # the same answer on every rank
+        return None, 0
+    bank.exclude(failed_anywhere[substituted].unique())
+    return failed < 0, int(substituted.sum())
+
+
+# ----------------------------------------------------------------------------- what a step touches
 
 
 @dataclass
@@ -112,85 +203,7 @@ def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> P
     )
 
 
-# ----------------------------------------------------------------------------- schedule and step
-
-
-def stage_at(epoch: int, cfg: Config) -> str:
-    return "xid" if epoch < cfg.warmup_epochs else cfg.loss
-
-
-def objective(
-    v: Tensor, a: Tensor, idx: Tensor, bank: MemoryBank, cfg: Config, stage: str, truth: dict[str, Tensor]
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """eq. (17) for one batch with the switches of VARIANTS[stage]: candidates and their bank
-    targets, soft targets T (eqs. (8)-(14)) if the variant is soft, weights w_i from the bank scores
-    (eq. (6)) or the oracle's 0/1 if it is weighted. Returns the loss and statistics for the log."""
-    variant = VARIANTS[stage]
-    cand = bank.sample(idx, cfg.num_negatives)  # (B, 1+K)
-    vbar, abar = bank.targets(cand)  # (B, 1+K, D) each
-    targets = None
-    if variant.soft:
-        labels = truth["labels"][cand] if cfg.soft_targets == "oracle" else None  # (B, 1+K)
-        targets = soft_targets(vbar, abar, cfg.soft_targets, cfg.lam, cfg.tau_s, cfg.tau_t, labels=labels)
-    scores = bank.scores()  # (N,): vbar_i . abar_i before this step's update
-    mu, sigma = bank.score_stats(scores)  # over the valid slots
-    weights = None
-    if variant.weights == "scores":
-        weights = sample_weights(scores[idx], mu, sigma, cfg.delta, cfg.kappa, cfg.w_min)  # (B,)
-    elif variant.weights == "oracle":  # Sec. 5.2: w_i = 0 on the injected faulty positives, 1 elsewhere
-        weights = (~truth["injected"][idx]).float()  # (B,)
-    loss, _ = robust_xid_loss(v, a, vbar, abar, weights, targets, cfg.tau)
-    soft_mass = 1 - 0.5 * (targets[0][:, 0] + targets[1][:, 0]).mean() if targets else loss.new_zeros(())
-    weight = weights.mean() if weights is not None else loss.new_ones(())
-    return loss, {"weight": weight, "mu": mu, "sigma": sigma, "soft_mass": soft_mass}
-
-
-def device_inputs(parts: Parts, batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
-    """The loader's uint8 crops and waveforms, augmented on the device: colour, blur and spectrograms
-    are done here, batched. -> video (B, 3, T, H, W) in the model's memory format, audio (B, 1, F, T')."""
-    video, audio = parts.augment(
-        batch["video"].to(device, non_blocking=True), batch["audio"].to(device, non_blocking=True)
-    )  # (B, 3, T, H, W), (B, 1, F, T')
-    return video.to(memory_format=parts.video_format), audio
-
-
-def train_step(
-    parts: Parts, batch: dict[str, Tensor], cfg: Config, stage: str, lr: float
-) -> tuple[Tensor, dict[str, Tensor]]:
-    """One step of the recipe on a loader batch (uint8 crops, waveforms, bank indices): augment on
-    the device -> encode -> eq. (17) -> backward -> EMA update of the bank. bench.py times this
-    same function. Returns the loss and the statistics, on the device (no host sync here)."""
-    bank = parts.bank
-    device = bank.video.device
-    for group in parts.optimizer.param_groups:
-        group["lr"] = lr
-    video, audio = device_inputs(parts, batch, device)
-    idx = batch["index"].to(device, non_blocking=True)  # (B,)
-    # A file that failed to decode came as another item (data.AVDataset._get): its slot leaves the
-    # bank before the loss samples negatives, and the substitute, whose slot may also be in the batch
-    # as itself, does not update the bank.
-    failed = batch.get("failed")
-    failed = torch.full((len(batch["index"]),), -1) if failed is None else failed  # (B,) on the host
-    failed_anywhere = gather_on_host(failed)  # (W*B,)
-    substituted = failed_anywhere >= 0  # (W*B,)
-    any_substitute = bool(substituted.any())  # the same on every rank
-    if any_substitute:
-        bank.exclude(failed_anywhere[substituted].unique())
-    with parts.autocast:
-        v, a = parts.model(video, audio)  # (B, 128) each
-    loss, stats = objective(v, a, idx, bank, cfg, stage, parts.truth)
-    parts.optimizer.zero_grad(set_to_none=True)
-    parts.scaler.scale(loss).backward()
-    parts.scaler.step(parts.optimizer)
-    parts.scaler.update()
-    # after the loss: this step's targets came from the old memory
-    bank.update(idx, v, a, keep=(failed < 0) if any_substitute else None)
-    stats["loss"] = loss
-    stats["skipped"] = torch.tensor(float(substituted.sum()), device=device)  # items, over all ranks
-    return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
-
-
-# ----------------------------------------------------------------------------- the recipe's steps
+# ----------------------------------------------------------------------------- one epoch
 
 
 def train_epoch(
@@ -204,66 +217,30 @@ def train_epoch(
     resume: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """One pass over the loader, or the rest of one after `resume` (how far a stopped run got).
-    Returns the epoch's log record (means of the step statistics, and data_wait: the share of the
+    Returns the epoch's log record (the means of the step statistics, and data_wait: the share of the
     epoch's time the loop waited for the loader) and None, or, on a stop request (stop_requested(i)
     after step i: SIGTERM), None and how far this epoch got."""
     stage, steps = stage_at(epoch, cfg), len(loader)
     parts.model.train()
-    done = resume["steps"] if resume else 0
-    sums = {k: torch.tensor(v, device=parts.bank.video.device) for k, v in resume["sums"].items()} if resume else {}
-    seen, t0 = (resume["seen"], time.time() - resume["seconds"]) if resume else (0, time.time())
-    waited = resume.get("waited", 0.0) if resume else 0.0  # seconds spent waiting for a batch
-    bar = tqdm(
-        loader,
-        desc=f"epoch {epoch} {stage}",
-        disable=not show_bar,
-        leave=False,
-        file=sys.stdout,
-        initial=done,
-        total=steps,
-    )
-    ready = time.time()
-    for i, batch in enumerate(bar, start=done):
-        # the host waits here only when the loader is behind: a GPU step ahead of it queues kernels
-        # and blocks at the every-10th-step sync below instead
-        waited += time.time() - ready
+    tally = Tally(parts.bank.video.device, resume)
+    shown = {"disable": not show_bar, "leave": False, "file": sys.stdout}
+    bar = tqdm(loader, f"epoch {epoch} {stage}", total=steps, initial=tally.steps, **shown)
+    for i, batch in enumerate(tally.waiting(bar), start=tally.steps):
         step = epoch * steps + i
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
-        for k, val in stats.items():  # summed on the device: no host sync per statistic
-            sums[k] = sums.get(k, 0.0) + val
-        seen += batch["video"].shape[0] * world
+        tally.add(stats, batch["video"].shape[0] * world)
         if i % 10 == 0 or i == steps - 1:  # the only host syncs: every 10th step
             if not math.isfinite(loss.item()):
                 raise SystemExit(
                     f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
                     f"lower --lr, raise --tau, --tau-s or --tau-t if one is near 0, or try --amp off"
                 )
-            bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
+            bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{tally.clips_per_s():.0f}")
         if i < steps - 1 and stop_requested(i):
-            return None, {
-                "epoch": epoch,
-                "steps": i + 1,
-                "sums": {k: float(v) for k, v in sums.items()},
-                "seen": seen,
-                "seconds": time.time() - t0,
-                "waited": waited,
-            }
-        ready = time.time()
-    if dist.is_initialized():  # the log is the global batch's: each rank's loss is its share of eq. (17)
-        for k in sorted(sums):
-            dist.all_reduce(sums[k])
-            sums[k] /= world
-    skipped = round(float(sums.pop("skipped", 0.0)))  # the same count on every rank
-    return {
-        "epoch": epoch,
-        "stage": stage,
-        "lr": lr_at(epoch * steps, cfg, steps),
-        **{k: float(s) / steps for k, s in sums.items()},
-        "clips_per_s": seen / (time.time() - t0),
-        "data_wait": waited / max(1e-9, time.time() - t0),
-        "skipped": skipped,
-        "excluded": parts.bank.num_items - parts.bank.num_valid,
-    }, None
+            return None, tally.partial(epoch, i + 1)
+    lr = lr_at(epoch * steps, cfg, steps)
+    excluded = parts.bank.num_items - parts.bank.num_valid
+    return {"epoch": epoch, "stage": stage, "lr": lr, **tally.means(steps, world), "excluded": excluded}, None
 
 
 # ----------------------------------------------------------------------------- the recipe
@@ -297,10 +274,12 @@ def run(
         raise SystemExit(f"train.py: --init {cfg.init}: no such checkpoint (a train.py run's OUT/ckpt.pt)")
     dataset = data.build_train_set(cfg, device)
     sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
-    parts = build_parts(cfg, dataset, device)
+    parts, instances = build_parts(cfg, dataset, device), dataset.instances()
     show_bar = rank == 0 and sys.stdout.isatty()
-    # restores (resume or --init), then saves, logs and stops at each epoch's end
-    with runstate.Run(cfg, parts, dataset.instances(), asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
+    # resumes OUT/ckpt.pt if there is one; saves, logs and stops at each epoch's end
+    with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
+        if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
+            parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
         if ddp:  # after the restore: DDP starts every replica from rank 0's weights
             parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
         for epoch, resume in r.epochs():

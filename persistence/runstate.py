@@ -2,12 +2,13 @@
 
     Run            the run management around train.py's loop, one object: restore, the epochs left,
                    and at each epoch's end the checkpoint, the log line and a stop
-      .restore     resume OUT/ckpt.pt (or ckpt.pt.prev when ckpt.pt is unreadable), or branch off --init
+      .restore     resume OUT/ckpt.pt (or ckpt.pt.prev when ckpt.pt is unreadable)
       .save        the checkpoint after an epoch (rank 0 writes; every rank's RNG; the log so far)
       .stop_requested   whether SIGTERM asked for a stop; under DDP the ranks agree on it
     rewrite_log    OUT/log.jsonl rebuilt from the checkpoint, so each epoch is logged once
     log_epoch      the epoch's line on the terminal and in log.jsonl
     read_log       the records of a log.jsonl, in order (for the tools that read runs)
+    branch_state   the model and bank a second stage starts from (--init), checked against this run's data
     SigtermStop    SIGTERM stops the run at a step boundary
     hold_folder    one run per folder: a POSIX lock on OUT/run.lock, its holder named, gone with the process
     hold_for_job   the same under torchrun: rank 0 holds it for the job, every rank stops if it cannot
@@ -75,6 +76,23 @@ def load_resumable(ckpt_path: Path, rank: int) -> dict[str, Any]:
         return state
 
 
+def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> dict[str, Any]:
+    """The model and bank of the checkpoint a second stage branches off (--init): refused if its bank
+    was trained on another training set or other injected faulty positives."""
+    try:
+        state = checkpoint.load_checkpoint(init)
+    except (FileNotFoundError, checkpoint.CheckpointError) as err:  # a path the user typed: one line
+        raise SystemExit(f"train.py: --init {init}: {err}") from None
+    slots, num_items = state["bank"]["video"].shape[0], len(instances["paths"])
+    if slots != num_items:
+        raise SystemExit(
+            f"--init {init}: its memory bank has {slots} slots, "
+            f"the training set {num_items} videos; use the same data and manifest"
+        )
+    same_injection(state, instances["injected"], init, allow)
+    return {"model": state["model"], "bank": state["bank"]}
+
+
 class Trainable(Protocol):
     """What a run saves and restores (train.Parts): the model, bank, optimizer and scaler as one state."""
 
@@ -86,8 +104,8 @@ class Trainable(Protocol):
 
 
 class Run:
-    """Run management around train.py's loop, in one object. Entering it restores the state (resume
-    OUT/ckpt.pt, or branch off --init), rewrites the log to match, and lets SIGTERM ask for a stop;
+    """Run management around train.py's loop, in one object. Entering it restores the state (resumes
+    OUT/ckpt.pt if there is one), rewrites the log to match, and lets SIGTERM ask for a stop;
     `epochs()` yields the epochs left, each with how far a stopped run got into it; `end_epoch`
     checkpoints, logs, and exits if a stop was asked for:
 
@@ -152,11 +170,12 @@ class Run:
             exit_stopped(self.out, epoch, stopped, self.master)
 
     def restore(self) -> tuple[int, list[dict[str, Any]], dict[str, Any] | None]:
-        """Resume OUT/ckpt.pt (model, bank, optimizer, RNG, the log's history) or branch off --init
-        (model and bank, a fresh optimizer). Returns the first epoch to run, the log records up to
-        it, and how far a run stopped mid-epoch got into it (None if it did not)."""
+        """Resume OUT/ckpt.pt if there is one (model, bank, optimizer, RNG, the log's history). Returns
+        the first epoch to run, the log records up to it, and how far a run stopped mid-epoch got into
+        it (None if it did not). Whether it resumed: `self.resumed`."""
         cfg, ckpt_path, injected = self.cfg, self.ckpt, self.instances["injected"]
-        if ckpt_path.exists():  # rerunning the same command resumes
+        self.resumed = ckpt_path.exists()
+        if self.resumed:  # rerunning the same command resumes
             state = load_resumable(ckpt_path, self.rank)
             changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
             if changed and not cfg.allow_config_change:
@@ -176,19 +195,6 @@ class Run:
             elif self.master:
                 print(f"resuming from {ckpt_path} after epoch {state['epoch']}")
             return state["epoch"] + 1, state["log"], state["partial"]  # partial: where a stopped epoch stopped
-        if cfg.init:
-            try:
-                state = checkpoint.load_checkpoint(cfg.init)
-            except (FileNotFoundError, checkpoint.CheckpointError) as err:  # a path the user typed: one line
-                raise SystemExit(f"train.py: --init {cfg.init}: {err}") from None
-            slots, num_items = state["bank"]["video"].shape[0], len(self.instances["paths"])
-            if slots != num_items:
-                raise SystemExit(
-                    f"--init {cfg.init}: its memory bank has {slots} slots, "
-                    f"the training set {num_items} videos; use the same data and manifest"
-                )
-            same_injection(state, injected, cfg.init, cfg.allow_config_change)
-            self.parts.load_state_dict({"model": state["model"], "bank": state["bank"]})
         return 0, [], None
 
     def save(self, epoch: int, partial: dict[str, Any] | None = None) -> None:

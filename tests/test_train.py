@@ -14,7 +14,6 @@ import torch
 import data
 import train
 from config import Config, parse_config
-from machinery import schedule
 from persistence import checkpoint, records, runstate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +116,7 @@ def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
 
 def test_lr_schedule_is_constant_then_cosine():
     cfg = Config(lr=1.0, lr_min=0.1, warmup_epochs=2, epochs=2)
-    lrs = [schedule.lr_at(s, cfg, 10) for s in range(40)]
+    lrs = [train.lr_at(s, cfg, 10) for s in range(40)]
     assert lrs[:20] == [1.0] * 20 and lrs[20] == pytest.approx(1.0) and lrs[30] == pytest.approx(0.55)
     assert all(b <= a for a, b in zip(lrs[20:], lrs[21:])) and lrs[-1] > 0.1
 
@@ -226,7 +225,9 @@ def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
     dataset = data.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     fresh = {k: v.clone() for k, v in parts.model.state_dict().items()}
-    assert restorer(cfg, parts, dataset).restore() == (0, [], None)
+    assert restorer(cfg, parts, dataset).restore() == (0, [], None)  # nothing to resume: --init is run()'s
+    assert all(torch.equal(fresh[k], v) for k, v in parts.model.state_dict().items())  # the restore left it
+    parts.load_state_dict(runstate.branch_state(cfg.init, dataset.instances()))
     assert_same_state(warm, {"model": parts.model.state_dict(), "bank": parts.bank.state_dict()})
     assert not all(torch.equal(fresh[k], warm["model"][k]) for k in fresh)  # so the load did something
     assert parts.optimizer.state_dict()["state"] == {}  # a fresh optimizer

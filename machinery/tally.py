@@ -1,0 +1,73 @@
+"""One epoch's running account for train.py's loop: the step statistics summed on the device (no
+host sync per step), the clips seen, the time spent waiting for the loader, and how far a stopped
+epoch got, which the checkpoint keeps (`partial`) and a resumed run continues from.
+
+    tally = Tally(device, resume)          # resume: a stopped epoch's partial(), or None
+    for batch in tally.waiting(loader): ...; tally.add(stats, clips)
+    tally.partial(epoch, steps_done)       # on a stop: what the checkpoint keeps
+    tally.means(steps, world)              # at the epoch's end: the log record's averages
+
+Tests: tests/test_train.py (resume after a stop mid-epoch), tests/test_faults.py
+"""
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+
+class Tally:
+    def __init__(self, device: torch.device, resume: dict[str, Any] | None = None) -> None:
+        resume = resume or {}
+        self.steps = resume.get("steps", 0)  # steps an earlier, stopped run already did in this epoch
+        self.sums: dict[str, Tensor] = {k: torch.tensor(v, device=device) for k, v in resume.get("sums", {}).items()}
+        self.seen = resume.get("seen", 0)
+        self.t0 = time.time() - resume.get("seconds", 0.0)
+        self.waited = resume.get("waited", 0.0)  # seconds spent waiting for a batch
+
+    def waiting(self, batches: Iterable) -> Iterator:
+        """The batches, timing how long the host waits for each. It waits only when the loader is behind:
+        a GPU step ahead of it queues kernels and blocks at the loop's every-10th-step sync instead."""
+        ready = time.time()
+        for batch in batches:
+            self.waited += time.time() - ready
+            yield batch
+            ready = time.time()
+
+    def add(self, stats: dict[str, Tensor], clips: int) -> None:
+        for k, val in stats.items():
+            self.sums[k] = self.sums.get(k, 0.0) + val
+        self.seen += clips
+
+    def clips_per_s(self) -> float:
+        return self.seen / (time.time() - self.t0)
+
+    def partial(self, epoch: int, steps: int) -> dict[str, Any]:
+        """How far a stopped epoch got: what its checkpoint keeps and a resumed run starts from."""
+        return {
+            "epoch": epoch,
+            "steps": steps,
+            "sums": {k: float(v) for k, v in self.sums.items()},
+            "seen": self.seen,
+            "seconds": time.time() - self.t0,
+            "waited": self.waited,
+        }
+
+    def means(self, steps: int, world: int) -> dict[str, Any]:
+        """The epoch's averages of the step statistics, of the global batch under DDP (each rank's loss
+        is its share of eq. (17)), its clips/s, the share of its time spent waiting for data, and the
+        items that stood in for failed files (`skipped`, a count: the same on every rank)."""
+        if dist.is_initialized():
+            for k in sorted(self.sums):
+                dist.all_reduce(self.sums[k])
+                self.sums[k] /= world
+        skipped = round(float(self.sums.pop("skipped", 0.0)))
+        return {
+            **{k: float(s) / steps for k, s in self.sums.items()},
+            "clips_per_s": self.seen / (time.time() - self.t0),
+            "data_wait": self.waited / max(1e-9, time.time() - self.t0),
+            "skipped": skipped,
+        }
