@@ -45,12 +45,12 @@ mutation: venv
 demo: venv
 	$(PY) -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
 
-# The GPU path end to end (tools/gpu_check.py). It remakes the committed results/gpu.md: with the claims'
-# commands (experiments/claims.py), the only ones that write tracked files. Uses .venv when there is one, else the
+# The GPU path end to end (lab/gpu_check.py). It remakes the committed results/gpu.md: with the claims'
+# commands (lab/claims.py), the only ones that write tracked files. Uses .venv when there is one, else the
 # machine's own python3 (a GPU box with torch but no internet: OPERATIONS.md, "On a GPU").
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
-	$(GPU_PYTHON) -m tools.gpu_check --out results/gpu.md
+	$(GPU_PYTHON) -m lab.gpu_check --out results/gpu.md
 
 # Only what the project generates: the synthetic sets under data/ (each holds synthetic.py's marker),
 # make demo's runs/make_demo, and caches. A folder of data/ without the marker (a dataset of yours) and

@@ -1,4 +1,4 @@
-"""Work side by side: `--jobs N` of experiments/demo.py and experiments/claims.py runs N independent
+"""Work side by side: `--jobs N` of experiments/demo.py and lab/claims.py runs N independent
 (seed, noise level) settings at a time, and demo.py runs one setting's branches (each trained, then
 evaluated) at once; each a process with an equal share of the CPU threads (and, with several GPUs, one
 of them). On 2 cores two processes of one thread train 1.7x as much as one of two threads

@@ -4,7 +4,7 @@ is held to, what it does when it starts, and the bar shown over a loader on a te
 On a GPU workstation each loader worker gets a core of its own, the main processes keep theirs
 (MAIN_CORES each); on a small machine nothing is pinned. By default a process gets a worker per core
 it has to itself, at most BEST_WORKERS (workers_per_process). Used by train.py, evaluate.py and
-tools/bench.py through `loader` and worker_init_fn. Tests: tests/test_data.py
+lab/bench.py through `loader` and worker_init_fn. Tests: tests/test_data.py
 """
 
 import functools

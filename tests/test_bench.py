@@ -2,7 +2,8 @@
 
 import pytest
 
-from tools import bench, synthetic
+from lab import bench
+from tools import synthetic
 
 
 def test_step_and_model_benchmarks_run_on_cpu(capsys):

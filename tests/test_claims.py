@@ -1,7 +1,7 @@
-"""The claims' judge (experiments/claims_report.py) follows its plan: Holm's step-down over the two
+"""The claims' judge (lab/claims_report.py) follows its plan: Holm's step-down over the two
 primary endpoints, a verdict only with every planned seed, and the direction of a rejected test; the
-fine-tune column's packed checkpoints (experiments/claims_finetune.py) and the generated sections of
-the README and CLAIMS.md (experiments/claims_docs.py)."""
+fine-tune column's packed checkpoints (lab/claims_finetune.py) and the generated sections of
+the README and CLAIMS.md (lab/claims_docs.py)."""
 
 import json
 from pathlib import Path
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import statistics
-from experiments import claims_report as cr
+from lab import claims_report as cr
+from lab import statistics
 
 
 def write_setting(folder, seed, level, rows, key=None, **extra):
@@ -164,11 +164,11 @@ def _run_folder(tmp_path, methods, seed=0, data="data/synth2000", model=None):
 
 
 def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
-    """The fine-tune column carries slim checkpoints to a GPU (experiments/claims_finetune.py): the
+    """The fine-tune column carries slim checkpoints to a GPU (lab/claims_finetune.py): the
     encoder rebuilt from one must equal, weight for weight and buffer for buffer, the full one's."""
     import torch
 
-    from experiments import claims_finetune
+    from lab import claims_finetune
     from model import AVModel
     from persistence import checkpoint
 
@@ -187,7 +187,7 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
 
 
 def test_the_column_fine_tunes_each_packed_checkpoint_once_and_a_rerun_adds_nothing(tmp_path):
-    from experiments import claims_finetune
+    from lab import claims_finetune
     from test_evaluate import _two_colour_folder
 
     runs = _run_folder(tmp_path, ["xid", "weighted"], data=_two_colour_folder(tmp_path / "ds"))
@@ -202,7 +202,7 @@ def test_the_column_fine_tunes_each_packed_checkpoint_once_and_a_rerun_adds_noth
 
 
 def test_the_documents_change_only_after_their_marker(tmp_path):
-    from experiments import claims_docs
+    from lab import claims_docs
 
     doc = tmp_path / "CLAIMS.md"
     doc.write_text("# hand\nkept\n<!-- VERDICT -->\nold table\n## Next\nalso kept\n")
@@ -214,7 +214,7 @@ def test_the_documents_change_only_after_their_marker(tmp_path):
 
 
 def test_the_readme_summary_names_what_held_and_what_was_contradicted(tmp_path, monkeypatch):
-    from experiments import claims_docs
+    from lab import claims_docs
 
     monkeypatch.setattr(cr, "SEEDS", {})
     assert "have not started" in claims_docs.summary(tmp_path, {})  # no seeds sized yet: no verdicts
@@ -260,7 +260,7 @@ def test_not_worse_needs_both_lower_bounds_above_the_margin_and_is_worse_or_inco
 
 
 def test_a_baseline_at_its_ceiling_on_average_or_on_most_seeds_is_untestable_and_counts_nowhere(tmp_path):
-    from experiments import claims_docs
+    from lab import claims_docs
 
     f3a = next(c for c in cr.CLAIMS if c.name == "F3a")
     res = settings(STEADY, STEADY)
@@ -312,7 +312,7 @@ def test_claims_across_warm_ups_use_welchs_test_and_interval():
 def test_a_not_worse_claim_rows_wait_for_all_seeds(tmp_path):
     """The list of rows shows a sweep's row only once all its seeds are in."""
 
-    from experiments import claims_docs
+    from lab import claims_docs
 
     res = sweep_gaps(tmp_path, (0.01, -0.012, 0.004))
     assert any(r.startswith("| [S1 delta -1](results/claims/sweeps.md)") for r in claims_docs.readme_rows(res)[0])

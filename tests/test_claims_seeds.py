@@ -1,4 +1,4 @@
-"""The claims' seeds (experiments/claims.py seeds) and run plan: the paired t-test's power, the plan's
+"""The claims' seeds (lab/claims.py seeds) and run plan: the paired t-test's power, the plan's
 rule on the pilot's largest paired SD, the seeds pasted from the committed pilot, and a setting whose
 sweeps share its warm-up. The judge's own tests are in tests/test_claims.py."""
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import statistics
-from experiments import claims_report as cr
+from lab import claims_report as cr
+from lab import statistics
 
 
 def test_the_power_of_the_paired_t_test_matches_a_simulation_and_sizes_the_seeds():
@@ -26,10 +26,10 @@ def test_the_power_of_the_paired_t_test_matches_a_simulation_and_sizes_the_seeds
 
 
 def test_the_seed_counts_follow_the_plans_rule_on_the_largest_pilot_sd_and_the_plan_keeps_pairs(tmp_path):
-    """`python -m experiments.claims seeds`: the largest paired SD of the pilot (over both levels and both
+    """`python -m lab.claims seeds`: the largest paired SD of the pilot (over both levels and both
     primary endpoints) sizes the levels; its upper 80% bound, not the estimate. plan() trains each seed's
     levels together, and a 50% setting's sweeps in its own job."""
-    from experiments import claims
+    from lab import claims
     from test_claims import write_setting
 
     rng = np.random.default_rng(1)
@@ -68,7 +68,7 @@ def test_a_claims_setting_and_its_sweeps_share_one_warm_up_and_carry_the_transfe
     import argparse
     import json
 
-    from experiments import claims
+    from lab import claims
     from tools import synthetic
 
     data, transfer = tmp_path / "synth", tmp_path / "transfer"
@@ -101,7 +101,7 @@ def test_a_claims_setting_and_its_sweeps_share_one_warm_up_and_carry_the_transfe
 def test_the_plans_seeds_are_what_the_rule_gives_on_the_committed_pilot():
     """claims_plan.SEEDS (pasted into PLAN.md before the first claims run) is the rule's output on
     results/power_pilot/settings, not a number chosen by hand; empty only before the pilot finished."""
-    from experiments import claims
+    from lab import claims
     from test_train import ROOT
 
     pilot = ROOT / claims.PILOT

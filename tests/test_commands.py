@@ -1,5 +1,5 @@
-"""The commands of the README, the TOUR and OPERATIONS.md, in miniature, in a fresh clone of the tree: each
-runs, and afterwards `git status` is clean (runs write under runs/ and data/, which are ignored; only the
+"""The commands of the README, the TOUR, OPERATIONS.md and lab/README.md, in miniature, in a fresh clone of
+the tree: each runs, and afterwards `git status` is clean (runs write under runs/ and data/, which are ignored; only the
 commands that remake the committed evidence write tracked files, and they write them unchanged). Every
 documented program has its miniature (a fast test); running them is slow (a few minutes): `make test-all`."""
 
@@ -14,14 +14,14 @@ import pytest
 from conftest import ucf_layout
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "TOUR.md", "OPERATIONS.md")
+DOCS = ("README.md", "TOUR.md", "OPERATIONS.md", "lab/README.md")
 # Documented commands with no miniature, and why. Each of the others runs in the slow test.
 NOT_RUN = {
     "make test": "the suite itself; CI runs it (.ci/run)",
     "pip": "OPERATIONS.md's offline PyAV wheel for a GPU machine: a download, then an install from it",
 }
 # Documented commands whose miniature runs what they run
-SAME_AS = {"make demo": "experiments.demo", "make gpu-check": "tools.gpu_check"}
+SAME_AS = {"make demo": "experiments.demo", "make gpu-check": "lab.gpu_check"}
 # tiny sizes for the demo preset: the same code paths, seconds instead of minutes
 SMALL = ["--size", "32", "--n-mels", "16", "--n-time", "16", "--width", "0.125", "--batch-size", "8"]
 
@@ -49,7 +49,7 @@ def commands(tmp: Path) -> list[list[str]]:
     return [
         # TOUR.md, steps 1-9 and the exercises
         ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_memory_bank.py"],
-        ["-m", "tools.bench", "model", "--preset", "demo", "--batch", "4", "--steps", "1"],
+        ["-m", "lab.bench", "model", "--preset", "demo", "--batch", "4", "--steps", "1"],
         [
             "-m",
             "tools.synthetic",
@@ -247,8 +247,8 @@ def commands(tmp: Path) -> list[list[str]]:
         ["evaluate.py", "report", "runs/manual/weighted/ckpt.pt"],
         ["evaluate.py", "features", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--out", "runs/ucf1.npz"],
         ["-c", readme_python().replace("ucf1.npz", "runs/ucf1.npz")],
-        ["-m", "tools.gpu_check", "--out", "results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
-        ["-m", "experiments.claims", "report"],
+        ["-m", "lab.gpu_check", "--out", "results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
+        ["-m", "lab.claims", "report"],
     ]
 
 
@@ -289,7 +289,7 @@ def miniature_program(cmd: list[str]) -> str:
 
 def test_every_documented_program_is_in_the_miniature():
     documented = {SAME_AS.get(p, p) for p in map(program, documented_commands())}
-    assert {"torchrun train.py", "pip", "make test", "tools.gpu_check"} <= documented  # the parser sees them
+    assert {"torchrun train.py", "pip", "make test", "lab.gpu_check"} <= documented  # the parser sees them
     ran = {miniature_program(c) for c in commands(Path("/tmp"))}
     assert documented - ran - set(NOT_RUN) == set()
 

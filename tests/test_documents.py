@@ -112,17 +112,21 @@ def test_no_module_imports_one_that_imports_it_back():
 
     cycles = sorted((a, b) for a, deps in graph.items() for b in deps if reaches(b, a))
     assert cycles == []
-    assert re.search(r"from experiments import .*claims_report", (ROOT / "experiments/claims_docs.py").read_text())
+    assert re.search(r"from lab import .*claims_report", (ROOT / "lab/claims_docs.py").read_text())
 
 
 # The stack, lowest first (README, "Where things are"): the method's parts; the rooms of machinery they
-# and the recipe call on; the recipe and the protocols; what runs and checks them.
+# and the recipe call on; the recipe and the protocols; the demo, the tools and the exercises; the lab,
+# which produces the evidence; the tests.
 LEVELS = [
     {"config", "losses", "model", "memory_bank", "machinery"},
     {"media", "persistence", "analysis"},
     {"data", "train", "evaluate", "protocols"},
-    {"experiments", "tools", "exercises", "tests", "conftest"},
+    {"experiments", "tools", "exercises"},
+    {"lab"},
+    {"tests", "conftest"},
 ]
+HANDOUT = 3  # the levels up to this one are the handout: what a student reads and runs
 
 
 def level(module: str) -> int:
@@ -146,6 +150,25 @@ def test_no_module_imports_one_above_its_level_type_hints_included(tmp_path):
     planted = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from data import ClipSpec\n"
     (tmp_path / "decode.py").write_text(planted)
     assert imports(tmp_path / "decode.py", set(modules), type_hints=True) == {"data"} and level("data") > level("media")
+
+
+def test_the_lab_imports_the_handout_and_the_handout_never_the_lab(tmp_path):
+    """The handout (every level up to HANDOUT) stands alone: no module of it imports lab/, type hints
+    included, while the lab builds on it; and a planted arrow from the handout into the lab is seen."""
+    files = python_files()
+    modules = {f[:-3].replace("/", ".").removesuffix(".__init__"): f for f in files}
+    handout = {m for m in modules if level(m) <= HANDOUT}
+    lab = set(modules) - handout - {m for m in modules if level(m) > level("lab")}
+    assert {"lab.claims", "lab.bench", "lab.gpu_check", "lab.statistics"} <= lab and "experiments.demo" in handout
+    into_lab = sorted(
+        (m, dep) for m in handout for dep in imports(ROOT / modules[m], set(modules), True) if dep.startswith("lab")
+    )
+    assert into_lab == []
+    assert any(
+        dep.split(".")[0] in {"train", "experiments"} for m in lab for dep in imports(ROOT / modules[m], set(modules))
+    )
+    (tmp_path / "demo.py").write_text("from lab import statistics\n")
+    assert imports(tmp_path / "demo.py", set(modules)) == {"lab.statistics"} and level("lab") > HANDOUT
 
 
 def test_the_readme_demo_times_are_benchmarks_md_s():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tools import gpu_check
+from lab import gpu_check
 
 
 def test_without_cuda_it_says_so_and_exits_zero(tmp_path, capsys, monkeypatch):

@@ -1,7 +1,7 @@
-"""The one-regime screen's judge (experiments/regime.py, results/regime/PLAN.md): each criterion can
+"""The one-regime screen's judge (lab/regime.py, results/regime/PLAN.md): each criterion can
 fail, a per-seed bound fails as soon as one finished seed breaks it, and the rest wait for their seeds."""
 
-from experiments import regime
+from lab import regime
 
 
 def zero(xid, oracle_soft):

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from config import parse_config
-from experiments import demo, sweep
+from experiments import demo
+from lab import sweep
 from persistence import records
 from tools import synthetic
 

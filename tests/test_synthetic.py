@@ -5,8 +5,8 @@ import csv
 import numpy as np
 import pytest
 
+from lab.honesty import audio_statistics, best_auroc
 from tools import render, synthetic
-from tools.honesty import audio_statistics, best_auroc
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_the_shape_stays_in_the_central_region_that_training_crops_keep():
 
 
 def test_the_honesty_command_passes_a_generated_set_and_fails_a_leaking_split(synth, tmp_path):
-    from tools import honesty
+    from lab import honesty
 
     with pytest.raises(SystemExit) as ok:
         honesty.main([str(synth), "--n", "30"])
@@ -201,7 +201,7 @@ def test_novelty_spots_held_out_sounds_that_lack_the_siblings_natural_sounds_hav
     """The shortcut the novelty check exists for: natural sounds in tight groups (5 clips of a source),
     held-out sounds alone. Their nearest-neighbour distance gives them away; alike sounds do not.
     (With pairs the shortcut is weaker: at 50% injected half the kept clips lose their sibling.)"""
-    from tools.honesty import LIMIT, novelty_auroc
+    from lab.honesty import LIMIT, novelty_auroc
 
     rng = np.random.default_rng(0)
     sources = rng.normal(size=(80, 6))
@@ -216,7 +216,7 @@ def test_the_sound_descriptor_finds_a_clips_source_sibling_more_often_than_chanc
     more often than the 1 in 47 of chance, so the novelty check can see what sources share."""
     from scipy.spatial.distance import cdist
 
-    from tools.honesty import VIEWS, sound_descriptor
+    from lab.honesty import VIEWS, sound_descriptor
 
     synthetic.generate(
         tmp_path, classes=4, train_per_class=12, test_per_class=0, pool=0, size=32, seconds=(2.2, 2.6), seed=1,

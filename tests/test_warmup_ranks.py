@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from experiments import warmup_ranks
+from lab import warmup_ranks
 
 ONE = Path(__file__).resolve().parent.parent / "results" / "warmup_ranks" / "one_process"
 

@@ -15,13 +15,13 @@ bring PyAV as a wheel), it runs and writes one table (`make gpu-check`: the comm
              takes one GPU per rank): the two ranks' models and memory banks must be identical
   e. demo    `make demo`'s command from a fresh set (generation included): its wall time from the command
              to the table (goal <= 60 s) and the share of the warm-up spent waiting for data (goal <= 5%);
-             then one claims setting (a 50% warm-up and five 24-epoch branches, experiments/claims.py),
+             then one claims setting (a 50% warm-up and five 24-epoch branches, lab/claims.py),
              timed, and the whole claims plan's time on this GPU extrapolated from it (goal <= 20 min)
 
 Nothing here needs a GPU to import. Without CUDA it says so in one line and exits 0, so CI is
 unaffected; `--cpu-smoke` runs every part on the CPU at toy sizes (tests/test_gpu_check.py).
 
-    python -m tools.gpu_check [--out runs/gpu_check/gpu.md] [--work runs/gpu_check]
+    python -m lab.gpu_check [--out runs/gpu_check/gpu.md] [--work runs/gpu_check]
 """
 
 import argparse
@@ -36,10 +36,11 @@ from types import SimpleNamespace
 import torch
 
 import evaluate
+from lab import bench
 from machinery import devices
 from media import decode
 from persistence import runstate
-from tools import bench, synthetic
+from tools import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -214,7 +215,7 @@ def demo_section(work, smoke):
     import json
     import shutil
 
-    from experiments import claims
+    from lab import claims
 
     folder = work / "demo"
     shutil.rmtree(folder, ignore_errors=True)
@@ -277,7 +278,7 @@ def main(argv=None):
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU (smoke run, toy sizes)"
     text = [
         f"# gpu-check: {device}, torch {torch.__version__}, {os.cpu_count()} cores\n",
-        f"`python -m tools.gpu_check {' '.join(argv if argv is not None else sys.argv[1:])}`\n",
+        f"`python -m lab.gpu_check {' '.join(argv if argv is not None else sys.argv[1:])}`\n",
     ]
     verdict, step_rate = {}, 0.0
     if "step" in args.parts:

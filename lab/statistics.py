@@ -7,7 +7,7 @@ of a mean difference, and Holm's step-down over a family, on scipy.stats.
     power      the paired t-test's power over n seeds (noncentral t), and the seeds a plan needs
     sd_bound   a one-sided upper confidence bound of an SD measured on few seeds (chi-square)
 
-    python -m experiments.claims report      # experiments/claims_report.py judges with these
+    python -m lab.claims report      # lab/claims_report.py judges with these
 
 Tests: tests/test_claims.py (against the intervals written out by hand)
 """

@@ -10,7 +10,7 @@
 - injected audio comes from neither split: no `_heldout/` file is listed in train.txt or test.txt;
 - train and test share no video.
 
-    python -m tools.honesty data/synth2000        # prints each check; exit 1 if one fails
+    python -m lab.honesty data/synth2000        # prints each check; exit 1 if one fails
 
 tests/test_synthetic.py runs the same functions on a small generated set.
 """
@@ -146,7 +146,7 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=300, help="files of each kind to read")
     args = p.parse_args(argv)
     if not (Path(args.root) / "ground_truth.csv").exists():
-        raise SystemExit(f"tools.honesty: {args.root} has no ground_truth.csv: not a set made by tools/synthetic.py")
+        raise SystemExit(f"lab.honesty: {args.root} has no ground_truth.csv: not a set made by tools/synthetic.py")
     results = check(args.root, args.n)
     for name, (value, ok) in results.items():
         print(

@@ -1,7 +1,7 @@
 """The README's summary of the claims and CLAIMS.md's claims section, remade from the claims' report, so
 the documents say what results/claims/ says and nothing else.
 
-    python -m experiments.claims report     # writes results/claims/*.md, then calls update() here
+    python -m lab.claims report     # writes results/claims/*.md, then calls update() here
 
 Each document holds a marker; what follows it, to the next "## " heading, is replaced. Text outside
 the markers is written by hand.
@@ -10,7 +10,7 @@ the markers is written by hand.
 import re
 from pathlib import Path
 
-from experiments import claims_report as cr
+from lab import claims_report as cr
 
 README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
 
@@ -96,7 +96,7 @@ def claims_block(folder):
 
     verdict = body("VERDICT.md")
     return (
-        f"From results/claims/VERDICT.md, made by `python -m experiments.claims report`:\n\n{verdict}\n\n"
+        f"From results/claims/VERDICT.md, made by `python -m lab.claims report`:\n\n{verdict}\n\n"
         f"### Fig. 7: accuracy against the share of injected faulty positives\n\n{body('fig7.md')}\n\n"
         f"### Table 2: xID, Weighted, Soft (CCP), Robust\n\n{body('table2.md')}\n\n"
         f"### Table 1: the soft-target strategies at 0%\n\n{body('table1.md')}\n\n"

@@ -1,6 +1,6 @@
 """Where a training epoch's time goes: the model, the rest of the step, waiting for data, the diagnostics.
 
-    python -m tools.bench epoch --preset demo [--epochs 3] [--faulty 0.5] [--preload on loader off]
+    python -m lab.bench epoch --preset demo [--epochs 3] [--faulty 0.5] [--preload on loader off]
 
 For each --preload path (on: the in-memory set; loader: the same memory cut per item by a DataLoader, as
 before media/in_memory.py; off: the files, read by a DataLoader), one process builds the run as train.py
@@ -17,7 +17,7 @@ timing each part by wrapping the functions the step calls (on a GPU each timer s
     checkpoint          the state train.py saves after every epoch
 
 Beside it, in the same process, the bare model (encoders, heads and Adam on a ready batch, as
-`tools.bench model`): the epoch's clips/s over the model's is the figure BENCHMARKS.md tracks. The
+`lab.bench model`): the epoch's clips/s over the model's is the figure BENCHMARKS.md tracks. The
 first epoch is left out of the means (start-up: the first batch, allocations).
 """
 
@@ -79,7 +79,7 @@ class _TimedLoader:
 
 
 def _refuse(*args):
-    raise ValueError("tools.bench epoch --preload loader")
+    raise ValueError("lab.bench epoch --preload loader")
 
 
 def model_clips_per_s(cfg, device, batch, steps=5):

@@ -10,9 +10,9 @@ paired difference over seeds with a 95% t-interval.
             of mixing coefficient lambda"; paper: best between 0.25 and 0.5, pre-training fails
             completely above 0.65). 0, 0.25, 0.5 (default), 0.65, 0.8, 0.9, 1 at 50%.
 
-    python -m experiments.sweep delta                        # seeds 0-2: runs/demo/delta.md, delta.png
-    python -m experiments.sweep lambda
-    python -m experiments.sweep delta --values -2 0 known --faulty 0.5 --seeds 0 1 2 3 4
+    python -m lab.sweep delta                        # seeds 0-2: runs/demo/delta.md, delta.png
+    python -m lab.sweep lambda
+    python -m lab.sweep delta --values -2 0 known --faulty 0.5 --seeds 0 1 2 3 4
 
 Warm-ups and default branches are demo.py's, in the same runs/ folder: after `python -m experiments.demo
 --figure noisy` (and Table 2's command for lambda) a sweep trains only its new values. Finished points
@@ -162,7 +162,7 @@ def main(argv=None):
         "--results",
         default="runs/demo",
         help="where KNOB.md, KNOB.png and KNOB_settings/ go (default: beside the runs, never the tracked "
-        "results/; the claims' sweeps are `python -m experiments.claims run`'s)",
+        "results/; the claims' sweeps are `python -m lab.claims run`'s)",
     )
     p.add_argument("--warmup-epochs", type=int, default=25)
     p.add_argument("--epochs", type=int, default=6)
@@ -184,7 +184,7 @@ def main(argv=None):
 def write_results(args, points, minutes, argv):
     knob = KNOBS[args.knob]
     out = Path(args.results)
-    command = "python -m experiments.sweep " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m lab.sweep " + " ".join(argv if argv is not None else sys.argv[1:])
     reused = sum(p.get("reused", False) for pts in points.values() for p in pts)
     total = sum(len(pts) for pts in points.values())
     timing = (

@@ -4,9 +4,9 @@ One fine-tune is 200 epochs on the train split (about 33 min on 2 cores), so the
 where a GPU is: every checkpoint in its own process, all at once, each appending one JSON line to
 results/claims/finetune.jsonl as it finishes (a run cut short keeps what finished).
 
-    python -m experiments.claims_finetune pack --out .ft/ckpts.tar.xz   # here: the checkpoints to carry
-    python -m experiments.claims_finetune run .ft/ckpts.tar.xz          # on the GPU machine
-    python -m experiments.claims report                                 # the column joins table2.md
+    python -m lab.claims_finetune pack --out .ft/ckpts.tar.xz   # here: the checkpoints to carry
+    python -m lab.claims_finetune run .ft/ckpts.tar.xz          # on the GPU machine
+    python -m lab.claims report                                 # the column joins table2.md
 
 Why `pack`: a GPU machine is often reached by copying files to it, and twelve full checkpoints
 (18 MB each, with the audio encoder, the bank and Adam's state) are mostly what a fine-tune never
@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from experiments import demo
-from experiments.claims import FIRST_SEED, TABLE2
+from lab.claims import FIRST_SEED, TABLE2
 from persistence.checkpoint import load_checkpoint
 
 RESULTS = Path("results/claims/finetune.jsonl")
@@ -131,7 +131,7 @@ def run(packed, results, work="runs/claims_finetune", first=("xid", "weighted"),
         if path.stem in done:
             continue
         nice = 0 if path.stem.rsplit("_", 1)[1] in first else 10
-        cmd = [sys.executable, "-m", "experiments.claims_finetune", "one", str(path), "--results", str(results)]
+        cmd = [sys.executable, "-m", "lab.claims_finetune", "one", str(path), "--results", str(results)]
         procs.append(
             subprocess.Popen(
                 cmd + (["--epochs", str(epochs)] if epochs else []),

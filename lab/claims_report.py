@@ -1,14 +1,14 @@
-"""The report of `python -m experiments.claims report`: Fig. 7, Table 1 and Table 2 from the finished
+"""The report of `python -m lab.claims report`: Fig. 7, Table 1 and Table 2 from the finished
 settings in results/claims/settings/, and each claim of results/claims/PLAN.md judged as the plan says:
 paired differences over seeds on the two primary endpoints (in-domain 1-shot and transfer 1-shot), two-sided
-paired t-tests, Holm's step-down over the two at family-wise 0.05 (analysis/statistics.py). The 5-shots and
+paired t-tests, Holm's step-down over the two at family-wise 0.05 (lab/statistics.py). The 5-shots and
 R@1 are shown, not judged.
 
-    python -m experiments.claims report     # writes results/claims/{fig7,table1,table2,VERDICT}.md, fig7*.png
+    python -m lab.claims report     # writes results/claims/{fig7,table1,table2,VERDICT}.md, fig7*.png
 
-Table 2's fine-tune column joins table2.md from finetune.jsonl (experiments/claims_finetune.py), and
+Table 2's fine-tune column joins table2.md from finetune.jsonl (lab/claims_finetune.py), and
 the README's summary and CLAIMS.md's claims section are remade from the same numbers
-(experiments/claims_docs.py, which claims.py calls after this). The claims modules import in one
+(lab/claims_docs.py, which claims.py calls after this). The claims modules import in one
 direction: claims -> claims_docs -> claims_report -> claims_plan (the claims as data), and
 claims_finetune -> claims.
 """
@@ -20,9 +20,8 @@ from statistics import mean
 import numpy as np
 
 from analysis import figures
-from analysis.statistics import ALPHA, holm, interval, t_test
 from experiments import demo_report
-from experiments.claims_plan import (  # noqa: F401  (claims_report.X: the judge's readers)
+from lab.claims_plan import (  # noqa: F401  (claims_report.X: the judge's readers)
     BOUND,
     CEILING,
     CHANCE,
@@ -46,6 +45,7 @@ from experiments.claims_plan import (  # noqa: F401  (claims_report.X: the judge
     load,
     planned,
 )
+from lab.statistics import ALPHA, holm, interval, t_test
 
 
 def cell(claim, res, metric):
@@ -197,7 +197,7 @@ def method_table(res, level, methods):
 
 
 def finetune_results(folder):
-    """{(level, method): {seed: test accuracy}} of finetune.jsonl (experiments/claims_finetune.py), and
+    """{(level, method): {seed: test accuracy}} of finetune.jsonl (lab/claims_finetune.py), and
     its first line (protocol, device); ({}, None) where the column was not run."""
     path = Path(folder) / "finetune.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -247,11 +247,11 @@ def load_sweeps(folder):
 def sweeps_report(folder):
     """The appendix's sweeps at 50% over the seeds whose every value has finished: the sweep's own tables
     (S1 and S2 are judged with the other claims, from load_sweeps)."""
-    from experiments import sweep
+    from lab import sweep
 
     text = [
         "# The appendix's sweeps on the adopted regime\n",
-        "Made by `python -m experiments.claims report` from `delta_settings/` and `lambda_settings/`, over the "
+        "Made by `python -m lab.claims report` from `delta_settings/` and `lambda_settings/`, over the "
         "seeds whose every value has finished. PLAN.md's S1 and S2 are judged in [VERDICT.md](VERDICT.md) once "
         "all their seeds are in; S3 (the best lambda) is read off these tables. lambda 0 is xID exactly.\n",
     ]
@@ -310,7 +310,7 @@ def main(folder):
     fig7 = ["xid", "weighted", "oracle"]
     text = [
         "# Fig. 7 on the adopted regime\n",
-        "Made by `python -m experiments.claims report` from "
+        "Made by `python -m lab.claims report` from "
         "`settings/`; the plan: [PLAN.md](PLAN.md). Metrics in %, mean ± sample SD over seeds; AUROC: the bank "
         "scores of the branch's final bank against the known faulty positives (natural and injected). At 0% "
         "Oracle-xID is xID.\n",

@@ -5,8 +5,8 @@ The candidates' runs are experiments.demo commands (PLAN.md lists them): at 0% i
 Soft-xID with the oracle's soft targets on the screen seeds 100-102; at 50%, xID and Oracle-xID on
 seeds 100-101. The judge reads their settings files and, when given, the honesty log.
 
-    python -m experiments.regime judge runs/regime/a runs/regime/a50 [--honesty data/synth_src10]
-    python -m experiments.regime judge results/regime/settings/e results/regime/settings/e50   # the committed ones
+    python -m lab.regime judge runs/regime/a runs/regime/a50 [--honesty data/synth_src10]
+    python -m lab.regime judge results/regime/settings/e results/regime/settings/e50   # the committed ones
 """
 
 import argparse
@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 from experiments import demo
-from tools import honesty
+from lab import honesty
 
 SEEDS_0, SEEDS_50 = (100, 101, 102), (100, 101)  # the screen's own seeds: the claims never use them
 XID_RANGE = (35.0, 80.0)  # (a): xID 1-shot at 0%, every seed
 SOFT_GAIN, SOFT_SD = 8.0, 6.0  # (b): oracle soft targets - xID, 1-shot: mean at least, paired SD at most
 AUROC_MIN, ORACLE_GAIN = 80.0, 5.0  # (c): bank AUROC after the xID branch, every seed; Oracle - xID mean
-HONESTY_LIMIT = 0.75  # (d): tools.honesty's bound
+HONESTY_LIMIT = 0.75  # (d): lab.honesty's bound
 
 
 def rows(folder, seeds, faulty):
@@ -94,7 +94,7 @@ def criteria(zero, fifty, honesty=None):
 
 
 def honesty_aurocs(root):
-    """tools.honesty's best audio-only AUROCs on a set: (natural faults, held-out sounds)."""
+    """lab.honesty's best audio-only AUROCs on a set: (natural faults, held-out sounds)."""
     return [value for name, (value, _) in honesty.check(root).items() if "AUROC" in name]
 
 
@@ -103,7 +103,7 @@ def main(argv=None):
     p.add_argument("command", choices=["judge"])
     p.add_argument("zero", help="the candidate's results folder at 0%%")
     p.add_argument("fifty", help="the candidate's results folder at 50%%")
-    p.add_argument("--honesty", metavar="DATA", help="the candidate's set: run tools.honesty's checks on it")
+    p.add_argument("--honesty", metavar="DATA", help="the candidate's set: run lab.honesty's checks on it")
     args = p.parse_args(argv)
     found = criteria(
         rows(args.zero, SEEDS_0, 0.0),

@@ -1,14 +1,14 @@
 """Throughput benchmarks, one command per figure, each printing a short table.
 
-    python -m tools.bench data  [--root data/raw --prepared data/raw_prepared] [--preset ablation]
+    python -m lab.bench data  [--root data/raw --prepared data/raw_prepared] [--preset ablation]
                           [--decoder-threads 0 1] [--sws-threads 0 1] [--pin off on]
                                             # decode ms/clip, loader clips/s per worker, before/after prepare
-    python -m tools.bench parts --root data/prepared      # a clip's ms, part by part, this checkout's code
-    python -m tools.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
-    python -m tools.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
-    python -m tools.bench epoch [--preset demo --epochs 3 --preload on off]  # an epoch's split: tools/bench_epoch.py
-    python -m tools.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
-    python -m tools.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
+    python -m lab.bench parts --root data/prepared      # a clip's ms, part by part, this checkout's code
+    python -m lab.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
+    python -m lab.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
+    python -m lab.bench epoch [--preset demo --epochs 3 --preload on off]  # an epoch's split: lab/bench_epoch.py
+    python -m lab.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
+    python -m lab.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -31,6 +31,7 @@ import data
 import train
 from analysis import fewshot
 from config import parse_config
+from lab.bench_epoch import bench_epoch
 from machinery.devices import default_device
 from media import decode, loader_workers, manifest
 from media.augment import ClipAugment
@@ -39,7 +40,6 @@ from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint
 from tools import prepare
-from tools.bench_epoch import bench_epoch
 
 
 def bench_data(args):
@@ -232,7 +232,7 @@ def bench_parts(args):
     """A training clip's milliseconds part by part on a prepared copy, with this checkout's code: open
     (the frame index where the copy has one, else the container), seek + decode + RGB, audio (the PCM
     sidecar where there is one, else the container), crop and flip. The videos, starts and crops are
-    drawn from a fixed seed, so the same command in a checkout of older code (tools/bench.py copied
+    drawn from a fixed seed, so the same command in a checkout of older code (lab/bench.py copied
     in) times the same clips: BENCHMARKS.md, "Data loading", alternates the two."""
     cfg = parse_config(["--preset", args.preset, "--data", args.root, "--preload", "off"])
     spec = data.clip_spec(cfg)

@@ -7,8 +7,8 @@ arithmetic changes. The plan compares seeds 0-2 at 50% injected, three methods f
 against the one-process arm, the earlier claims' 50% settings (the same recipe), kept in
 results/warmup_ranks/one_process/settings since those claims left the tree (commit 554eea5).
 
-    python -m experiments.warmup_ranks run      # seeds 0-2 at 50%, about 45 min on 2 cores; resumes
-    python -m experiments.warmup_ranks judge    # results/warmup_ranks/VERDICT.md
+    python -m lab.warmup_ranks run      # seeds 0-2 at 50%, about 45 min on 2 cores; resumes
+    python -m lab.warmup_ranks judge    # results/warmup_ranks/VERDICT.md
 """
 
 import argparse
@@ -17,7 +17,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments import claims_report, demo, demo_report
+from experiments import demo, demo_report
+from lab import claims_report
 
 RESULTS = Path("results/warmup_ranks")
 ONE_PROCESS = Path("results/warmup_ranks/one_process")  # settings/seed{0,1,2}_faulty50.json: one process
@@ -44,7 +45,7 @@ def judge(two=RESULTS, one=ONE_PROCESS):
     lines = [
         "# Two-rank warm-up against one process: the verdict of PLAN.md's criterion",
         "",
-        f"Made by `python -m experiments.warmup_ranks judge` from {two}/settings (two ranks) and "
+        f"Made by `python -m lab.warmup_ranks judge` from {two}/settings (two ranks) and "
         f"{one}/settings (one process), seeds {', '.join(map(str, seeds)) or 'none'} of the plan's "
         f"{', '.join(map(str, SEEDS))} at 50% injected, on data/synth2000. Points of few-shot accuracy; the "
         "paired difference is two ranks - one process with its 95% t-interval; SD is the one-process "

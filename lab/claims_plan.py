@@ -1,8 +1,8 @@
 """The claims of results/claims/PLAN.md as data: the primary endpoints, the seeds of each group of claims,
-and every claim, 'A > B' or 'A >= B', with the two arms it compares. experiments/claims_report.py judges
-them; experiments/claims.py runs the settings they read.
+and every claim, 'A > B' or 'A >= B', with the two arms it compares. lab/claims_report.py judges
+them; lab/claims.py runs the settings they read.
 
-    python -m experiments.claims report     # judges these claims from results/claims/settings/
+    python -m lab.claims report     # judges these claims from results/claims/settings/
 
 Each comparison is one claim, counted once: where the paper's figures and the earlier faulty-negative
 plan name the same comparison, it has one name here (PLAN.md lists the earlier names).
@@ -17,7 +17,7 @@ PRIMARY = ("1-shot", "transfer 1-shot")  # in-domain and on classes pre-training
 SHOWN = ("5-shot", "transfer 5-shot", "R@1")
 CHANCE = 0.10  # both sets have 10 classes
 
-# Seeds per group of claims (PLAN.md, seeds): `python -m experiments.claims seeds` computes them from the
+# Seeds per group of claims (PLAN.md, seeds): `python -m lab.claims seeds` computes them from the
 # power pilot's paired SDs; they are pasted here and into PLAN.md before the first claims run. Empty
 # until then: `run` refuses, and the claims below are listed with 5 seeds each.
 SEEDS = {"0%": 15, "50%": 15, "F1": 15, "F3b": 10, "S1": 15}
@@ -33,7 +33,7 @@ SWEEP_VALUES = {"delta": ("-2", "-1", "1", "known"), "lambda": ("0.25", "0.5", "
 
 
 # The regime every claims setting is trained and measured on (PLAN.md, regime): the fields of a setting's key
-# that the plan fixes. experiments/claims.py runs with them; a file made otherwise is refused, not judged.
+# that the plan fixes. lab/claims.py runs with them; a file made otherwise is refused, not judged.
 DATA, TRANSFER = "data/synth_src2p", "data/synth_transfer"
 WARMUP_EPOCHS, EPOCHS = 30, 24
 RECIPE = dict(data=DATA, warmup_epochs=WARMUP_EPOCHS, epochs=EPOCHS, trials=50, eval_clips=2, transfer=TRANSFER)

@@ -3,12 +3,12 @@ and the appendix's delta and lambda sweeps, each (seed, level) trained once and 
 that reads it, and every branch evaluated in-domain and on the transfer set. What is judged, how, and
 on how many seeds was written before the runs: results/claims/PLAN.md.
 
-    python -m experiments.claims seeds      # the plan's seed counts, from the power pilot's paired SDs
-    python -m experiments.claims run        # every missing setting, in the plan's order; resumes
-    python -m experiments.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
-    python -m experiments.claims run --jobs 2 --levels 0.25 0.75   # only those levels' settings
-    python -m experiments.claims report     # results/claims/: fig7.md, fig7*.png, table1.md, table2.md, VERDICT.md
-    python -m experiments.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
+    python -m lab.claims seeds      # the plan's seed counts, from the power pilot's paired SDs
+    python -m lab.claims run        # every missing setting, in the plan's order; resumes
+    python -m lab.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
+    python -m lab.claims run --jobs 2 --levels 0.25 0.75   # only those levels' settings
+    python -m lab.claims report     # results/claims/: fig7.md, fig7*.png, table1.md, table2.md, VERDICT.md
+    python -m lab.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
 
 The regime is `make demo`'s (config.PRESETS["demo"], data/synth_src2p, 30 warm-up epochs) with branches of
 24 epochs (results/ccp_length: the demo's 4 are far from done). Each finished (seed, level) is written to
@@ -21,10 +21,11 @@ import sys
 from pathlib import Path
 from statistics import stdev
 
-from analysis.statistics import not_worse_power, power, sd_bound
-from experiments import claims_docs, claims_report, demo, demo_report, jobs, sweep
-from experiments.claims_plan import DATA, EPOCHS, RECIPE, TRANSFER, WARMUP_EPOCHS
-from experiments.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS, SWEEP_VALUES
+from experiments import demo, demo_report, jobs
+from lab import claims_docs, claims_report, sweep
+from lab.claims_plan import DATA, EPOCHS, RECIPE, TRANSFER, WARMUP_EPOCHS
+from lab.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS, SWEEP_VALUES
+from lab.statistics import not_worse_power, power, sd_bound
 
 RESULTS = Path("results/claims")
 PILOT = Path("results/power_pilot/settings")  # the screen the seeds are sized from (never its seeds)
@@ -214,7 +215,7 @@ def main(argv=None):
         print("BOUND = " + json.dumps(notes["bound"]) + "\nSHORT = " + json.dumps(notes["short"]))
     elif args.action == "run":
         if not SEEDS:
-            sys.exit("experiments/claims_plan.py: SEEDS is empty; fill it from `python -m experiments.claims seeds`")
+            sys.exit("lab/claims_plan.py: SEEDS is empty; fill it from `python -m lab.claims seeds`")
         run(args)
     else:
         res = claims_report.main(Path(args.results))
