@@ -13,29 +13,27 @@ with several noise levels, Fig. 7 as RESULTS/noisy.png.
     python -m experiments.demo --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
     python -m experiments.demo --figure noisy --jobs 8                          # settings side by side (GPU box)
 
-A setting's branches (each trained, then evaluated) run side by side by default, a process of one
-thread each on 2 cores (`--branch-jobs 1`: one after another with every thread); on one thread the
-two give the same numbers (tests/test_demo.py).
+What a run trains is one typed object, DemoArgs, whose defaults are `make demo`'s regime; the command
+line fills it, and the lab's claims, sweeps and screens build their own (lab/README.md). A setting's
+branches (each trained, then evaluated) run side by side by default, a process of one thread each on
+2 cores (`--branch-jobs 1`: one after another with every thread); on one thread the two give the same
+numbers (tests/test_demo.py).
 
 Faulty positives are injected as the paper does (Sec. 5.2), with sounds from outside both splits:
 the synthetic set's `_heldout/` pool (train.py's --faulty-source heldout); any train.py option given
 here passes through, e.g. `--faulty-source train` for the donor deviation. As in the paper, delta is
 set from the known noise level (`paper_delta`): the weight function's midpoint sits at the quantile of
 the injected share, the one a user knows. `weighted@shares` is the named deviation that adds the
-natural share, which only the generator knows. Every
-run resumes: rerunning a command continues where it stopped, and a finished (seed, level) is kept
-as RESULTS/NAME_settings/seedS_faultyF.json, so that a later run (on another machine, its runs/ folder gone)
-only adds what is missing.
+natural share, which only the generator knows. Every run resumes: rerunning a command continues where
+it stopped, and a finished (seed, level) is kept as RESULTS/NAME_settings/seedS_faultyF.json, so that a
+later run (on another machine, its runs/ folder gone) only adds what is missing.
 
 `--transfer DATA` also evaluates each branch on a set whose classes pre-training never saw (the paper
 judges transfer to UCF101 and HMDB51): `--transfer data/synth_transfer` generates the synthetic one.
-
-Over 450 lines because the regime (DEMO), a setting's key, the warm-up and the branches with their
-evaluations are one job read top to bottom; the sets are in experiments/sets.py, the tables, the progress
-line and the side-by-side jobs in files of their own.
+The sets are experiments/sets.py's; the tables, the progress line and the side-by-side jobs are in
+files of their own.
 """
 
-import argparse
 import hashlib
 import json
 import os
@@ -51,9 +49,8 @@ import evaluate
 import train
 from config import PRESETS, config_from_dict, parse_config, result_changes
 from experiments import jobs
+from experiments.demo_args import parse_args
 from experiments.demo_report import (
-    COLUMNS,
-    DELTA_RULES,
     branch_folder,
     compare,
     method_name,
@@ -64,29 +61,16 @@ from experiments.demo_report import (
 from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
 from experiments.sets import SYNTH_SETS, ensure_data  # noqa: F401  (demo.SYNTH_SETS: the tests, the docs)
-from losses import VARIANTS
 from persistence import checkpoint
 
-# make demo's regime: the set, the recipe (warm-up and branch epochs, clips per video in evaluation) and the
-# methods. The one-regime screen (results/regime/PLAN.md) adopted no other yet, so it is still the one the
-# claims ran on (results/HISTORY.md).
-DEMO = dict(  # make demo: config.PRESETS["demo"]'s set and epochs, 2 clips per video in evaluation
-    data="data/synth_src2p",
-    warmup_epochs=30,
-    epochs=4,
-    eval_clips=2,
-    methods=["xid", "weighted", "soft", "robust", "oracle"],
-)
-TRANSFER = ("transfer R@1", "transfer R@5", "transfer 1-shot", "transfer 5-shot")  # --transfer's columns
 KEYED = ("data", "warmup_epochs", "epochs")  # in a setting's key under names of their own
-FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
 
 
 # Sec. 5.2 sets delta "so that the midpoint of the weighting function coincides with the known fraction
 # of altered samples": under a normal fit of the bank scores, delta = Phi^-1(injected share) puts that
 # share below the midpoint mu + delta sigma. With nothing injected the rule has no midpoint
 # (Phi^-1(0) = -inf), so 0% uses a fixed delta: config's default, -1, one sigma below the mean (about
-# 16% of the scores below it). It was fixed before any run at 0% and is not tuned on them.
+# 16% of the scores below it), not tuned on any run.
 DELTA_AT_ZERO = -1.0
 
 
@@ -107,16 +91,10 @@ def shares_delta(common):
     return NormalDist().inv_cdf(min(max(share, 1e-3), 1 - 1e-3))
 
 
-def eval_clips(args):
-    """Clips per video of the retrieval and few-shot features: the paper's 10 unless a command names
-    fewer (the claims' and sweeps' namespaces predate the option and keep 10)."""
-    return getattr(args, "eval_clips", evaluate.CLIPS)
-
-
 def settings_dir(args):
     """Finished (seed, noise level)s as small files beside the results: kept (the claims commit theirs),
     a rerun in a new checkout (whose runs/ folder is gone) skips what is done and adds only what is missing."""
-    return Path(args.results) / (getattr(args, "settings", None) or f"{args.figure or 'demo'}_settings")
+    return Path(args.results) / (args.settings or f"{args.figure or 'demo'}_settings")
 
 
 def setting_name(seed, faulty):
@@ -128,23 +106,16 @@ def setting_file(args, seed, faulty):
     return settings_dir(args) / f"{setting_name(seed, faulty)}.json"
 
 
-def preset(args):
-    """The train.py preset a run starts from: the demo's, or another a namespace names (`demo2000`, the
-    older regime the earlier claims ran on, at commit 554eea5)."""
-    return getattr(args, "preset", "demo")
-
-
 def setting_key(args, faulty):
     """What a finished setting's numbers depend on, beyond its seed and noise level. The manifest's
     hash stands for the data: a regenerated set with other videos does not reuse old numbers. Where
-    something is injected, also the injection: its draw's stream (changed once, to fix a bug), where
-    the audio comes from (changed once, to the paper's held-out sounds) and that pool's files. At 0%
-    nothing is injected, so 0% runs from before either change are the same runs."""
+    something is injected, also the injection: its draw's stream, where the audio comes from and that
+    pool's files; at 0% nothing is drawn, so none of them is part of the key."""
     manifest = Path(args.data) / "manifest.csv"
     digest = hashlib.sha1(manifest.read_bytes()).hexdigest()[:12] if manifest.exists() else None
-    cfg = parse_config(["--preset", preset(args), "--data", args.data] + args.train_args)
-    # The recipe where it differs from demo2000's, whose settings files predate the field: a finished
-    # setting is never reused for a run of another model size, clip or rate.
+    cfg = parse_config(["--preset", args.preset, "--data", args.data] + args.train_args)
+    # The recipe where it differs from the demo2000 preset's, the reference the key's other fields assume:
+    # a finished setting is never reused for a run of another model size, clip or rate.
     recipe = {k: getattr(cfg, k) for k, v in PRESETS["demo2000"].items() if k not in KEYED and getattr(cfg, k) != v}
     key = {
         "data": args.data,
@@ -155,11 +126,11 @@ def setting_key(args, faulty):
         "trials": args.trials,
         "train_args": args.train_args,
         **({"recipe": recipe} if recipe else {}),
-        **({"eval_clips": clips} if (clips := eval_clips(args)) != evaluate.CLIPS else {}),
-        **({"warmup_ranks": args.warmup_ranks} if getattr(args, "warmup_ranks", 1) > 1 else {}),
-        **({"transfer": transfer} if (transfer := getattr(args, "transfer", None)) else {}),
-        "delta": paper_delta(faulty),
-    }  # settings made under the earlier natural + injected rule run again
+        **({"eval_clips": args.eval_clips} if args.eval_clips != evaluate.CLIPS else {}),
+        **({"warmup_ranks": args.warmup_ranks} if args.warmup_ranks > 1 else {}),
+        **({"transfer": args.transfer} if args.transfer else {}),
+        "delta": paper_delta(faulty),  # the rule's: a setting made under another rule runs again
+    }
     if faulty == 0:
         return key
     pool = None
@@ -194,7 +165,7 @@ def run_setting(args, seed, faulty):
         used = shares_delta(common) if rule == "shares" else delta
         options = ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else [])
         branches[method] = (branch_folder(method), options, used)
-    if getattr(args, "branch_jobs", 1) > 1:  # every branch (training, then evaluation) in a process of its own
+    if args.branch_jobs > 1:  # every branch (training, then evaluation) in a process of its own
         progress.side_by_side()
         calls = [(args, root, common, name, options) for name, options, _ in branches.values()]
         with timed(split, "branches and evaluations, side by side"):
@@ -224,7 +195,7 @@ def warm_up(args, seed, faulty, progress=None):
     Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
     root = Path(args.runs) / setting_name(seed, faulty)
     common = (
-        ["--preset", preset(args), "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)]
+        ["--preset", args.preset, "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)]
         + ["--preload-cache", str(Path(args.runs) / "preload")]  # the files decoded once for all processes
         + (["--workers", str(args.workers)] if args.workers is not None else [])
         + args.train_args
@@ -236,9 +207,12 @@ def warm_up(args, seed, faulty, progress=None):
     if progress is not None and ckpt.exists():  # epochs an earlier run did: done, but not timed here
         progress.skipped(epochs=checkpoint.load_checkpoint(ckpt)["epoch"] + 1)
     on_epoch = progress and (lambda e: progress.trained(f"warm-up epoch {e + 1}/{args.warmup_epochs}"))
-    ranks = getattr(args, "warmup_ranks", 1)
-    if ranks > 1:  # not the default: see --warmup-ranks
-        _torchrun(ranks, common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs)], on_epoch)
+    if args.warmup_ranks > 1:  # not the default: see --warmup-ranks
+        _torchrun(
+            args.warmup_ranks,
+            common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs)],
+            on_epoch,
+        )
     else:
         train.main(warm, on_epoch=on_epoch)
     return root, common, paper_delta(faulty)
@@ -309,7 +283,7 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
             trials=args.trials,
             finetune_args={"epochs": args.finetune_epochs},
             figures=args.figures and name == branch_folder(shown_method(args.methods)),  # the ones it shows
-            clips=eval_clips(args),
+            clips=args.eval_clips,
         )
     if progress is not None:
         progress.evaluated(name)
@@ -326,7 +300,7 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
     }
     if args.finetune_epochs:
         row["fine-tune"] = res["finetune"]["test_acc"]
-    if getattr(args, "transfer", None):  # classes pre-training never saw, as the paper's UCF101 and HMDB51
+    if args.transfer:  # classes pre-training never saw, as the paper's UCF101 and HMDB51
         with timed(split, "evaluation"):
             res = evaluate.evaluate(
                 ckpt,
@@ -336,7 +310,7 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
                 shots=(1, 5),
                 trials=args.trials,
                 figures=False,
-                clips=eval_clips(args),
+                clips=args.eval_clips,
             )
         row |= {f"transfer {k}": res["retrieval"][k] for k in ("R@1", "R@5")}
         row |= {f"transfer {k}": res["fewshot"][k][0] for k in ("1-shot", "5-shot")}
@@ -344,102 +318,7 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--data",
-        default=DEMO["data"],
-        help="generated here when missing (never into a user's folder), with its SYNTH_SETS options; "
-        "data/synth2000 is 10 classes x 200 training videos",
-    )
-    p.add_argument("--runs", default="runs/demo")
-    p.add_argument(
-        "--results",
-        default="runs/demo",
-        help="where demo.md, demo.json and the finished settings go (default: beside the runs; the tracked "
-        "results/ are remade only by `python -m experiments.claims report`)",
-    )
-    p.add_argument("--figure", choices=sorted(FIGURES), help="the settings of a paper figure (methods, levels, seeds)")
-    p.add_argument(
-        "--methods",
-        nargs="+",
-        default=DEMO["methods"],
-        help=f"first is the baseline; one of {list(VARIANTS)}, soft:STRATEGY (Table 1's targets) or "
-        "weighted@shares (delta from the natural + injected share, a deviation)",
-    )
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--faulty", type=float, nargs="+", default=[0.5], help="shares of injected faulty positives")
-    p.add_argument("--warmup-epochs", type=int, default=DEMO["warmup_epochs"])
-    p.add_argument("--epochs", type=int, default=DEMO["epochs"], help="epochs of each branch")
-    p.add_argument(
-        "--finetune-epochs",
-        type=int,
-        default=0,
-        help="add a fine-tune column: the paper's recipe (evaluate.py) for this many epochs (paper: 200; "
-        "on the demo's set it converges only with the full schedule, results/finetune_curve.md, about "
-        "33 min a checkpoint on 2 cores); 0: none",
-    )
-    p.add_argument("--trials", type=int, default=50)
-    p.add_argument(
-        "--eval-clips",
-        type=int,
-        default=DEMO["eval_clips"],
-        help="clips per video for retrieval and few-shot (paper: 10; fewer is a named deviation)",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="DataLoader workers of training and evaluation "
-        "(default: the demo preset's 0 for training, 1 for evaluation)",
-    )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        help="settings run side by side as processes (a GPU box's cores, "
-        "several GPUs); each keeps its own loader --workers",
-    )
-    p.add_argument(
-        "--branch-jobs",
-        type=int,
-        default=None,
-        help="a setting's branches trained and evaluated side by side, each a process with its share of the "
-        "threads (default: all of them at once when there are 2 cores or more and --jobs is 1; 1: one after "
-        "another with every thread, as before)",
-    )
-    p.add_argument(
-        "--warmup-ranks",
-        type=int,
-        default=1,
-        help="train the warm-up as this many DDP processes (torchrun, gloo) of one share of the threads each: "
-        "on 2 cores about 1.7x faster, but each rank's batch norm sees its share of the batch, so it changes the "
-        "arithmetic; not the default until shown equal to 1 within seed noise (BENCHMARKS.md, make demo)",
-    )
-    p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the per-run analysis plots")
-    p.add_argument(
-        "--fresh",
-        action="store_true",
-        help="delete earlier runs under --runs and --results' settings first (else they resume)",
-    )
-    p.add_argument("--compare", default="", help="a committed demo.json to print this run's table beside")
-    p.add_argument(
-        "--transfer",
-        default=None,
-        help="also evaluate each branch (retrieval, few-shot) on this set, whose classes pre-training never "
-        "saw, as the paper's transfer to UCF101/HMDB51; data/synth_transfer is generated when missing",
-    )
-    args, args.train_args = p.parse_known_args(argv)  # the rest goes to train.py, e.g. --lr 3e-4
-    given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:]) if a.startswith("--")}
-    for k, v in FIGURES.get(args.figure, {}).items():  # a figure's settings, unless given on the command line
-        if f"--{k}" not in given:
-            setattr(args, k, v)
-    for m in args.methods:
-        key, _, rule = parse_method(m)
-        if key not in VARIANTS or rule not in DELTA_RULES:
-            p.error(f"--methods {m}: expected one of {list(VARIANTS)}, soft:STRATEGY or weighted@shares")
-    args.columns = COLUMNS + (("fine-tune",) if args.finetune_epochs else ()) + (TRANSFER if args.transfer else ())
-    if args.branch_jobs is None:  # 2 processes of 1 thread train 1.7x what 1 of 2 threads does (BENCHMARKS.md)
-        args.branch_jobs = len(args.methods) if (os.cpu_count() or 1) >= 2 and args.jobs == 1 else 1
+    args = parse_args(argv, description=__doc__.split("\n\n")[0])
     t0 = time.time()
     if args.fresh:
         shutil.rmtree(args.runs, ignore_errors=True)

@@ -178,7 +178,7 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
     (out / f"{name}.json").write_text(
         json.dumps(
             {
-                "args": {k: v for k, v in vars(args).items()},
+                "args": {**vars(args), "columns": args.columns},
                 "minutes": minutes,
                 "deltas": {str(k): v for k, v in deltas.items()},
                 "results": [{str(k): v for k, v in r.items()} for r in results],

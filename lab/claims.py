@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 from statistics import stdev
 
-from experiments import demo, demo_report, jobs
+from experiments import demo, jobs
+from experiments.demo_args import DemoArgs
 from lab import claims_docs, claims_report, sweep
 from lab.claims_plan import DATA, EPOCHS, RECIPE, TRANSFER, WARMUP_EPOCHS
 from lab.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS, SWEEP_VALUES
@@ -144,41 +145,38 @@ def plan(seeds=None):
 
 
 def demo_args(results, seed_methods, data=DATA, runs="runs/claims"):
-    return argparse.Namespace(
+    """A claims setting as the demo runs it: make demo's set and warm-up, the plan's branch length, every
+    branch evaluated in-domain and on the transfer set; its finished settings in RESULTS/settings."""
+    return DemoArgs(
         data=data,
         runs=runs,
         results=str(results),
         settings="settings",
-        figure=None,
         methods=seed_methods,
         warmup_epochs=WARMUP_EPOCHS,
         epochs=EPOCHS,
         eval_clips=RECIPE["eval_clips"],  # make demo's (results/regime/PLAN.md); the paper's 10 is a named deviation
-        finetune_epochs=0,
         trials=RECIPE["trials"],
-        train_args=[],
-        preset="demo",
         transfer=TRANSFER,
-        workers=None,
         figures=False,
-        columns=demo_report.COLUMNS + demo.TRANSFER,
     )
 
 
-def run_one(args, setting):
+def run_one(data, runs, results, setting):
+    """One setting of the plan: its warm-up and branches, then at 50% its sweeps' values from that warm-up."""
     seed, level, methods, knobs = setting
-    demo.run_setting(demo_args(args.results, list(methods), args.data, args.runs), seed, level)
-    for knob in knobs:  # the sweeps at 50%: their values' branches from this setting's warm-up
-        a = demo_args(args.results, [], args.data, args.runs)
-        a.knob, a.values = knob, list(SWEEP_VALUES[knob])
-        sweep.run_point(a, seed, level)
+    demo.run_setting(demo_args(results, list(methods), data, runs), seed, level)
+    for knob in knobs:
+        swept = sweep.SweepArgs(**vars(demo_args(results, [], data, runs)), knob=knob, values=list(SWEEP_VALUES[knob]))
+        sweep.run_point(swept, seed, level)
 
 
 def run(args):
     demo.ensure_data(args.data)
     demo.ensure_data(TRANSFER)
     todo = [s for s in plan() if args.levels is None or s[1] in args.levels]
-    jobs.side_by_side(run_one, [(args, setting) for setting in todo], args.jobs)  # --jobs: demo.py's way
+    calls = [(args.data, args.runs, args.results, setting) for setting in todo]
+    jobs.side_by_side(run_one, calls, args.jobs)  # --jobs: demo.py's way
 
 
 def main(argv=None):

@@ -238,10 +238,10 @@ def demo_section(work, smoke):
     ]
     ok = wall <= 60 and wait <= 0.05
     if not smoke:  # one claims setting: warm-up and five 24-epoch branches, on the demo's freshly made set
-        args = argparse.Namespace(data=str(data), runs=str(folder / "claims"), results=str(folder / "claims"))
         claims.demo.ensure_data(claims.TRANSFER)
         t0 = time.time()
-        claims.run_one(args, (claims.FIRST_SEED, 0.5, claims.FIG7 + ["soft", "robust"], ()))
+        setting = (claims.FIRST_SEED, 0.5, claims.FIG7 + ["soft", "robust"], ())
+        claims.run_one(str(data), str(folder / "claims"), str(folder / "claims"), setting)
         one = time.time() - t0
         split = json.loads((folder / "claims" / f"seed{claims.FIRST_SEED}_faulty50" / "time_split.json").read_text())
         warm = split.get("warm-up", 0.0)

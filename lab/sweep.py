@@ -25,11 +25,13 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import evaluate
 from analysis import figures
 from experiments import demo, demo_report
+from experiments.demo_args import DemoArgs
 from losses import VARIANTS
 
 
@@ -62,6 +64,14 @@ KNOBS = {
     ),
 }
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot")
+
+
+@dataclass
+class SweepArgs(DemoArgs):
+    """A sweep's runs: the demo's (its warm-ups and default branches are shared), one knob and its values."""
+
+    knob: str = "delta"
+    values: list[str] = field(default_factory=list)
 
 
 def branch(knob, name, value, delta):
@@ -168,13 +178,14 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--trials", type=int, default=50)
     p.add_argument("--workers", type=int, default=1)
-    args, args.train_args = p.parse_known_args(argv)
-    knob = KNOBS[args.knob]
-    args.values = args.values or list(knob.values)
-    args.faulty = args.faulty or list(knob.faulty)
-    if args.knob != "delta" and "known" in args.values:
+    ns, train_args = p.parse_known_args(argv)
+    knob = KNOBS[ns.knob]
+    ns.values = ns.values or list(knob.values)
+    ns.faulty = ns.faulty or list(knob.faulty)
+    if ns.knob != "delta" and "known" in ns.values:
         p.error("--values known: only delta has a known-share value")
-    args.finetune_epochs, args.figures, args.figure = 0, False, None  # what demo.py's functions read
+    # the paper's 10 clips per video in evaluation, no per-run plots
+    args = SweepArgs(**vars(ns), train_args=train_args, eval_clips=evaluate.CLIPS, figures=False)
     t0 = time.time()
     demo.ensure_data(args.data)
     points = {f: [run_point(args, s, f) for s in args.seeds] for f in args.faulty}

@@ -65,7 +65,6 @@ def test_the_seed_counts_follow_the_plans_rule_on_the_largest_pilot_sd_and_the_p
 def test_a_claims_setting_and_its_sweeps_share_one_warm_up_and_carry_the_transfer_columns(tmp_path, monkeypatch):
     """run_one at toy size: the 50% setting, then its delta sweep from the same warm-up and branches
     (xID and the paper's rule are not trained again), every row with both primary endpoints."""
-    import argparse
     import json
 
     from lab import claims
@@ -87,8 +86,8 @@ def test_a_claims_setting_and_its_sweeps_share_one_warm_up_and_carry_the_transfe
     trained = []
     real_train = claims.demo.train.main
     monkeypatch.setattr(claims.demo.train, "main", lambda cfg, **kw: trained.append(cfg.out) or real_train(cfg, **kw))
-    args = argparse.Namespace(results=str(tmp_path / "res"), data=str(data), runs=str(tmp_path / "runs"))
-    claims.run_one(args, (claims.FIRST_SEED, 0.5, ["xid", "weighted"], ("delta",)))
+    setting = (claims.FIRST_SEED, 0.5, ["xid", "weighted"], ("delta",))
+    claims.run_one(str(data), str(tmp_path / "runs"), str(tmp_path / "res"), setting)
     setting = json.loads((tmp_path / "res" / "settings" / f"seed{claims.FIRST_SEED}_faulty50.json").read_text())
     swept = json.loads((tmp_path / "res" / "delta_settings" / f"seed{claims.FIRST_SEED}_faulty50.json").read_text())
     assert all(e in setting["rows"][m] for m in ("xid", "weighted") for e in claims.claims_report.PRIMARY)

@@ -1,13 +1,14 @@
 """The demo and the generator never write into a user's folder; the demo's tables report paired
 differences with confidence intervals."""
 
-import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from config import PRESETS
 from experiments import demo, demo_report, progress
+from experiments.demo_args import FIGURES, TRANSFER, DemoArgs, parse_args
 from tools import synthetic
 
 
@@ -227,7 +228,7 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
     """A later checkout (runs/ gone) skips the settings whose small result file was committed."""
     import json
 
-    args = argparse.Namespace(
+    args = DemoArgs(
         data="d",
         results=str(tmp_path),
         figure="noisy",
@@ -278,17 +279,25 @@ def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
 
 
 def test_the_main_job_prints_its_table_beside_the_reference():
-    import argparse
-
     row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
     mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
     reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
-    args = argparse.Namespace(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
+    args = DemoArgs(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
     text = demo_report.compare(mine, reference, args)
     assert "| xID | 30.0 / 28.0 (+2.0) |" in text and "| Weighted-xID | 35.0 / 30.0 (+5.0) |" in text
     assert "the reference has no such setting" in demo_report.compare(
-        mine, reference, argparse.Namespace(faulty=[0.25], methods=["xid"], compare="x")
+        mine, reference, DemoArgs(faulty=[0.25], methods=["xid"], compare="x")
     )
+
+
+def test_the_command_line_fills_the_typed_args_and_passes_the_rest_to_train_py():
+    """parse_args gives a DemoArgs whose defaults are the dataclass's (make demo's regime); a figure's
+    settings apply unless given; options the demo does not know go to train.py."""
+    args = parse_args(["--figure", "noisy", "--seeds", "4", "--lr", "3e-4"])
+    assert isinstance(args, DemoArgs) and args.train_args == ["--lr", "3e-4"] and args.seeds == [4]
+    assert args.faulty == FIGURES["noisy"]["faulty"] and args.methods == FIGURES["noisy"]["methods"]
+    assert replace(parse_args([]), branch_jobs=1) == DemoArgs()
+    assert DemoArgs(transfer="t", finetune_epochs=3).columns[-5:] == ("fine-tune", *TRANSFER)
 
 
 def test_make_demo_writes_outside_the_tracked_tree():
@@ -340,7 +349,7 @@ def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_pa
         }
 
     monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
-    args = argparse.Namespace(epochs=2, finetune_epochs=7, trials=5, workers=0, figures=False, data="d", train_args=[])
+    args = DemoArgs(epochs=2, finetune_epochs=7, trials=5, workers=0, figures=False, data="d")
     common = ["--preset", "demo", "--data", "d"]
     row = demo.run_branch(args, tmp_path, common, "xid", ["--loss", "xid"])
     assert "finetune" in seen["tasks"] and row["fine-tune"] == 0.9
@@ -381,9 +390,8 @@ def test_a_ddp_warm_up_runs_under_torchrun_and_its_settings_are_not_mixed_with_o
     log = (tmp_path / "runs" / "seed0_faulty20" / "warmup" / "log.jsonl").read_text().splitlines()
     assert len(log) == 1 and (tmp_path / "runs" / "seed0_faulty20" / "weighted" / "ckpt.pt").exists()
     saved = json.loads((tmp_path / "res" / "demo_settings" / "seed0_faulty20.json").read_text())
-    one = argparse.Namespace(data=str(data), warmup_epochs=1, epochs=1, finetune_epochs=0, trials=2, warmup_ranks=1)
-    one.train_args = saved["key"]["train_args"]
-    assert demo.setting_key(argparse.Namespace(**{**vars(one), "warmup_ranks": 2}), 0.2) == saved["key"]
+    one = DemoArgs(data=str(data), warmup_epochs=1, epochs=1, trials=2, train_args=saved["key"]["train_args"])
+    assert demo.setting_key(replace(one, warmup_ranks=2), 0.2) == saved["key"]
     assert demo.setting_key(one, 0.2) == {k: v for k, v in saved["key"].items() if k != "warmup_ranks"}
 
 
@@ -391,12 +399,13 @@ def test_train_pys_demo_preset_and_make_demo_share_one_regime():
     """`train.py --preset demo` trains what `make demo` does: the same set and the same epochs."""
 
     preset = PRESETS["demo"]
+    regime = DemoArgs()
     assert (preset["data"], preset["warmup_epochs"], preset["epochs"]) == (
-        demo.DEMO["data"],
-        demo.DEMO["warmup_epochs"],
-        demo.DEMO["epochs"],
+        regime.data,
+        regime.warmup_epochs,
+        regime.epochs,
     )
-    assert Path(demo.DEMO["data"]).name in demo.SYNTH_SETS  # make demo can generate it
+    assert Path(regime.data).name in demo.SYNTH_SETS  # make demo can generate it
 
 
 def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_setting(tmp_path, monkeypatch):
@@ -416,23 +425,11 @@ def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_s
         }
 
     monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
-    args = argparse.Namespace(
-        epochs=2,
-        warmup_epochs=3,
-        finetune_epochs=0,
-        trials=5,
-        workers=0,
-        figures=False,
-        data="d",
-        train_args=[],
-        transfer="data/t",
-    )
+    args = DemoArgs(epochs=2, warmup_epochs=3, trials=5, workers=0, figures=False, data="d", transfer="data/t")
     row = demo.run_branch(args, tmp_path, ["--preset", "demo", "--data", "d"], "xid", ["--loss", "xid"])
     assert calls[1] == (["retrieval", "fewshot"], {"data": "data/t", "manifest": ""})
     assert row["1-shot"] == 0.3 and row["transfer 1-shot"] == 0.15 and row["transfer R@5"] == 0.6
-    assert set(demo.TRANSFER) <= set(row)
-    key = demo.setting_key(argparse.Namespace(**{**vars(args), "data": str(tmp_path)}), 0.0)
+    assert set(TRANSFER) <= set(row)
+    key = demo.setting_key(replace(args, data=str(tmp_path)), 0.0)
     assert key["transfer"] == "data/t"
-    assert "transfer" not in demo.setting_key(
-        argparse.Namespace(**{**vars(args), "data": str(tmp_path), "transfer": None}), 0.0
-    )
+    assert "transfer" not in demo.setting_key(replace(args, data=str(tmp_path), transfer=None), 0.0)
