@@ -231,8 +231,8 @@ def evaluate(
         res = finetune.finetune(
             model.video, cfg, **{k: fa[k] for k in args}, device=device, workers=workers, resume=resume
         )
-        keep = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
-        results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in keep})}
+        in_protocol = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
+        results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in in_protocol})}
     for task, res in results.items():
         if "protocol" in res:
             print(f"[evaluate] {task}: {res['protocol']['text']}")
