@@ -16,7 +16,7 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 # The default suite (what .ci/run calls): lint and format checks (ruff, pyproject.toml), then the tests,
-# CPU-only, a few minutes on 2 cores. `make format` rewrites the files the way the check wants them.
+# CPU-only, 10-15 minutes on 2 cores. `make format` rewrites the files the way the check wants them.
 test: venv lint
 	$(PY) -m pytest -q tests
 
@@ -39,7 +39,8 @@ mutation: venv
 	OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run "losses.*" "memory_bank.*" "train.x_objective__*" "train.x_train_step__*" "train.x_set_aside_failed__*"; \
 	$(VENV)/bin/mutmut results
 
-# The main job: synthetic data, xID warm-up, xID / Weighted-xID / Oracle-xID, evaluation. It writes only
+# The main job: synthetic data, an xID warm-up, then xID / Weighted / Soft / Robust / Oracle-xID from it,
+# evaluation (experiments/demo.py; its regime: experiments/demo_args.py's DemoArgs). It writes only
 # runs/make_demo/ (its table: runs/make_demo/demo.md) and prints it beside the committed results/demo.json;
 # tracked files and other experiments' runs are left as they are.
 demo: venv

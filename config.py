@@ -266,13 +266,10 @@ PRESETS = {
         warmup_epochs=200,
         epochs=200,
     ),
-    # 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide.
-    # 4 frames, lr 1e-3, 2000 videos, 1-s clips (fps 4) and half the paper's augmentation were chosen by
-    # measurement: with them the warm-up's scores find the faults at 50% in 25 epochs (results/HISTORY.md,
-    # "How the demo's recipe was found"). workers=0: with the clips preloaded, a loader worker only
-    # competes with the step for 2 cores (BENCHMARKS.md, "The training step on a CPU").
-    # The demo's regime until the one-regime screen (results/regime/PLAN.md); the earlier claims ran on
-    # it (results/claims and results/negatives at commit 554eea5), and README.md's longer demo names it.
+    # The larger synthetic regime, which README.md's longer demo runs: there the bank finds the faults at
+    # 50%. 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide.
+    # workers=0: with the clips preloaded, a loader worker only competes with the step for 2 cores
+    # (BENCHMARKS.md, "The training step on a CPU"). How it was chosen: results/HISTORY.md.
     "demo2000": dict(
         data="data/synth2000",
         size=64,
@@ -293,9 +290,8 @@ PRESETS = {
         preload="on",
     ),
 }
-# make demo's regime (results/regime/PLAN.md, candidate H): 1000 clips in sources of 2, a model half as
-# wide, 2 frames a clip (1 s at 2 fps, so the sound's clip is unchanged); 30 + 4 epochs fit 8 minutes
-# on 2 cores, where demo2000's 25 + 6 on 2000 videos took 19-21.
+# make demo's regime: 1000 clips in sources of 2, a model half as wide, 2 frames a clip (1 s at 2 fps, so
+# the sound's clip is unchanged), and 30 + 4 epochs, which fit about 8 minutes on 2 cores.
 PRESETS["demo"] = PRESETS["demo2000"] | dict(
     data="data/synth_src2p", width=0.125, frames=2, fps=2.0, warmup_epochs=30, epochs=4
 )

@@ -219,7 +219,7 @@ def commands(tmp: Path) -> list[list[str]]:
             "4",
         ],
         ["-m", "tools.prepare", data, "data/mini_prepared", "--workers", "1"],
-        # README: the sota line under torchrun (OPERATIONS.md's, on one node), then UCF101: prepare, folds,
+        # README: the sota line under torchrun (OPERATIONS.md's, on one node); OPERATIONS.md's UCF101: prepare, folds,
         # fine-tune, the report, the features and the scikit-learn lines that read them
         [
             "-m",
@@ -246,15 +246,15 @@ def commands(tmp: Path) -> list[list[str]]:
         ["evaluate.py", "finetune", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--finetune-epochs", "1"],
         ["evaluate.py", "report", "runs/manual/weighted/ckpt.pt"],
         ["evaluate.py", "features", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--out", "runs/ucf1.npz"],
-        ["-c", readme_python().replace("ucf1.npz", "runs/ucf1.npz")],
+        ["-c", features_python().replace("ucf1.npz", "runs/ucf1.npz")],
         ["-m", "lab.gpu_check", "--out", "results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
         ["-m", "lab.claims", "report"],
     ]
 
 
-def readme_python() -> str:
-    """The README's Python lines (the features' scikit-learn example)."""
-    return re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+def features_python() -> str:
+    """OPERATIONS.md's Python lines (the features' scikit-learn example)."""
+    return re.search(r"```python\n(.*?)```", (ROOT / "OPERATIONS.md").read_text(), re.S).group(1)
 
 
 def program(line: str) -> str:
