@@ -60,7 +60,12 @@ def parse_args(argv=None, description=""):
     p = argparse.ArgumentParser(
         description="The demo: the paper's Table 2 and Fig. 7 on the synthetic dataset, where the truth is known."
     )
-    p.add_argument("--data", default=d.data, help="data/synth2000 is 10 classes x 200 training videos")
+    p.add_argument(
+        "--data",
+        default=d.data,
+        help="generated here when missing (never into a user's folder), with its SYNTH_SETS options; "
+        "data/synth2000 is 10 classes x 200 training videos",
+    )
     p.add_argument("--runs", default=d.runs)
     p.add_argument(
         "--results",
