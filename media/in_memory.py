@@ -19,13 +19,10 @@ On the same device the clips equal the loader's from the same decoded memory bit
 
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
-
-if TYPE_CHECKING:  # for annotations only
-    from data import AVDataset
 
 
 class InMemoryClips:
@@ -33,7 +30,7 @@ class InMemoryClips:
     of (index, seed) keys. Raises ValueError where the videos' frame sizes differ (one table cannot hold
     them: the loader then cuts from the same memory)."""
 
-    def __init__(self, dataset: "AVDataset", device: torch.device) -> None:
+    def __init__(self, dataset: torch.utils.data.Dataset, device: torch.device) -> None:  # a data.AVDataset
         if dataset.memory is None or not dataset.train:
             raise ValueError("InMemoryClips needs a preloaded training set (AVDataset(preload=True, train=True))")
         self.dataset, self.device, spec = dataset, device, dataset.spec
