@@ -290,8 +290,8 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
     row = {
         "R@1": res["retrieval"]["R@1"],
         "R@5": res["retrieval"]["R@5"],
-        "1-shot": res["fewshot"]["1-shot"][0],
-        "5-shot": res["fewshot"]["5-shot"][0],
+        "1-shot": shot(res["fewshot"], 1)[0],
+        "5-shot": shot(res["fewshot"], 5)[0],
         "AUROC": res["weights"]["faulty_auroc"],
         "weight_faulty": res["weights"]["mean_weight_faulty"],
         "weight_clean": res["weights"]["mean_weight_clean"],
@@ -313,8 +313,14 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
                 clips=args.eval_clips,
             )
         row |= {f"transfer {k}": res["retrieval"][k] for k in ("R@1", "R@5")}
-        row |= {f"transfer {k}": res["fewshot"][k][0] for k in ("1-shot", "5-shot")}
+        row |= {f"transfer {n}-shot": shot(res["fewshot"], n)[0] for n in (1, 5)}
     return row
+
+
+def shot(fewshot, n):
+    """The n-shot (mean, SD), or where the set's smallest class has fewer than n training videos, the
+    capped shot's that evaluate.py ran and its protocol names."""
+    return fewshot[f"{fewshot['protocol'].get('capped', {}).get(str(n), n)}-shot"]
 
 
 def main(argv=None):

@@ -433,3 +433,13 @@ def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_s
     key = demo.setting_key(replace(args, data=str(tmp_path)), 0.0)
     assert key["transfer"] == "data/t"
     assert "transfer" not in demo.setting_key(replace(args, data=str(tmp_path), transfer=None), 0.0)
+
+
+def test_a_capped_few_shot_column_reads_the_shot_evaluate_ran():
+    """evaluate.py caps n-shot at the fewest training videos of a class and names it: the demo's 5-shot
+    column then reads that shot's numbers, not a key that is missing."""
+    from experiments.demo import shot
+
+    fewshot = {"1-shot": (0.4, 0.1), "2-shot": (0.6, 0.1), "protocol": {"capped": {"5": 2}}}
+    assert shot(fewshot, 5) == (0.6, 0.1) and shot(fewshot, 1) == (0.4, 0.1)
+    assert shot({"5-shot": (0.7, 0.0), "protocol": {}}, 5) == (0.7, 0.0)
