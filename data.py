@@ -8,7 +8,7 @@ spectrogram run later, on the device in batches (media/augment.py).
 
 Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, seeded share of the
 instances gets "a randomly selected audio that is not part of the training set": a file of a pool
-outside both splits (faulty_source="pool", the default), each used once. The deviation
+outside both splits (faulty_source "heldout" or "noise", config.py's names), each used once. The deviation
 faulty_source="train" lends the audio of another training video instead; that video's sound then
 sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (tests/test_injection.py).
 
@@ -51,7 +51,7 @@ class AVDataset(torch.utils.data.Dataset):
 
     faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
     (Sec. 5.2): a distinct file of `pool`, a list of (path, seconds) outside the training set
-    (faulty_source="pool", the paper's), or another record's (faulty_source="train", never the
+    (faulty_source="heldout", the paper's, or "noise"), or another record's ("train", never the
     instance's own: a deviation). `injected` flags them, `donor` maps each to its audio file;
     `faulty` is `injected` or the record's ground truth. A file that fails to decode is reported
     once and replaced by another item; more than max_bad_fraction bad files stop the run.
@@ -67,7 +67,7 @@ class AVDataset(torch.utils.data.Dataset):
         audio: bool = True,
         num_clips: int = 10,
         faulty_fraction: float = 0.0,
-        faulty_source: str = "pool",
+        faulty_source: str = "heldout",
         pool: Sequence[tuple[str, float]] = (),
         seed: int = 0,
         max_bad_fraction: float = 0.05,
@@ -108,7 +108,7 @@ class AVDataset(torch.utils.data.Dataset):
         g = torch.Generator().manual_seed(INJECTION_STREAM + seed)
         self.injected[torch.randperm(n, generator=g)[: int(round(faulty_fraction * n))]] = True
         chosen = self.injected.nonzero().flatten().tolist()
-        if faulty_source == "pool":
+        if faulty_source in ("heldout", "noise"):  # config.FAULTY_SOURCES: a pool outside both splits
             if len(pool) < len(chosen):  # reuse would put one sound in several bank slots, as "train" does
                 raise ValueError(
                     f"the faulty-positive pool holds {len(pool)} audio files, but faulty_fraction="
@@ -124,7 +124,7 @@ class AVDataset(torch.utils.data.Dataset):
                 j = int(torch.randint(0, n - 1, (), generator=g))
                 self.donor[i] = (self.records[j + (j >= i)].path, self.records[j + (j >= i)].audio_duration)
         else:
-            raise ValueError(f"faulty_source {faulty_source!r}: expected 'pool' or 'train'")
+            raise ValueError(f"faulty_source {faulty_source!r}: expected 'heldout', 'noise' (pools) or 'train'")
 
     def read(
         self, path: str, start: float, audio_path: str | None = None, audio_start: float | None = None
@@ -308,7 +308,7 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             clip_spec(cfg),
             train=True,
             faulty_fraction=cfg.faulty_fraction,
-            faulty_source="pool" if pooled else "train",
+            faulty_source=cfg.faulty_source,
             pool=injection_pool(cfg, records) if pooled else (),
             seed=cfg.seed,
             max_bad_fraction=cfg.max_bad_fraction,
@@ -368,14 +368,14 @@ def eval_set(
     split: str,
     train_mode: bool = False,
     num_clips: int = 10,
-    keep: Sequence[int] | None = None,
+    positions: Sequence[int] | None = None,
     preload: bool | None = None,
 ) -> tuple[AVDataset, list[str]]:
-    """Video-only dataset of one split, for the evaluation protocols; `keep` selects records by
-    position (a held-out validation part); preload defaults to the config's."""
+    """Video-only dataset of one split, for the evaluation protocols; `positions` selects records (a
+    held-out validation part); preload defaults to the config's."""
     records, classes = split_records(cfg, split)[:2]
-    if keep is not None:
-        records = [records[i] for i in keep]
+    if positions is not None:
+        records = [records[i] for i in positions]
     return AVDataset(
         records,
         clip_spec(cfg, audio=False),

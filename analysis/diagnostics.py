@@ -57,8 +57,8 @@ def bank_structure(
     own_audio_faulty  the same for the faulty positives: above chance, xID has memorised their pairs."""
     n = video.shape[0]
     if n > max_items:
-        keep = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max_items]
-        video, audio, labels, faulty = video[keep], audio[keep], labels[keep], faulty[keep]
+        subset = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max_items]
+        video, audio, labels, faulty = video[subset], audio[subset], labels[subset], faulty[subset]
         n = max_items
     video, audio, labels, faulty = video.float().cpu(), audio.float().cpu(), labels.cpu(), faulty.cpu()
     eye = torch.eye(n, dtype=torch.bool)

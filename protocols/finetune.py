@@ -214,7 +214,7 @@ def finetune(
                 ]
             )
             fit_idx = np.setdiff1d(fit_idx, val_idx)
-            val_set = data.eval_set(cfg, "train", keep=val_idx)[0]
+            val_set = data.eval_set(cfg, "train", positions=val_idx)[0]
         batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
         torch.manual_seed(seed)  # the linear layer's initial weights
         clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)

@@ -128,7 +128,7 @@ def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     pool = manifest.audio_pool(files["silent_pool"].parent)
 
     def make(seed, p=0.3):
-        return data.AVDataset(recs, train=True, faulty_fraction=p, faulty_source="pool", pool=pool, seed=seed)
+        return data.AVDataset(recs, train=True, faulty_fraction=p, faulty_source="heldout", pool=pool, seed=seed)
 
     a, b, c = make(0), make(0), make(1)
     assert int(a.injected.sum()) == 3 and torch.equal(a.injected, b.injected)
@@ -140,7 +140,7 @@ def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     assert fake["audio"].shape == real["audio"].shape == (22050,)  # 2 s waveforms; spectrograms come later
     assert fake["audio"].abs().max() == 0 and real["audio"].abs().max() > 0.1  # the silent pool vs clicks
     with pytest.raises(ValueError, match="pool"):
-        data.AVDataset(recs, faulty_fraction=0.3, faulty_source="pool")
+        data.AVDataset(recs, faulty_fraction=0.3, faulty_source="heldout")
 
 
 def test_each_injected_instance_gets_a_pool_file_of_its_own_and_a_small_pool_is_refused(tmp_path, files):
@@ -148,12 +148,12 @@ def test_each_injected_instance_gets_a_pool_file_of_its_own_and_a_small_pool_is_
     'train' deviation score clean videos as faulty: the pool is drawn without replacement."""
     recs = _dataset_files(tmp_path, files)
     pool = manifest.audio_pool(files["silent_pool"].parent)  # 6 files
-    ds = data.AVDataset(recs, train=True, faulty_fraction=0.6, faulty_source="pool", pool=pool, seed=2)
+    ds = data.AVDataset(recs, train=True, faulty_fraction=0.6, faulty_source="heldout", pool=pool, seed=2)
     used = [path for path, _ in ds.donor.values()]
     assert len(used) == 6 and len(set(used)) == 6 and set(used) <= {p for p, _ in pool}
     assert data.AVDataset(recs, faulty_fraction=0.6, pool=pool, seed=2).donor == ds.donor  # pool is the default
     with pytest.raises(ValueError, match=r"holds 6 audio files.*injects 7 of 10.*file of its own"):
-        data.AVDataset(recs, train=True, faulty_fraction=0.7, faulty_source="pool", pool=pool)
+        data.AVDataset(recs, train=True, faulty_fraction=0.7, faulty_source="heldout", pool=pool)
 
 
 def test_the_train_deviation_lends_another_training_videos_audio(tmp_path, files):
