@@ -303,6 +303,17 @@ def oracle_shares(res):
     return "\n".join(lines)
 
 
+def rests_on():
+    """The set and recipe every claims file rests on, from the plan's RECIPE."""
+    r = RECIPE
+    return (
+        f"Set and recipe: `{r['data']}` (`make demo`'s set), `--preset demo`, {r['warmup_epochs']} xID warm-up "
+        f"epochs, then {r['epochs']}-epoch branches per method; endpoints: in-domain 1-shot and transfer 1-shot "
+        f"on `{r['transfer']}` (classes pre-training never saw), {r['eval_clips']} clips per video, "
+        f"{r['trials']} few-shot trials."
+    )
+
+
 def main(folder):
     folder = Path(folder)
     res = load(folder)
@@ -341,6 +352,7 @@ def main(folder):
     family = family_wise(CLAIMS + SWEEP_CLAIMS, {**res, **load_sweeps(folder)})
     verdict = [
         "# The claims, judged by PLAN.md\n",
+        rests_on() + "\n",
         "Differences in points, mean [95% t-interval] over the plan's seeds: paired by seed where both sides "
         "share a warm-up, Welch's unpaired interval and test where they do not (F1, F3b). Holm-adjusted p "
         "over the two primary endpoints; a claim 'A > B' holds when one endpoint survives Holm with a "
