@@ -15,8 +15,8 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 A run's datasets are made from its config.Config here: build_train_set and train_loader for train.py
 (a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
 workers), eval_set and check_disjoint for the evaluation protocols. Which files a dataset holds is
-media/manifest.py's business; decoding media/decode.py's and media/preload.py's.
-Tests: tests/test_data.py, tests/test_injection.py, tests/test_in_memory.py
+media/manifest.py's business; decoding media/decode.py's and media/preload.py's. Tests: test_data.py,
+test_injection.py, test_in_memory.py
 """
 
 import itertools
@@ -35,7 +35,7 @@ from media.clip import ClipSpec, clip_spec
 from media.cut import video_transform
 from media.decode import read_clip
 from media.manifest import Record
-from media.preload import decode_many
+from media.preload import hold
 
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
@@ -45,9 +45,8 @@ INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run ha
 
 class AVDataset(torch.utils.data.Dataset):
     """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform
-    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty, failed
-    (the slot whose file failed and this item replaces, else -1). The
-    rest of the augmentation and the spectrogram are done on whole batches by augment.ClipAugment.
+    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty, failed (the
+    slot whose file failed and this item replaces, else -1). media/augment.py does the rest, batched.
 
     faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
     (Sec. 5.2): a distinct file of `pool`, a list of (path, seconds) outside the training set
@@ -56,8 +55,7 @@ class AVDataset(torch.utils.data.Dataset):
     `faulty` is `injected` or the record's ground truth. A file that fails to decode is reported
     once and replaced by another item; more than max_bad_fraction bad files stop the run.
 
-    preload=True decodes every file once into memory (frames at spec.fps, audio at spec.audio_rate):
-    items are cut from there, or whole batches by media/in_memory.py."""
+    preload=True holds every file decoded (media/preload.py); items or whole batches are cut there."""
 
     def __init__(
         self,
@@ -86,18 +84,10 @@ class AVDataset(torch.utils.data.Dataset):
         if faulty_fraction > 0:
             self.inject(faulty_fraction, faulty_source, pool, seed)
         self.faulty = self.injected | torch.tensor([r.faulty for r in self.records])
-        self.memory = None
+        self.memory = None  # path -> (frames, sound), or (the error, None) for a file that did not decode
         if preload:
-            videos = [r.path for r in self.records]
-            held = set(videos)  # a lent training video's sound is preloaded with its frames
-            sounds = list(dict.fromkeys(p for p, _ in self.donor.values() if p not in held))
-            self.memory = dict(
-                zip(
-                    videos + sounds,
-                    decode_many(videos, self.spec, True, preload_cache)
-                    + decode_many(sounds, self.spec, False, preload_cache),
-                )
-            )
+            sounds = [p for p, _ in self.donor.values()]
+            self.memory = hold([r.path for r in self.records], sounds, self.spec, preload_cache)
 
     def inject(self, faulty_fraction: float, faulty_source: str, pool: Sequence[tuple[str, float]], seed: int) -> None:
         """Draw the injected instances and their replacement audio (sets `injected` and `donor`)."""
@@ -132,21 +122,28 @@ class AVDataset(torch.utils.data.Dataset):
         """read_clip, or the same cut from memory when preloaded."""
         if self.memory is None:
             return read_clip(path, start, self.spec, audio_path, audio_start)
+        frames, wav = self.held(path, audio_path)
+        j = self.spec.first_frame(start, len(frames))
+        clip = frames[j : j + self.spec.frames]  # (T, H, W, 3)
+        clip = torch.cat([clip, clip[-1:].expand(self.spec.frames - len(clip), -1, -1, -1)])
+        if wav is None:
+            return clip, None
+        n, k = self.spec.samples, self.spec.first_sample(audio_start)
+        wav = wav[k : k + n]
+        return clip, torch.nn.functional.pad(wav, (0, n - len(wav)))
+
+    def held(self, path: str, audio_path: str | None = None) -> tuple[Tensor, Tensor | None]:
+        """A preloaded video's frames (F, H, W, 3) and the sound its clips take, its own or `audio_path`'s
+        (None without audio in the spec); raises what a file's decode raised."""
         frames, wav = self.memory[path]
         if isinstance(frames, Exception):
             raise frames
-        j = min(int(round(start * self.spec.fps)), len(frames) - self.spec.frames)
-        clip = frames[max(0, j) : max(0, j) + self.spec.frames]  # (T, H, W, 3)
-        clip = torch.cat([clip, clip[-1:].expand(self.spec.frames - len(clip), -1, -1, -1)])
         if not self.spec.audio_seconds:
-            return clip, None
-        wav = self.memory[audio_path][1] if audio_path else wav
-        n, k = (
-            int(round(self.spec.audio_seconds * self.spec.audio_rate)),
-            int(round(audio_start * self.spec.audio_rate)),
-        )
-        wav = wav[k : k + n]
-        return clip, torch.nn.functional.pad(wav, (0, n - len(wav)))
+            return frames, None
+        failed, wav = self.memory[audio_path] if audio_path else (frames, wav)
+        if wav is None:
+            raise failed if isinstance(failed, Exception) else ValueError(f"no audio in {audio_path or path}")
+        return frames, wav
 
     def __len__(self) -> int:
         return len(self.records)
@@ -172,6 +169,11 @@ class AVDataset(torch.utils.data.Dataset):
             return [float(torch.rand(()) * room)]
         return list(np.linspace(0, room, self.num_clips))
 
+    def audio_around(self, start: float, audio_len: float) -> float:
+        """Where the audio window around a clip starting at `start` begins, kept inside a sound of audio_len s."""
+        centre = start + self.spec.seconds / 2
+        return min(max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds))
+
     def cut(self, i: int, read: Callable[..., tuple[Any, Any]]) -> tuple[Any, Any, dict[str, Any]]:
         """A training clip of instance i: its random draws, in the one order every path takes them from
         the item's generator (the start, the replacement audio's start, [the file is read], the volume,
@@ -181,8 +183,7 @@ class AVDataset(torch.utils.data.Dataset):
         rec = self.records[i]
         start = self.clip_starts(rec)[0]
         audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
-        centre = start + self.spec.seconds / 2
-        audio_start = min(max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds))
+        audio_start = self.audio_around(start, audio_len)
         if audio_path is not None:  # the replacement audio comes from anywhere in its file
             audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
         frames, wav = read(rec.path, start, audio_path, audio_start)
@@ -203,18 +204,17 @@ class AVDataset(torch.utils.data.Dataset):
         clips = []
         audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
         for start in self.clip_starts(rec):  # evaluation: evenly spaced clips, the audio around each
-            centre = start + self.spec.seconds / 2
-            audio_start = min(
-                max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds)
-            )
-            frames, wav = self.read(rec.path, start, audio_path, audio_start)
+            frames, wav = self.read(rec.path, start, audio_path, self.audio_around(start, audio_len))
             clips.append((self.transform(frames), wav))
         item["video"] = torch.stack([c[0] for c in clips])  # (clips, 3, T, H, W)
         if clips[0][1] is not None:
             item["audio"] = torch.stack([c[1] for c in clips])  # (clips, n)
         return item
 
-    def __getitem__(self, key: int | tuple[int, int], make: Callable[[int], dict] | None = None) -> dict[str, Any]:
+    def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
+        return self.seeded(key)
+
+    def seeded(self, key: int | tuple[int, int], make: Callable[[int], dict] | None = None) -> dict[str, Any]:
         """key: an index, or (index, seed) from SeededSampler: the item's random draws then depend
         on the seed alone, not on which worker made it or what that worker made before. make(i): what
         an item is (load, or the in-memory set's draws alone)."""

@@ -126,7 +126,7 @@ def _setup(args, amp, channels_last):
     return cfg, device, model, fmt, autocast
 
 
-def _time(fn, steps, device):
+def time_per_call(fn, steps, device):
     fn()  # warm-up: allocations, cuDNN algorithm choice
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -137,6 +137,21 @@ def _time(fn, steps, device):
     if device.type == "cuda":
         torch.cuda.synchronize()
     return (time.perf_counter() - t0) / steps
+
+
+def bare_model_step(model, optimizer, autocast, video, audio):
+    """The floor a training step is measured against: encoders, heads and Adam on one ready batch,
+    with a stand-in loss (also lab/bench_epoch.py's)."""
+
+    def step():
+        with autocast:
+            v, a = model(video, audio)
+        loss = -(v.float() * a.float()).sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
 
 
 def bench_model_and_step(args):
@@ -180,14 +195,7 @@ def _bench_setting(args, name, amp, cl):
     video, audio = augment(batch["video"], batch["audio"])  # (B, 3, T, H, W), (B, 1, n_mels, n_time)
     video = video.to(memory_format=fmt)
 
-    def model_step():  # the floor: encoders, heads and Adam on a stand-in loss
-        with autocast:
-            v, a = model(video, audio)
-        loss = -(v.float() * a.float()).sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    model_step = bare_model_step(model, opt, autocast, video, audio)
     parts = train.Parts(
         model=model,
         augment=augment,
@@ -206,11 +214,11 @@ def _bench_setting(args, name, amp, cl):
     with FlopCounterMode(display=False) as counter:
         model_step()
     gflop = counter.get_total_flops() / B / 1e9  # forward + backward per clip
-    t_model = _time(model_step, args.steps, device)
+    t_model = time_per_call(model_step, args.steps, device)
     mem_model = torch.cuda.max_memory_allocated() / 2**30 if gpu else float("nan")  # nan: not tracked on a CPU
     t_step, mem_step = float("nan"), float("nan")
     if args.cmd == "step":
-        t_step = _time(full_step, args.steps, device)
+        t_step = time_per_call(full_step, args.steps, device)
         mem_step = torch.cuda.max_memory_allocated() / 2**30 if gpu else float("nan")
     print(
         f"  {name:10s} {gflop:10.2f} {B / t_model:14.1f} {gflop * B / t_model / 1e3:8.3f} {mem_model:9.2f} "

@@ -84,25 +84,12 @@ def _refuse(*args):
 
 def model_clips_per_s(cfg, device, batch, steps=5):
     """The bare model's clips/s at the run's batch: encoders, heads and Adam on one ready batch."""
+    from lab import bench  # imported here: lab/bench.py imports this module for its `epoch` command
+
     parts = train.build_parts(cfg, batch["dataset"], device)
     video, audio = train.device_inputs(parts, batch, device)
-    model, opt = parts.model, parts.optimizer
-
-    def step():
-        with parts.autocast:
-            v, a = model(video, audio)
-        loss = -(v.float() * a.float()).sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    step()
-    _sync(device)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    _sync(device)
-    return steps * video.shape[0] / (time.perf_counter() - t0)
+    step = bench.bare_model_step(parts.model, parts.optimizer, parts.autocast, video, audio)
+    return video.shape[0] / bench.time_per_call(step, steps, device)
 
 
 class TimedRun:

@@ -25,8 +25,10 @@ unaffected; `--cpu-smoke` runs every part on the CPU at toy sizes (tests/test_gp
 """
 
 import argparse
+import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -212,10 +214,7 @@ def ddp_section(work, smoke):
 
 def demo_section(work, smoke):
     """make demo's command, timed end to end on a freshly generated set; then one claims setting."""
-    import json
-    import shutil
-
-    from lab import claims
+    from lab import claims  # here: the claims cluster is only needed by this part
 
     folder = work / "demo"
     shutil.rmtree(folder, ignore_errors=True)

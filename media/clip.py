@@ -31,6 +31,20 @@ class ClipSpec:
     def seconds(self) -> float:
         return self.frames / self.fps
 
+    @property
+    def samples(self) -> int:
+        """Audio samples in a clip's window."""
+        return int(round(self.audio_seconds * self.audio_rate))
+
+    def first_frame(self, start: float, length: int) -> int:
+        """Where a clip starting at `start` s begins in a decoded video of `length` frames at self.fps:
+        on the frame grid, kept inside the video (a shorter video repeats its last frame after it)."""
+        return max(0, min(int(round(start * self.fps)), length - self.frames))
+
+    def first_sample(self, start: float) -> int:
+        """Where an audio window starting at `start` s begins in a decoded sound at self.audio_rate."""
+        return int(round(start * self.audio_rate))
+
 
 SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
 

@@ -46,7 +46,7 @@ class InMemoryClips:
             if not isinstance(f, Exception):
                 self.frames[i, : len(f)], self.lengths[i] = f, len(f)
         self.frames = self.frames.to(device)
-        self.n = int(round(spec.audio_seconds * spec.audio_rate))  # samples per clip
+        self.n = spec.samples
         sounds = [p for p, (f, wav) in dataset.memory.items() if wav is not None and not isinstance(f, Exception)]
         self.row = {p: k for k, p in enumerate(sounds)}  # path -> row of the sound table
         width = max((len(dataset.memory[p][1]) for p in sounds), default=0) + self.n + 1  # zeros past each end
@@ -60,17 +60,9 @@ class InMemoryClips:
         return self.frames.nbytes + self.sound.nbytes
 
     def _look_up(self, path: str, start: float, audio_path: str | None, audio_start: float) -> tuple[Tensor, Any]:
-        """AVDataset.cut's `read` here: no cutting, only what the draws need (the frames' size, whether
-        there is sound), and the error of a file that did not decode."""
-        frames, wav = self.dataset.memory[path]
-        if isinstance(frames, Exception):
-            raise frames
-        if not self.n:
-            return frames, None
-        failed, wav = self.dataset.memory[audio_path or path]
-        if wav is None:  # as the loader's read fails on a sound that did not decode
-            raise failed if isinstance(failed, Exception) else ValueError(f"no audio in {audio_path or path}")
-        return frames, wav
+        """AVDataset.cut's `read` here: no cut, only what the draws need (the frames' size, whether there is
+        sound) and the error of a file that did not decode."""
+        return self.dataset.held(path, audio_path)
 
     def _draw(self, i: int) -> dict[str, Any]:
         return {"index": i, **self.dataset.cut(i, self._look_up)[2]}
@@ -80,13 +72,9 @@ class InMemoryClips:
         collates: video (B, 3, T, S, S) uint8 and audio (B, n) on the device, index (B,) on the device,
         failed (B,) on the host (the slot a substitute stands for, else -1)."""
         spec, dev = self.dataset.spec, self.device
-        items = [self.dataset.__getitem__(key, make=self._draw) for key in keys]  # the draws, on the host
+        items = [self.dataset.seeded(key, make=self._draw) for key in keys]  # the draws, on the host
         idx = torch.tensor([d["index"] for d in items])  # (B,)
-        # the first frame as AVDataset.read takes it: the start on the frame grid, kept inside the video
-        first = [
-            max(0, min(int(round(d["start"] * spec.fps)), int(self.lengths[i]) - spec.frames))
-            for d, i in zip(items, idx.tolist())
-        ]
+        first = [spec.first_frame(d["start"], int(self.lengths[i])) for d, i in zip(items, idx.tolist())]  # (B,)
         t = torch.tensor(first)[:, None] + torch.arange(spec.frames)  # (B, T)
         t = torch.minimum(t, self.lengths[idx, None] - 1)  # (B, T): a short video repeats its last frame
         rows = (idx[:, None] * self.frames.shape[1] + t).flatten()  # (B*T,) rows of the (N*F, H*W*3) table
@@ -99,7 +87,7 @@ class InMemoryClips:
             windows = [
                 self.sound[self.row[d["audio_path"] or self.dataset.records[d["index"]].path]][
                     # (S,)
-                    (k := min(int(round(d["audio_start"] * spec.audio_rate)), last)) : k + self.n
+                    (k := min(spec.first_sample(d["audio_start"]), last)) : k + self.n
                 ]  # (n,)
                 for d in items
             ]

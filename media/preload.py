@@ -79,6 +79,15 @@ def _write_atomically(path: Path, value: torch.Tensor | None) -> None:
         raise
 
 
+def hold(videos: list[str], sounds: list[str], spec: "ClipSpec", cache: str = "") -> dict[str, tuple[Any, Any]]:
+    """{path: (frames, sound)} for every video, and {path: (None, sound)} for every other sound (an
+    injected one; a sound lent by a training video is held with its frames); a file that does not decode
+    holds (its error, None)."""
+    held = set(videos)
+    sounds = list(dict.fromkeys(p for p in sounds if p not in held))
+    return dict(zip(videos + sounds, decode_many(videos, spec, True, cache) + decode_many(sounds, spec, False, cache)))
+
+
 def decode_many(
     paths: list[str], spec: "ClipSpec", video: bool, cache: str = ""
 ) -> list[tuple[Any, torch.Tensor | None]]:
