@@ -32,6 +32,7 @@ import train
 from analysis import fewshot
 from config import parse_config
 from lab.bench_epoch import bench_epoch
+from lab.timing import bare_model_step, time_per_call
 from machinery.devices import default_device
 from media import decode, loader_workers, manifest
 from media.augment import ClipAugment
@@ -124,34 +125,6 @@ def _setup(args, amp, channels_last):
     model.video.to(memory_format=fmt)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if amp else nullcontext()
     return cfg, device, model, fmt, autocast
-
-
-def time_per_call(fn, steps, device):
-    fn()  # warm-up: allocations, cuDNN algorithm choice
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / steps
-
-
-def bare_model_step(model, optimizer, autocast, video, audio):
-    """The floor a training step is measured against: encoders, heads and Adam on one ready batch,
-    with a stand-in loss (also lab/bench_epoch.py's)."""
-
-    def step():
-        with autocast:
-            v, a = model(video, audio)
-        loss = -(v.float() * a.float()).sum()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    return step
 
 
 def bench_model_and_step(args):

@@ -31,6 +31,7 @@ import data
 import train
 from analysis import diagnostics
 from config import parse_config
+from lab.timing import bare_model_step, time_per_call
 from machinery.devices import default_device
 
 PARTS = ("waiting for data", "augment + log-mel", "model fwd+bwd+Adam", "objective", "bank update")
@@ -84,12 +85,10 @@ def _refuse(*args):
 
 def model_clips_per_s(cfg, device, batch, steps=5):
     """The bare model's clips/s at the run's batch: encoders, heads and Adam on one ready batch."""
-    from lab import bench  # imported here: lab/bench.py imports this module for its `epoch` command
-
     parts = train.build_parts(cfg, batch["dataset"], device)
     video, audio = train.device_inputs(parts, batch, device)
-    step = bench.bare_model_step(parts.model, parts.optimizer, parts.autocast, video, audio)
-    return video.shape[0] / bench.time_per_call(step, steps, device)
+    step = bare_model_step(parts.model, parts.optimizer, parts.autocast, video, audio)
+    return video.shape[0] / time_per_call(step, steps, device)
 
 
 class TimedRun:
