@@ -11,11 +11,13 @@ python train.py --preset demo --data "$DATA" --faulty-fraction 0.5 --warmup-epoc
   --out "runs/faults_screen/$C/seed$S"
 python - "$C" "$S" "$DATA" "$*" <<'PY'
 import json, sys
+import torch
 c, s, data, options = sys.argv[1:]
 log = [json.loads(line) for line in open(f"runs/faults_screen/{c}/seed{s}/log.jsonl")]
 log = [r for r in log if "faulty_auroc" in r]
 last = log[-1]
-out = dict(candidate=c, seed=int(s), options=options, set=data, faulty_fraction=0.5, epochs=last["epoch"] + 1,
+cfg = torch.load(f"runs/faults_screen/{c}/seed{s}/ckpt.pt", map_location="cpu", weights_only=False)["config"]
+out = dict(candidate=c, seed=int(s), options=options, set=data, faulty_fraction=cfg["faulty_fraction"], epochs=last["epoch"] + 1,
            faulty_auroc=last["faulty_auroc"], auroc_by_epoch=[r["faulty_auroc"] for r in log],
            knn_class=last["knn_class"], xmodal_class=last["xmodal_class"], own_audio=last.get("own_audio"),
            loss=last["loss"])
