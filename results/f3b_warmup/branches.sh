@@ -4,6 +4,7 @@
 #   OMP_NUM_THREADS=1 nice -n 19 bash results/f3b_warmup/branches.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+PATH="$PWD/.venv/bin:$PATH"  # the project's venv (make venv)
 WARM="--preset demo --data data/synth_src2p --faulty-fraction 0.5 --epochs 0"
 for S in ${SEEDS:-600 601 602}; do
   run=seed${S}_faulty50
