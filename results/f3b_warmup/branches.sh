@@ -23,3 +23,19 @@ for S in ${SEEDS:-600 601 602}; do
       --methods xid weighted --seeds "$S" --faulty 0.5 --trials 50 --eval-clips 2 --no-figures --branch-jobs 1
   done
 done
+# the committed record: results/f3b_warmup/branches.json (every finished seed and W; rerun to refresh)
+python - <<'PY'
+import json, pathlib
+out = {}
+for W in (30, 60, 120):
+    for f in sorted(pathlib.Path(f"runs/f3b/W{W}/demo_settings").glob("seed*_faulty50.json")):
+        d = json.loads(f.read_text())
+        log = [json.loads(x) for x in open(f"runs/f3b/W{W}/seed{d['seed']}_faulty50/warmup/log.jsonl")]
+        warm = [r for r in log if "faulty_auroc" in r and r["epoch"] == W - 1][-1]
+        rows = {m: {k: d["rows"][m][k] for k in ("R@1", "R@5", "1-shot", "5-shot", "AUROC")} for m in ("xid", "weighted")}
+        out[f"seed{d['seed']}_W{W}"] = dict(seed=d["seed"], warmup_epochs=W, warmup_auroc=warm["faulty_auroc"], **rows)
+pathlib.Path("results/f3b_warmup/branches.json").write_text(json.dumps(
+    {"set": "data/synth_src2p", "recipe": "--preset demo --faulty-fraction 0.5; branches 24 epochs, 50 trials, 2 eval clips",
+     "runs": out}, indent=1) + "\n")
+print(f"results/f3b_warmup/branches.json: {len(out)} (seed, W) pairs")
+PY
