@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
@@ -37,7 +36,7 @@ import data
 from analysis.diagnostics import bank_report
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import DeviceError, gather_on_host, setup_distributed, start_line
+from machinery.devices import DeviceError, end_distributed, gather_on_host, setup_distributed, start_line
 from machinery.schedule import cosine
 from machinery.tally import Tally
 from media.augment import ClipAugment
@@ -291,8 +290,8 @@ def run(
                 # ground truth, log only
                 record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
             r.end_epoch(epoch, record, stopped)
-    if ddp:
-        dist.destroy_process_group()
+    if ddp:  # the wrapper goes before the process group (machinery/devices.end_distributed says why)
+        parts.model = end_distributed(parts.model)
     return parts.unwrapped(), parts.bank
 
 

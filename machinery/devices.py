@@ -18,6 +18,7 @@ process (paper Sec. 5.1 trains on 8 GPUs under DDP; Sec. 6 on more).
 Tests: tests/test_devices.py, tests/test_ddp_objective.py, the torchrun tests of tests/test_train.py
 """
 
+import gc
 import os
 import re
 import sys
@@ -108,6 +109,18 @@ def setup_distributed(request: str = "auto") -> tuple[bool, int, int, torch.devi
         device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
         torch.cuda.set_device(device)
     return True, dist.get_rank(), dist.get_world_size(), device
+
+
+def end_distributed(model: torch.nn.Module) -> torch.nn.Module:
+    """The model without its DDP wrapper, and the process group destroyed, in that order. The other
+    order leaves DDP's reducer the group's last owner, whose destructor, run with the GIL held, waits
+    for gloo's worker threads while one of them waits for the GIL to free a tensor: a hang at exit
+    (pytorch/pytorch#56297), seen once in tests/test_gpu_check.py's smoke run."""
+    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    del model
+    gc.collect()  # the wrapper's reference cycles: the reducer goes now, while the group still has an owner
+    dist.destroy_process_group()
+    return inner
 
 
 def start_line(program: str, device: torch.device, world: int, precision: str, workers: int) -> str:
