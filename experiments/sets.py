@@ -41,6 +41,8 @@ SYNTH_SETS = {
     "synth_iid2k": _sources(1, 30, "own", train=200, heldout=1000),
     "synth_iid4k": _sources(1, 30, "own", train=400, heldout=2000),
     "synth_src2p_n1": _sources(2, 30, "own") + ["--noise", "0.1"],
+    "synth_src2p_aac": _sources(2, 30, "own") + ["--audio-codec", "aac"],
+    "synth_src2p_24": _sources(2, 30, "own") + ["--fps", "24", "--seconds", "3", "4"],
     # the transfer endpoint (--transfer): 10 classes of shapes and timbres no pre-training class has
     "synth_transfer": "--family transfer --train-per-class 20 --test-per-class 20 --heldout 0 --pool 0 "
     "--fps 8 --seconds 2.5 3 --audio-codec flac".split(),
