@@ -291,7 +291,8 @@ def run(
                 record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
             r.end_epoch(epoch, record, stopped)
     if ddp:  # the wrapper goes before the process group (machinery/devices.end_distributed says why)
-        parts.model = end_distributed(parts.model)
+        parts.model = parts.unwrapped()
+        end_distributed()
     return parts.unwrapped(), parts.bank
 
 

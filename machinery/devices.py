@@ -111,16 +111,15 @@ def setup_distributed(request: str = "auto") -> tuple[bool, int, int, torch.devi
     return True, dist.get_rank(), dist.get_world_size(), device
 
 
-def end_distributed(model: torch.nn.Module) -> torch.nn.Module:
-    """The model without its DDP wrapper, and the process group destroyed, in that order. The other
-    order leaves DDP's reducer the group's last owner, whose destructor, run with the GIL held, waits
-    for gloo's worker threads while one of them waits for the GIL to free a tensor: a hang at exit
-    (pytorch/pytorch#56297), seen once in tests/test_gpu_check.py's smoke run."""
-    inner = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
-    del model
+def end_distributed() -> None:
+    """Destroys the process group once the caller has dropped its DDP wrapper. In the other order DDP's
+    reducer is the group's last owner, and its destructor, run with the GIL held, waits for gloo's
+    worker threads while one of them waits for the GIL to free a tensor: a hang at exit
+    (pytorch/pytorch#56297, seen in tests/test_gpu_check.py's smoke run). The barrier first lets the
+    workers finish the last collectives while this thread waits without the GIL."""
+    dist.barrier()
     gc.collect()  # the wrapper's reference cycles: the reducer goes now, while the group still has an owner
     dist.destroy_process_group()
-    return inner
 
 
 def start_line(program: str, device: torch.device, world: int, precision: str, workers: int) -> str:
