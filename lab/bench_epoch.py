@@ -31,15 +31,10 @@ import data
 import train
 from analysis import diagnostics
 from config import parse_config
-from lab.timing import bare_model_step, time_per_call
+from lab.timing import bare_model_step, sync, time_per_call
 from machinery.devices import default_device
 
 PARTS = ("waiting for data", "augment + log-mel", "model fwd+bwd+Adam", "objective", "bank update")
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
 
 
 SUMS = {}  # seconds per part of the epoch being timed (the path whose epoch runs fills it)
@@ -47,10 +42,10 @@ SUMS = {}  # seconds per part of the epoch being timed (the path whose epoch run
 
 def _timed(fn, name, device):
     def wrapper(*args, **kwargs):
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         out = fn(*args, **kwargs)
-        _sync(device)
+        sync(device)
         SUMS[name] = SUMS.get(name, 0.0) + time.perf_counter() - t0
         return out
 
@@ -74,7 +69,7 @@ class _TimedLoader:
                 batch = next(it)
             except StopIteration:
                 return
-            _sync(self.device)
+            sync(self.device)
             SUMS["waiting for data"] = SUMS.get("waiting for data", 0.0) + time.perf_counter() - t0
             yield batch
 
@@ -166,14 +161,9 @@ def split(args):
             train.objective, train.train_step = objective, step_fn
     out = {}
     for p, run in runs.items():
-        kept = run.rows[1:] or run.rows
+        kept, rates = run.rows[1:] or run.rows, models[p][1:] or models[p]  # epoch 1 left out
         mean = {k: sum(r[k] for r in kept) / len(kept) for k in kept[0]}
-        out[p] = (
-            mean,
-            run.clips / mean["epoch"],
-            sum(models[p][1:] or models[p]) / len(models[p][1:] or models[p]),
-            run.clips,
-        )
+        out[p] = (mean, run.clips / mean["epoch"], sum(rates) / len(rates), run.clips)
     return out
 
 

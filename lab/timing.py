@@ -1,7 +1,7 @@
-"""Timing on a device: a function's seconds per call, and the bare model step a training step is set
+"""Timing on a device: waiting for it, a function's seconds per call, and the bare model step a training step is set
 against (encoders, heads and Adam on one ready batch). Shared by lab/bench.py and lab/bench_epoch.py.
 
-    from lab.timing import bare_model_step, time_per_call      # no command of its own
+    from lab.timing import bare_model_step, sync, time_per_call      # no command of its own
 """
 
 import time
@@ -9,16 +9,21 @@ import time
 import torch
 
 
-def time_per_call(fn, steps, device):
-    fn()  # warm-up: allocations, cuDNN algorithm choice
+def sync(device):
+    """Wait for the device's queued kernels (a GPU's; a CPU has none), so that a clock reading counts them."""
     if device.type == "cuda":
         torch.cuda.synchronize()
+
+
+def time_per_call(fn, steps, device):
+    fn()  # warm-up: allocations, cuDNN algorithm choice
+    sync(device)
+    if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     for _ in range(steps):
         fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    sync(device)
     return (time.perf_counter() - t0) / steps
 
 

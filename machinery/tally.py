@@ -65,9 +65,10 @@ class Tally:
                 dist.all_reduce(self.sums[k])
                 self.sums[k] /= world
         skipped = round(float(self.sums.pop("skipped", 0.0)))
+        seconds = time.time() - self.t0
         return {
             **{k: float(s) / steps for k, s in self.sums.items()},
-            "clips_per_s": self.seen / (time.time() - self.t0),
-            "data_wait": self.waited / max(1e-9, time.time() - self.t0),
+            "clips_per_s": self.seen / seconds,
+            "data_wait": self.waited / max(1e-9, seconds),
             "skipped": skipped,
         }
