@@ -165,11 +165,11 @@ def run_setting(args, seed, faulty):
         used = shares_delta(common) if rule == "shares" else delta
         options = ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else [])
         branches[method] = (branch_folder(method), options, used)
-    if args.branch_jobs > 1:  # every branch (training, then evaluation) in a process of its own
+    if (n_jobs := args.side_by_side_branches()) > 1:  # every branch (training, then evaluation) in a process
         progress.side_by_side()
         calls = [(args, root, common, name, options) for name, options, _ in branches.values()]
         with timed(split, "branches and evaluations, side by side"):
-            rows = dict(zip(branches, jobs.with_progress(_branch_job, calls, args.branch_jobs, progress)))
+            rows = dict(zip(branches, jobs.with_progress(_branch_job, calls, n_jobs, progress)))
     else:
         rows = {m: run_branch(args, root, common, b[0], b[1], split, progress) for m, b in branches.items()}
     for method in args.methods:

@@ -159,6 +159,7 @@ def demo_args(results, seed_methods, data=DATA, runs="runs/claims"):
         trials=RECIPE["trials"],
         transfer=TRANSFER,
         figures=False,
+        branch_jobs=1,  # one branch after another, with every thread, as the claims ran
     )
 
 

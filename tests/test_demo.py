@@ -1,14 +1,15 @@
 """The demo and the generator never write into a user's folder; the demo's tables report paired
 differences with confidence intervals."""
 
-from dataclasses import replace
+import os
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
 
 from config import PRESETS
 from experiments import demo, demo_report, progress
-from experiments.demo_args import FIGURES, TRANSFER, DemoArgs, parse_args
+from experiments.demo_args import FIGURES, TRANSFER, DemoArgs, parse_args, parser
 from tools import synthetic
 
 
@@ -296,7 +297,9 @@ def test_the_command_line_fills_the_typed_args_and_passes_the_rest_to_train_py()
     args = parse_args(["--figure", "noisy", "--seeds", "4", "--lr", "3e-4"])
     assert isinstance(args, DemoArgs) and args.train_args == ["--lr", "3e-4"] and args.seeds == [4]
     assert args.faulty == FIGURES["noisy"]["faulty"] and args.methods == FIGURES["noisy"]["methods"]
-    assert replace(parse_args([]), branch_jobs=1) == DemoArgs()
+    assert parse_args([]) == DemoArgs()  # one default per field, the command line's and the dataclass's
+    assert DemoArgs(methods=["xid", "soft"]).side_by_side_branches() == (2 if (os.cpu_count() or 1) >= 2 else 1)
+    assert DemoArgs(jobs=2).side_by_side_branches() == 1 and DemoArgs(branch_jobs=3).side_by_side_branches() == 3
     assert DemoArgs(transfer="t", finetune_epochs=3).columns[-5:] == ("fine-tune", *TRANSFER)
 
 
@@ -395,17 +398,13 @@ def test_a_ddp_warm_up_runs_under_torchrun_and_its_settings_are_not_mixed_with_o
     assert demo.setting_key(one, 0.2) == {k: v for k, v in saved["key"].items() if k != "warmup_ranks"}
 
 
-def test_train_pys_demo_preset_and_make_demo_share_one_regime():
-    """`train.py --preset demo` trains what `make demo` does: the same set and the same epochs."""
-
-    preset = PRESETS["demo"]
-    regime = DemoArgs()
-    assert (preset["data"], preset["warmup_epochs"], preset["epochs"]) == (
-        regime.data,
-        regime.warmup_epochs,
-        regime.epochs,
-    )
-    assert Path(regime.data).name in demo.SYNTH_SETS  # make demo can generate it
+def test_every_demo_option_is_a_documented_field_and_make_demos_set_can_be_generated():
+    """Each DemoArgs field but train_args has its command-line flag and a help; make demo's set, the demo
+    preset's, is one experiments/sets.py generates."""
+    helps = {a.dest: a.help for a in parser()._actions if a.dest != "help"}
+    assert {f.name for f in fields(DemoArgs)} - {"train_args"} <= set(helps) and all(helps.values())
+    assert (DemoArgs().data, DemoArgs().epochs) == (PRESETS["demo"]["data"], PRESETS["demo"]["epochs"])
+    assert Path(DemoArgs().data).name in demo.SYNTH_SETS  # make demo can generate it
 
 
 def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_setting(tmp_path, monkeypatch):
