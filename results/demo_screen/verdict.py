@@ -1,0 +1,85 @@
+"""The branch-length screen's verdict (PLAN.md): criteria (a) and (b) applied to each finished (length,
+seed) settings file, and the winner. Writes results/demo_screen/RESULTS.md.
+
+    .venv/bin/python results/demo_screen/verdict.py
+"""
+
+import json
+from pathlib import Path
+from statistics import mean
+
+HERE = Path(__file__).parent
+SEEDS = (700, 701, 702)
+LENGTHS = (8, 12, 16, 24)
+METHODS = ("xid", "weighted", "soft", "robust", "oracle")
+
+
+def rows(length, seed, faulty=25):
+    f = HERE / f"E{length}" / "demo_settings" / f"seed{seed}_faulty{faulty}.json"
+    return json.loads(f.read_text())["rows"] if f.exists() else None
+
+
+def per_seed(r):
+    """(a) and the per-seed part of (b) on one seed's rows: {condition: passed}."""
+    d = {m: 100 * (r[m]["1-shot"] - r["xid"]["1-shot"]) for m in METHODS[1:]}
+    return {
+        "(a) Weighted AUROC >= 80": 100 * r["weighted"]["AUROC"] >= 80,
+        "(b) Oracle - xID >= 5": d["oracle"] >= 5,
+        "(b) Weighted > xID": d["weighted"] > 0,
+        "(b) Soft > xID": d["soft"] > 0,
+        "(b) Robust > xID": d["robust"] > 0,
+    }
+
+
+def main():
+    lines = ["# The branch-length screen: results (PLAN.md's criteria, applied by verdict.py)", ""]
+    lines += [
+        "Set `data/synth_src2p`, `--preset demo` (width 0.125, 2 frames at 2 fps, batch 32, lr 1e-3), 30-epoch",
+        "xID warm-up, 25% injected from the held-out pool, delta -0.674 (Phi^-1(0.25)); each row is",
+        "`bash results/demo_screen/run.sh E S`, read from `E{E}/demo_settings/seed{S}_faulty25.json`.",
+        "1-shot and AUROC in %; differences against xID on the same seed, in points.",
+        "",
+        "| E | seed | xID 1-shot | Weighted | Soft | Robust | Oracle | Weighted AUROC | (a) | (b) per seed |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|",
+    ]
+    winner = None
+    for e in LENGTHS:
+        found = {s: rows(e, s) for s in SEEDS}
+        for s, r in found.items():
+            if r is None:
+                lines.append(f"| {e} | {s} | not run | | | | | | | |")
+                continue
+            ok = per_seed(r)
+            d = {m: 100 * (r[m]["1-shot"] - r["xid"]["1-shot"]) for m in METHODS[1:]}
+            fails = [k for k, v in ok.items() if not v and k.startswith("(b)")]
+            lines.append(
+                f"| {e} | {s} | {100 * r['xid']['1-shot']:.1f} | "
+                + " | ".join(f"{d[m]:+.1f}" for m in METHODS[1:])
+                + f" | {100 * r['weighted']['AUROC']:.1f} | {'pass' if ok['(a) Weighted AUROC >= 80'] else 'FAIL'}"
+                + f" | {'pass' if not fails else 'FAIL: ' + ', '.join(f[4:] for f in fails)} |"
+            )
+        if any(r is None for r in found.values()):
+            continue
+        robust, weighted, soft = (mean(found[s][m]["1-shot"] for s in SEEDS) for m in ("robust", "weighted", "soft"))
+        order = robust > weighted and robust > soft
+        every = all(all(per_seed(found[s]).values()) for s in SEEDS)
+        lines.append(
+            f"| {e} | mean | | | | | | | | Robust {100 * robust:.1f} vs Weighted {100 * weighted:.1f}, "
+            f"Soft {100 * soft:.1f}: {'pass' if order else 'FAIL'} |"
+        )
+        if every and order and winner is None:
+            winner = e
+    lines += ["", f"**Winner by (a) and (b): {f'{winner}-epoch branches' if winner else 'none yet'}.**"]
+    zero = {s: rows(winner, s, 0) for s in SEEDS} if winner else {}
+    if any(zero.values()):
+        lines += ["", f"0% injected at E = {winner} (not a criterion; PLAN.md):", ""]
+        lines += ["| seed | " + " | ".join(f"{m} 1-shot" for m in METHODS) + " |", "|---:|" + "---:|" * 5]
+        for s, r in zero.items():
+            if r:
+                lines.append(f"| {s} | " + " | ".join(f"{100 * r[m]['1-shot']:.1f}" for m in METHODS) + " |")
+    (HERE / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
