@@ -4,13 +4,15 @@
   the held-out sounds that injection uses;
 - nor can a sound's novelty: with half the training sounds replaced by held-out ones, as injection at
   50% does, the distance of each sound to its nearest neighbour in the set (by spectrum, by rhythm,
-  by both: the best of three) tells the injected ones from the natural ones with an AUROC below 0.75.
+  by both: the best of three) tells the injected ones from the natural ones with an AUROC below 0.75
+  (--share: the injected share, 0.25 for make demo's level).
   On a set whose clips come in sources, a natural sound has its source's siblings nearby and a
   held-out one may not: a shortcut a weight could take without the cross-modal mechanism under test;
 - injected audio comes from neither split: no `_heldout/` file is listed in train.txt or test.txt;
 - train and test share no video.
 
-    python -m lab.honesty data/synth2000        # prints each check; exit 1 if one fails
+    python -m lab.honesty data/synth2000              # prints each check; exit 1 if one fails
+    python -m lab.honesty data/synth_src2p --share 0.25   # make demo's set at make demo's level
 
 tests/test_synthetic.py runs the same functions on a small generated set.
 """
@@ -101,8 +103,9 @@ def best_auroc(x_pos, x_neg):
     return [max(a, 1 - a) for a in (roc_auc_score(y, x[:, k]) for k in range(x.shape[1]))]
 
 
-def check(root, n=300, seed=0):
-    """{check: (value, passed)} for a generated set; at most n files of each kind are read."""
+def check(root, n=300, seed=0, share=0.5):
+    """{check: (value, passed)} for a generated set; at most n files of each kind are read; the novelty check
+    injects `share` of the training sounds."""
     root = Path(root)
     splits = {s: set((root / f"{s}.txt").read_text().split()) for s in ("train", "test")}
     rows = [r for r in csv.DictReader(open(root / "ground_truth.csv")) if r["path"] in splits["train"]]
@@ -122,7 +125,7 @@ def check(root, n=300, seed=0):
     pool_files = sorted((root / "_heldout").iterdir())[: len(train)]
     natural_d = np.array([sound_descriptor(p) for p in train])  # (N, BANDS + RHYTHMS)
     held_d = np.array([sound_descriptor(p) for p in pool_files])  # (M, BANDS + RHYTHMS)
-    novelty = max(novelty_auroc(natural_d[:, v], held_d[:, v], seed=seed) for v in VIEWS.values())
+    novelty = max(novelty_auroc(natural_d[:, v], held_d[:, v], share, seed=seed) for v in VIEWS.values())
     shared = len(splits["train"] & splits["test"])
     leaked = sum(1 for s in splits.values() for line in s if line.startswith("_heldout/"))
     return {
@@ -131,7 +134,7 @@ def check(root, n=300, seed=0):
             natural < LIMIT,
         ),
         f"held-out pool vs clean, best audio-only AUROC ({len(held)} files)": (pool, pool < LIMIT),
-        f"held-out vs natural at 50% injected, nearest-neighbour novelty AUROC ({len(train)} sounds)": (
+        f"held-out vs natural at {share:.0%} injected, nearest-neighbour novelty AUROC ({len(train)} sounds)": (
             novelty,
             novelty < LIMIT,
         ),
@@ -144,10 +147,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("root", help="a set made by tools/synthetic.py")
     p.add_argument("--n", type=int, default=300, help="files of each kind to read")
+    p.add_argument("--share", type=float, default=0.5, help="the injected share of the novelty check (0 < share < 1)")
     args = p.parse_args(argv)
+    if not 0 < args.share < 1:
+        p.error(f"--share {args.share}: expected a share strictly between 0 and 1")
     if not (Path(args.root) / "ground_truth.csv").exists():
         raise SystemExit(f"lab.honesty: {args.root} has no ground_truth.csv: not a set made by tools/synthetic.py")
-    results = check(args.root, args.n)
+    results = check(args.root, args.n, share=args.share)
     for name, (value, ok) in results.items():
         print(
             f"{'ok  ' if ok else 'FAIL'} {name}: {value:.3f}"
