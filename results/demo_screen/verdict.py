@@ -42,7 +42,7 @@ def main():
         "| E | seed | xID 1-shot | Weighted | Soft | Robust | Oracle | Weighted AUROC | (a) | (b) per seed |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|:-:|:-:|",
     ]
-    winner = None
+    winner, met = None, {}  # met: length -> (b)'s conditions met over the 3 seeds (12 per seed + the order)
     for e in LENGTHS:
         found = {s: rows(e, s) for s in SEEDS}
         for s, r in found.items():
@@ -67,9 +67,14 @@ def main():
             f"| {e} | mean | | | | | | | | Robust {100 * robust:.1f} vs Weighted {100 * weighted:.1f}, "
             f"Soft {100 * soft:.1f}: {'pass' if order else 'FAIL'} |"
         )
+        met[e] = sum(v for s in SEEDS for k, v in per_seed(found[s]).items() if k.startswith("(b)")) + order
         if every and order and winner is None:
             winner = e
-    lines += ["", f"**Winner by (a) and (b): {f'{winner}-epoch branches' if winner else 'none yet'}.**"]
+    lines += ["", f"**Winner by (a) and (b): {f'{winner}-epoch branches' if winner else 'none'}.**"]
+    if winner is None and len(met) == len(LENGTHS):  # PLAN.md's fallback: the best by (b), ties to the shorter
+        winner = max(LENGTHS, key=lambda e: (met[e], -e))
+        counts = ", ".join(f"E{e} {met[e]}" for e in LENGTHS)
+        lines += ["", f"Fallback (PLAN.md): (b)'s 13 conditions met: {counts}; adopted: **{winner}-epoch branches**."]
     zero = {s: rows(winner, s, 0) for s in SEEDS} if winner else {}
     if any(zero.values()):
         lines += ["", f"0% injected at E = {winner} (not a criterion; PLAN.md):", ""]
