@@ -36,7 +36,7 @@ import data
 from analysis.diagnostics import bank_report
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import DeviceError, end_distributed, gather_on_host, setup_distributed, start_line
+from machinery.devices import DeviceError, end_distributed, gather_on_host, precision_on, setup_distributed, start_line
 from machinery.schedule import cosine
 from machinery.tally import Tally
 from media.augment import ClipAugment
@@ -179,14 +179,9 @@ class Parts:
             self.scaler.load_state_dict(state["scaler"])
 
 
-def precision(cfg: Config, device: torch.device) -> str:
-    """--amp as it applies on `device`: auto is bf16 on a GPU, off (fp32) on a CPU."""
-    return cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
-
-
 def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> Parts:
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
-    amp = precision(cfg, device)
+    amp = precision_on(cfg.amp, device)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     video_format = torch.channels_last_3d if cfg.channels_last and device.type == "cuda" else torch.contiguous_format
     model.video.to(memory_format=video_format)
@@ -265,7 +260,7 @@ def run(
     on_epoch: Callable[[int], None] | None = None,
 ) -> tuple[AVModel, MemoryBank]:
     if rank == 0:
-        amp = precision(cfg, device)
+        amp = precision_on(cfg.amp, device)
         print(start_line("train.py", device, world, "fp32" if amp == "off" else amp, workers_per_process(cfg.workers)))
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
