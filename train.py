@@ -14,8 +14,9 @@ the bank. The first `warmup_epochs` minimise plain xID, eq. (1), at a constant l
 Read top to bottom: the schedule, the objective, the step, what a step touches, one epoch, the recipe.
 The training set and its injected faults are data.py's; resuming, checkpoints, the log and SIGTERM are
 persistence/runstate.py's Run, around the loop. Rerunning a command resumes from OUT/ckpt.pt, and stops
-if a setting that changes the result differs (--allow-config-change overrides). Logs: a tqdm bar and
-OUT/log.jsonl, a line per epoch. Options and their paper values: python train.py --help (config.py).
+if a setting that changes the result differs (--allow-config-change overrides). Logs: a tqdm bar,
+OUT/log.jsonl, a line per epoch, and a warning when a soft-target stage loses the bank's cross-modal
+agreement (analysis/drift.py). Options and their paper values: python train.py --help (config.py).
 """
 
 import math
@@ -34,9 +35,10 @@ from tqdm import tqdm
 
 import data
 from analysis.diagnostics import bank_report
+from analysis.drift import DriftWatch
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import DeviceError, end_distributed, gather_on_host, setup_distributed, start_line
+from machinery.devices import DeviceError, end_distributed, gather_on_host, precision_on, setup_distributed, start_line
 from machinery.schedule import cosine
 from machinery.tally import Tally
 from media.augment import ClipAugment
@@ -179,14 +181,9 @@ class Parts:
             self.scaler.load_state_dict(state["scaler"])
 
 
-def precision(cfg: Config, device: torch.device) -> str:
-    """--amp as it applies on `device`: auto is bf16 on a GPU, off (fp32) on a CPU."""
-    return cfg.amp if cfg.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
-
-
 def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> Parts:
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
-    amp = precision(cfg, device)
+    amp = precision_on(cfg.amp, device)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     video_format = torch.channels_last_3d if cfg.channels_last and device.type == "cuda" else torch.contiguous_format
     model.video.to(memory_format=video_format)
@@ -265,7 +262,7 @@ def run(
     on_epoch: Callable[[int], None] | None = None,
 ) -> tuple[AVModel, MemoryBank]:
     if rank == 0:
-        amp = precision(cfg, device)
+        amp = precision_on(cfg.amp, device)
         print(start_line("train.py", device, world, "fp32" if amp == "off" else amp, workers_per_process(cfg.workers)))
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
@@ -279,6 +276,7 @@ def run(
     with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
         if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
             parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
+        watch = DriftWatch(parts.bank, cfg, fresh=not r.resumed, master=rank == 0)  # a branch's start: its bank now
         if ddp:  # after the restore: DDP starts every replica from rank 0's weights
             parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
         for epoch, resume in r.epochs():
@@ -286,10 +284,11 @@ def run(
             # the items it trained on
             sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
             record, stopped = train_epoch(parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume)
-            if record is not None:
-                # ground truth, log only
+            if record is not None:  # log only: bank_report reads the ground truth, the drift signals need none
                 record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
+                record.update(watch.signals(epoch))
             r.end_epoch(epoch, record, stopped)
+            watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
     if ddp:  # the wrapper goes before the process group (machinery/devices.end_distributed says why)
         parts.model = parts.unwrapped()
         end_distributed()

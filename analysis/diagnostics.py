@@ -30,6 +30,22 @@ if TYPE_CHECKING:  # for annotations only
     from memory_bank import MemoryBank
 
 
+def some_slots(n: int, max_items: int, seed: int = 0) -> torch.Tensor:
+    """A fixed random subset of `max_items` of n slots, from a generator of its own: the same slots every
+    epoch, and training's random stream left as it was. -> (max_items,) long"""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max_items]
+
+
+def draw_candidates(n: int, max_items: int, num_negatives: int, seed: int = 0) -> torch.Tensor:
+    """Candidates as MemoryBank.sample draws them, from a generator of its own: at most `max_items`
+    anchors, each in column 0 with `num_negatives` others drawn uniformly with replacement, never itself.
+    -> (A, 1+K) long"""
+    g = torch.Generator().manual_seed(seed)
+    anchors = torch.randperm(n, generator=g)[:max_items]  # (A,)
+    neg = torch.randint(0, n - 1, (len(anchors), num_negatives), generator=g)  # (A, K)
+    return torch.cat([anchors[:, None], neg + (neg >= anchors[:, None]).long()], 1)  # (A, 1+K)
+
+
 def faulty_auroc(scores: torch.Tensor, faulty: torch.Tensor) -> float | None:
     """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
     if faulty.all() or not faulty.any():
@@ -57,7 +73,7 @@ def bank_structure(
     own_audio_faulty  the same for the faulty positives: above chance, xID has memorised their pairs."""
     n = video.shape[0]
     if n > max_items:
-        subset = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max_items]
+        subset = some_slots(n, max_items, seed)  # (max_items,)
         video, audio, labels, faulty = video[subset], audio[subset], labels[subset], faulty[subset]
         n = max_items
     video, audio, labels, faulty = video.float().cpu(), audio.float().cpu(), labels.cpu(), faulty.cpu()
@@ -113,13 +129,9 @@ def soft_target_share(
     of their own, so logging this leaves training's random stream, and with it every number of the
     run, as it was. evaluate.py's analysis (analysis/weights.py) reports the same share over the whole
     bank with the run's K, for every strategy."""
-    g = torch.Generator().manual_seed(seed)
     video, audio, labels = video.float().cpu(), audio.float().cpu(), labels.cpu()
-    n = video.shape[0]
-    anchors = torch.randperm(n, generator=g)[:max_items]  # (A,)
-    neg = torch.randint(0, n - 1, (len(anchors), num_negatives), generator=g)  # (A, K)
-    cand = torch.cat([anchors[:, None], neg + (neg >= anchors[:, None]).long()], 1)  # (A, 1+K), never i itself
-    same = (labels[cand[:, 1:]] == labels[anchors, None]).float()  # (A, K)
+    cand = draw_candidates(video.shape[0], max_items, num_negatives, seed)  # (A, 1+K)
+    same = (labels[cand[:, 1:]] == labels[cand[:, :1]]).float()  # (A, K)
     out = {"chance": float(same.mean())}
     vbar, abar = (m.index_select(0, cand.flatten()).view(*cand.shape, -1) for m in (video, audio))  # (A, 1+K, D)
     for strategy in strategies:

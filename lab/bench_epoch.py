@@ -13,7 +13,7 @@ timing each part by wrapping the functions the step calls (on a GPU each timer s
     model fwd+bwd+Adam  the rest of train.train_step: encoders, backward, optimizer
     objective           train.objective: bank sampling, targets, soft targets, weights, the loss
     bank update         MemoryBank.update
-    diagnostics         analysis.diagnostics.bank_report, logged after every epoch
+    diagnostics         analysis.diagnostics.bank_report and analysis.drift.bank_signals, logged after every epoch
     checkpoint          the state train.py saves after every epoch
 
 Beside it, in the same process, the bare model (encoders, heads and Adam on a ready batch, as
@@ -29,7 +29,7 @@ import torch
 
 import data
 import train
-from analysis import diagnostics
+from analysis import diagnostics, drift
 from config import parse_config
 from lab.timing import bare_model_step, sync, time_per_call
 from machinery.devices import default_device
@@ -128,6 +128,7 @@ class TimedRun:
         train.train_epoch(self.parts, _TimedLoader(self.loader, self.device), self.cfg, epoch, 1, False, lambda i: 0)
         t1 = time.perf_counter()
         diagnostics.bank_report(self.parts.bank, self.dataset.labels, self.dataset.faulty, self.cfg.tau_s)
+        drift.bank_signals(self.parts.bank, self.cfg)
         t2 = time.perf_counter()
         torch.save(self.parts.state_dict(), Path(self.tmp) / "ckpt.pt")
         t3 = time.perf_counter()

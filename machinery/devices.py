@@ -7,6 +7,7 @@ process (paper Sec. 5.1 trains on 8 GPUs under DDP; Sec. 6 on more).
     default_device       the GPU if there is one, else the CPU (library calls that name no device)
     setup_distributed    one process, or torchrun's process group: (ddp, rank, world, device)
     start_line           what a run prints first: device, world size, precision, loader workers
+    precision_on         --amp on a device: auto is bf16 on a GPU, fp32 on a CPU
     all_gather_cat       a same-shaped tensor from every rank, concatenated in rank order (the
                          memory bank's update)
     gather_on_host       the same for a small CPU tensor, without a device sync (train.py's
@@ -127,6 +128,11 @@ def start_line(program: str, device: torch.device, world: int, precision: str, w
     precision, with how many loader workers each."""
     where = f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
     return f"{program}: device {where}, world size {world}, precision {precision}, {workers} loader workers per process"
+
+
+def precision_on(amp: str, device: torch.device) -> str:
+    """--amp as it applies on `device`: auto is bf16 on a GPU, off (fp32) on a CPU."""
+    return amp if amp != "auto" else ("bf16" if device.type == "cuda" else "off")
 
 
 def all_gather_cat(t: Tensor, group: dist.ProcessGroup | None = None) -> Tensor:

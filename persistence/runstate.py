@@ -287,9 +287,10 @@ def log_epoch(record: dict[str, Any], out: Path) -> None:
     print(
         "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
         "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s{wait} | auroc {auroc} | 1-nn {knn_class:.2f} "
-        "xmodal {xmodal_class:.2f}{bad}".format(
+        "xmodal {xmodal_class:.2f}{agree}{bad}".format(
             **record,
             wait=f", {record['data_wait']:.0%} waiting for data" if "data_wait" in record else "",
+            agree=f" | agree {record['agreement']:.3f}" if record.get("agreement") is not None else "",
             auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
             bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else "",
         )

@@ -128,6 +128,7 @@ def test_a_short_run_lowers_the_loss_says_where_it_runs_and_keeps_every_nth_chec
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3, losses
     last = log(tmp_path)[-1]
     assert {"mu", "sigma", "weight", "soft_mass", "clips_per_s", "faulty_auroc", "lr", "data_wait"} <= set(last)
+    assert {"agreement", "positive_mass"} <= set(last)  # analysis/drift.py's label-free signals
     assert 0 <= last["data_wait"] <= 1 and "waiting for data" in text
     assert text.splitlines()[0] == "train.py: device cpu, world size 1, precision fp32, 1 loader workers per process"
     kept = sorted(p.name for p in tmp_path.glob("ckpt_epoch*.pt"))
@@ -244,6 +245,18 @@ def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
         tmp_path / "warm" / "ckpt.pt",
     )
     assert [r["stage"] for r in log(tmp_path / "branch")] == ["weighted"]
+
+
+def test_a_soft_branch_logs_the_label_free_signals_from_the_bank_it_was_given(tiny_data, tmp_path):
+    """analysis/drift.py's start for an --init branch is its warm-up's last bank: the same agreement that the
+    warm-up's own last record logged."""
+    run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
+    init = tmp_path / "warm" / "ckpt.pt"
+    run(tiny_data, tmp_path / "soft", "--warmup-epochs", "0", "--epochs", "2", "--loss", "soft", "--init", init)
+    warm, soft = log(tmp_path / "warm"), log(tmp_path / "soft")
+    assert soft[0]["drift_start"] == {k: warm[-1][k] for k in ("agreement", "positive_mass")}
+    assert "drift_start" not in soft[1] and all(0 <= r["agreement"] <= 1 for r in warm + soft)
+    assert all(0 < r["positive_mass"] <= 1 for r in warm + soft)
 
 
 def test_resuming_under_other_settings_stops_and_names_them(tiny_data, tmp_path):
