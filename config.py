@@ -157,6 +157,12 @@ class Config:
         0.07, "temperature of the cycle terms of CCP, eqs. (13)-(14) (paper: 0.07)", "method", check=POSITIVE
     )
     lam: float = _opt(0.5, "mixing coefficient lambda of eqs. (8)-(9) (paper: 0.5)", "method", check=between(0, 1))
+    soft_guard: bool = _opt(
+        False,
+        "once train.py's drift warning fires in a soft-target stage (analysis/drift.py), the rest of the stage "
+        "trains with lam 0: Soft-xID as xID, Robust-xID as Weighted-xID (not in the paper: off)",
+        "method",
+    )
     kappa: float = _opt(0.5, "kappa of eq. (6) (paper: 0.5)", "method", check=POSITIVE)
     w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", "method", check=between(0, 1))
     delta: float = _opt(

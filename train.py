@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 import data
 from analysis.diagnostics import bank_report
-from analysis.drift import DriftWatch
+from analysis.drift import DriftWatch, guarded
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from machinery.devices import DeviceError, end_distributed, gather_on_host, precision_on, setup_distributed, start_line
@@ -50,9 +50,10 @@ from persistence import checkpoint, runstate
 # ----------------------------------------------------------------------------- the schedule (Sec. 4.3, 5.1)
 
 
-def stage_at(epoch: int, cfg: Config) -> str:
-    """xID during the warm-up, then the variant --loss names."""
-    return "xid" if epoch < cfg.warmup_epochs else cfg.loss
+def stage_at(epoch: int, cfg: Config, history: list[dict[str, Any]] = ()) -> str:
+    """xID during the warm-up, then the variant --loss names (with --soft-guard, once the drift rule fired on
+    the run's log records, `history`, that variant without soft targets: analysis/drift.py)."""
+    return "xid" if epoch < cfg.warmup_epochs else guarded(cfg.loss, history, cfg.soft_guard)
 
 
 def lr_at(step: int, cfg: Config, steps_per_epoch: int) -> float:
@@ -211,12 +212,13 @@ def train_epoch(
     show_bar: bool,
     stop_requested: Callable[[int], bool],
     resume: dict[str, Any] | None = None,
+    history: list[dict[str, Any]] = (),
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """One pass over the loader, or the rest of one after `resume` (how far a stopped run got).
     Returns the epoch's log record (the means of the step statistics, and data_wait: the share of the
     epoch's time the loop waited for the loader) and None, or, on a stop request (stop_requested(i)
     after step i: SIGTERM), None and how far this epoch got."""
-    stage, steps = stage_at(epoch, cfg), len(loader)
+    stage, steps = stage_at(epoch, cfg, history), len(loader)
     parts.model.train()
     tally = Tally(parts.bank.video.device, resume)
     shown = {"disable": not show_bar, "leave": False, "file": sys.stdout}
@@ -283,7 +285,9 @@ def run(
             # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
             # the items it trained on
             sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
-            record, stopped = train_epoch(parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume)
+            record, stopped = train_epoch(
+                parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume, r.history
+            )
             if record is not None:  # log only: bank_report reads the ground truth, the drift signals need none
                 record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
                 record.update(watch.signals(epoch))

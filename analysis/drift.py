@@ -133,6 +133,19 @@ def drift_warning(records: list[dict[str, Any]], margin: float = MARGIN, patienc
     )
 
 
+HARD_TWIN = {"soft": "xid", "robust": "weighted"}  # a soft-target variant with lam 0
+
+
+def guarded(stage: str, records: list[dict[str, Any]], soft_guard: bool) -> str:
+    """The variant an epoch trains: `stage`, or with --soft-guard, once the rule has fired on the run's log
+    records (at any epoch so far), its twin without soft targets. Worked out from the log, so a resumed run
+    takes the same turn; every rank reads the same records of the same (synchronised) bank."""
+    if not (soft_guard and VARIANTS[stage].soft):
+        return stage
+    fired = any(drift_warning(records[: k + 1]) for k in range(len(records)))
+    return HARD_TWIN.get(stage, stage) if fired else stage
+
+
 class DriftWatch:
     """train.py's hold on the signals for one run. Made after the restore (or --init), so that a run that
     begins in a soft-target stage (fresh: not resumed) measures the bank it was given before training on it."""
