@@ -163,7 +163,8 @@ class DriftWatch:
         return out
 
     def warn(self, history: list[dict[str, Any]]) -> None:
-        """Rank 0, after an epoch's record was logged: the rule's line on stderr, if it fires."""
+        """Rank 0, after an epoch's record was logged: the rule's line on stderr when it starts to fire (once,
+        not every epoch it holds)."""
         line = drift_warning(history) if self.master else None
-        if line:
+        if line and not drift_warning(history[:-1]):
             print(line, file=sys.stderr)

@@ -134,6 +134,8 @@ def test_drift_watch_measures_a_fresh_branchs_bank_before_training_and_only_rank
     log = [{"epoch": e, "stage": "soft", **watch.signals(e)} for e in (0, 1)]
     watch.warn(log)
     assert capsys.readouterr().err.startswith("train.py: warning:")
+    watch.warn(log + [{"epoch": 2, "stage": "soft", **watch.signals(2)}])  # still below: said once already
+    assert capsys.readouterr().err == ""
     DriftWatch(bank, cfg, fresh=True, master=False).warn(log)
     assert capsys.readouterr().err == ""
     # resumed, or with a warm-up in the same run: nothing to measure up front
