@@ -12,11 +12,14 @@ Why by hand: torchvision's functional ops take one factor per call, so a batch w
 clip would need a call per clip (hundreds of small kernels per step). Brightness, contrast,
 saturation, hue, greyscale and blur below equal torchvision's functional ops for the same factors
 (tests/test_augment.py). Unlike torchvision's ColorJitter the four colour changes are applied in a
-fixed order.
+fixed order. On the CPU each op runs on the clips that drew it alone (ClipAugment.augment); a
+skipped op is the identity, so this moves values by rounding at most (the old form's hue round trip on
+undrawn clips, ~1e-7), and the random draws are those of every clip as before.
 
     used by train.py and evaluate.py; tests: python -m pytest tests/test_augment.py
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -80,10 +83,12 @@ class ClipAugment(nn.Module):
         audio = None if wav is None or self.logmel is None else self.logmel(wav)
         return x, audio
 
-    def augment(self, x: Tensor) -> Tensor:
-        """x: (N, 3, T, H, W) in [0, 1]; one random draw per clip. Every op runs on the whole batch
-        and torch.where picks per clip: selecting the clips by index instead would save a little CPU
-        time but cost a host sync per op on a GPU."""
+    def augment(self, x: Tensor, by_index: bool | None = None) -> Tensor:
+        """x: (N, 3, T, H, W) in [0, 1], overwritten on the CPU; one random draw per clip. The draws are
+        taken for all N clips, in one order, whatever they pick. On the CPU (by_index, the default off a
+        GPU) each op then runs only on the clips that drew it (a skipped op is the identity); on a GPU
+        every op runs on the whole batch and torch.where picks, since selecting clips by index costs a
+        host sync per op there, and the GPU has time to spare."""
         n, dev = x.shape[0], x.device
         b, c, s, h = self.jitter
 
@@ -93,14 +98,30 @@ class ClipAugment(nn.Module):
         def chance(p: float) -> Tensor:
             return torch.rand(n, device=dev) < p
 
-        on = chance(self.p_jitter)  # (N,) clips that get colour jitter; the others get factor 1 / shift 0
-        x = brightness(x, torch.where(on, uniform(1 - b, 1 + b), 1.0))
-        x = contrast(x, torch.where(on, uniform(1 - c, 1 + c), 1.0))
-        x = saturation(x, torch.where(on, uniform(1 - s, 1 + s), 1.0))
-        x = hue(x, torch.where(on, uniform(-h, h), 0.0))
-        x = torch.where(_bcast(chance(self.p_grey)), grey(x).expand_as(x), x)
-        x = torch.where(_bcast(chance(self.p_blur)), blur(x, uniform(*self.sigma)), x)
-        return x
+        on = chance(self.p_jitter)  # (N,) clips that get colour jitter
+        f = torch.stack(
+            [uniform(1 - b, 1 + b), uniform(1 - c, 1 + c), uniform(1 - s, 1 + s), uniform(-h, h)], 1
+        )  # (N, 4)
+        greyed, blurred = chance(self.p_grey), chance(self.p_blur)  # (N,), (N,)
+        sigma = uniform(*self.sigma)  # (N,)
+        by_index = not x.is_cuda if by_index is None else by_index
+        x = where_drawn(x, on, lambda y, i: jitter(y, f[i]), by_index)
+        x = where_drawn(x, greyed, lambda y, i: grey(y).expand_as(y), by_index)
+        return where_drawn(x, blurred, lambda y, i: blur(y, sigma[i]), by_index)
+
+
+def where_drawn(x: Tensor, drawn: Tensor, op: Callable[[Tensor, Tensor], Tensor], by_index: bool) -> Tensor:
+    """x (N, ...) with op(clips, their indices) applied to the clips where drawn (N,) is True. by_index:
+    op runs on those clips alone, written back into x in place; else on all N, and torch.where picks."""
+    if not by_index:
+        return torch.where(drawn.view(-1, *[1] * (x.dim() - 1)), op(x, torch.arange(len(x), device=x.device)), x)
+    idx = drawn.nonzero().flatten()  # (M,)
+    return x.index_copy_(0, idx, op(x.index_select(0, idx), idx)) if len(idx) else x
+
+
+def jitter(x: Tensor, f: Tensor) -> Tensor:
+    """Brightness, contrast, saturation and hue, in that order; f: (N, 4) their factors and shift."""
+    return hue(saturation(contrast(brightness(x, f[:, 0]), f[:, 1]), f[:, 2]), f[:, 3])
 
 
 def normalise(x: Tensor) -> Tensor:
