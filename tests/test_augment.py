@@ -150,3 +150,23 @@ def test_ops_on_the_drawn_clips_alone_equal_the_where_form_to_rounding_and_keep_
         assert torch.equal(nxt, after)
     assert torch.equal(outs[0], outs[2])
     assert (outs[0] - x).abs().amax(dim=(1, 2, 3, 4)).eq(0).any()  # some clip drew nothing: it is x exactly
+
+
+@pytest.mark.parametrize("spec", [ClipSpec(), SOTA_CLIP, ClipSpec(n_mels=40, n_time=40)])
+def test_mel_power_is_torchaudios_mel_spectrogram_to_rounding(spec):
+    import torchaudio
+
+    hop = spec.hop
+    ref = torchaudio.transforms.MelSpectrogram(spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels)
+    wav = 0.3 * torch.randn(3, spec.samples)
+    torch.testing.assert_close(augment.MelPower(spec)(wav), ref(wav), rtol=2e-6, atol=1e-9)  # re^2 + im^2 vs |z|^2
+
+
+def test_a_mel_power_given_in_place_of_the_waveform_gives_its_log_mel():
+    spec = ClipSpec(n_mels=40, n_time=40, audio_rate=4000)
+    wav = 0.3 * torch.randn(4, spec.samples)
+    video = torch.randint(0, 256, (4, 3, 2, 8, 8), dtype=torch.uint8)
+    aug = augment.ClipAugment(spec, train=False)
+    _, want = aug(video, wav)
+    _, got = aug(video, mel=augment.MelPower(spec)(wav)[..., : spec.n_time])
+    assert want.shape == (4, 1, 40, 40) and torch.equal(got, want)
