@@ -2,10 +2,10 @@
 
 DataLoader workers only decode and cut (data.py): uint8 frames after the multi-scale crop and the
 flip, and the raw waveform after the volume change (the in-memory set, media/in_memory.py, gives each
-clip's mel power, cut from its sound's, in place of the waveform). The rest runs here, on the GPU when there is
-one, on the whole batch at once: colour jitter (brightness, contrast, saturation 0.4, hue 0.1,
-p=0.8), greyscale (p=0.2), Gaussian blur (5x5, sigma in [0.1, 2], p=0.5), normalisation, and the
-log-mel spectrogram (50 ms windows, 25 ms hop, 80 bands at 11025 Hz: 1x80x80; 128x128 in Sec. 6).
+clip's mel power instead, cut from its sound's). The rest runs here, on the GPU when there is one, on
+the whole batch at once: colour jitter (brightness, contrast, saturation 0.4, hue 0.1, p=0.8),
+greyscale (p=0.2), Gaussian blur (5x5, sigma in [0.1, 2], p=0.5), normalisation, and the log-mel
+spectrogram (50 ms windows, 25 ms hop, 80 bands at 11025 Hz: 1x80x80; 128x128 in Sec. 6).
 These are SimCLR's augmentations, as the paper uses; like its video clips they draw one set of
 parameters per clip and apply it to every frame.
 
@@ -13,9 +13,9 @@ Why by hand: torchvision's functional ops take one factor per call, so a batch w
 clip would need a call per clip (hundreds of small kernels per step). Brightness, contrast,
 saturation, hue, greyscale and blur below equal torchvision's functional ops for the same factors
 (tests/test_augment.py). Unlike torchvision's ColorJitter the four colour changes are applied in a
-fixed order. On the CPU each op runs on the clips that drew it alone (ClipAugment.augment); a
-skipped op is the identity, so this moves values by rounding at most (the old form's hue round trip on
-undrawn clips, ~1e-7), and the random draws are those of every clip as before.
+fixed order. Each op's result is kept only on the clips that drew it (on the CPU it runs on those
+alone, ClipAugment.augment): a skipped op is the identity, so this moved values by rounding at most
+(the earlier form's hue round trip on undrawn clips, ~1e-7), and the draws are every clip's, as before.
 
     used by train.py and evaluate.py; tests: python -m pytest tests/test_augment.py
 """
