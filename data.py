@@ -15,9 +15,8 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 A run's datasets are made from its config.Config here: build_train_set and train_loader for train.py
 (a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
 workers), eval_set and check_disjoint for the evaluation protocols. Which files a dataset holds is
-media/manifest.py's business; decoding media/decode.py's and media/preload.py's. Tests: test_data.py,
-test_injection.py, test_in_memory.py
-"""
+media/manifest.py's business; decoding media/decode.py's and media/preload.py's.
+Tests: test_data.py, test_injection.py, test_in_memory.py"""
 
 import itertools
 import sys
@@ -176,16 +175,17 @@ class AVDataset(torch.utils.data.Dataset):
 
     def cut(self, i: int, read: Callable[..., tuple[Any, Any]]) -> tuple[Any, Any, dict[str, Any]]:
         """A training clip of instance i: its random draws, in the one order every path takes them from
-        the item's generator (the start, the replacement audio's start, [the file is read], the volume,
-        the crop, the flip), and what `read` returned. read(path, start, audio_path, audio_start) gives
-        (frames (T, H, W, 3), waveform or None) or raises for a file that does not decode; the in-memory
-        set (media/in_memory.py) passes one that only looks the file up."""
+        the item's generator (the start, the replacement audio's start, put on the spectrogram's hop grid,
+        [the file is read], the volume, the crop, the flip), and what `read` returned. read(path, start,
+        audio_path, audio_start) gives (frames (T, H, W, 3), waveform or None) or raises for a file that
+        does not decode; the in-memory set (media/in_memory.py) passes one that only looks it up."""
         rec = self.records[i]
         start = self.clip_starts(rec)[0]
         audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
         audio_start = self.audio_around(start, audio_len)
         if audio_path is not None:  # the replacement audio comes from anywhere in its file
             audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
+        audio_start = self.spec.on_hop_grid(audio_start)  # a frame of the sound's spectrogram starts there
         frames, wav = read(rec.path, start, audio_path, audio_start)
         volume = float(0.8 + 0.4 * torch.rand(())) if wav is not None else None  # x U(0.8, 1.2)
         box, flip = self.transform.draw(frames.shape[1], frames.shape[2])

@@ -119,11 +119,11 @@ def train_step(
 
 
 def device_inputs(parts: "Parts", batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
-    """The loader's uint8 crops and waveforms, augmented on the device: colour, blur and spectrograms
-    are done here, batched. -> video (B, 3, T, H, W) in the model's memory format, audio (B, 1, F, T')."""
-    video, audio = parts.augment(
-        batch["video"].to(device, non_blocking=True), batch["audio"].to(device, non_blocking=True)
-    )  # (B, 3, T, H, W), (B, 1, F, T')
+    """The loader's uint8 crops and waveforms (the in-memory set's mel power), augmented on the device:
+    colour, blur and log-mel, batched. -> video (B, 3, T, H, W) in the model's format, audio (B, 1, F, T')."""
+    wav, mel = (batch[k].to(device, non_blocking=True) if k in batch else None for k in ("audio", "mel"))
+    video = batch["video"].to(device, non_blocking=True)  # (B, 3, T, H, W) uint8
+    video, audio = parts.augment(video, wav, mel)  # (B, 3, T, H, W), (B, 1, F, T')
     return video.to(memory_format=parts.video_format), audio
 
 

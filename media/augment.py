@@ -1,10 +1,11 @@
 """The device half of the input pipeline: augmentation and spectrograms of whole batches (Sec. 5.1).
 
 DataLoader workers only decode and cut (data.py): uint8 frames after the multi-scale crop and the
-flip, and the raw waveform after the volume change. The rest runs here, on the GPU when there is
-one, on the whole batch at once: colour jitter (brightness, contrast, saturation 0.4, hue 0.1,
-p=0.8), greyscale (p=0.2), Gaussian blur (5x5, sigma in [0.1, 2], p=0.5), normalisation, and the
-log-mel spectrogram (50 ms windows, 25 ms hop, 80 bands at 11025 Hz: 1x80x80; 128x128 in Sec. 6).
+flip, and the raw waveform after the volume change (the in-memory set, media/in_memory.py, gives each
+clip's mel power instead, cut from its sound's). The rest runs here, on the GPU when there is one, on
+the whole batch at once: colour jitter (brightness, contrast, saturation 0.4, hue 0.1, p=0.8),
+greyscale (p=0.2), Gaussian blur (5x5, sigma in [0.1, 2], p=0.5), normalisation, and the log-mel
+spectrogram (50 ms windows, 25 ms hop, 80 bands at 11025 Hz: 1x80x80; 128x128 in Sec. 6).
 These are SimCLR's augmentations, as the paper uses; like its video clips they draw one set of
 parameters per clip and apply it to every frame.
 
@@ -12,11 +13,14 @@ Why by hand: torchvision's functional ops take one factor per call, so a batch w
 clip would need a call per clip (hundreds of small kernels per step). Brightness, contrast,
 saturation, hue, greyscale and blur below equal torchvision's functional ops for the same factors
 (tests/test_augment.py). Unlike torchvision's ColorJitter the four colour changes are applied in a
-fixed order.
+fixed order. Each op's result is kept only on the clips that drew it (on the CPU it runs on those
+alone, ClipAugment.augment): a skipped op is the identity, so this moved values by rounding at most
+(the earlier form's hue round trip on undrawn clips, ~1e-7), and the draws are every clip's, as before.
 
     used by train.py and evaluate.py; tests: python -m pytest tests/test_augment.py
 """
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -32,27 +36,50 @@ MEAN, STD = 0.45, 0.225  # per channel, as AVID normalises
 GREY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
 
 
-class LogMel(nn.Module):
-    """Waveform (..., n) -> log-mel spectrogram (..., 1, n_mels, n_time). The hop is set so that the
-    2 s window gives n_time steps (25 ms at 11025 Hz, as in the paper); windows are twice the hop."""
+class MelPower(nn.Module):
+    """Waveform (..., n) -> mel power spectrogram (..., n_mels, 1 + n // hop): torchaudio's
+    MelSpectrogram (windows of two hops, a frame every hop, the signal's ends padded by reflection), its
+    power taken as re^2 + im^2 (torchaudio's |z|^2 takes a square root first: the same math to rounding,
+    and a fifth of the time on a CPU)."""
 
     def __init__(self, spec: "ClipSpec") -> None:
         super().__init__()
-        hop = int(round(spec.audio_seconds * spec.audio_rate / spec.n_time))
-        self.n_time = spec.n_time
-        self.mel = torchaudio.transforms.MelSpectrogram(
-            sample_rate=spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels
+        self.hop = spec.hop
+        mel = torchaudio.transforms.MelSpectrogram(
+            sample_rate=spec.audio_rate, n_fft=2 * self.hop, hop_length=self.hop, n_mels=spec.n_mels
         )
+        self.register_buffer("window", mel.spectrogram.window, persistent=False)  # (2*hop,)
+        self.register_buffer("fb", mel.mel_scale.fb, persistent=False)  # (hop + 1, n_mels)
 
     def forward(self, wav: Tensor) -> Tensor:
-        spec = torch.log(self.mel(wav.float()) + 1e-6)[..., : self.n_time]  # (..., n_mels, n_time)
-        return spec.unsqueeze(-3)  # (..., 1, n_mels, n_time)
+        flat = wav.float().reshape(-1, wav.shape[-1])  # (M, n)
+        z = torch.stft(flat, 2 * self.hop, self.hop, window=self.window, pad_mode="reflect", return_complex=True)
+        power = z.real.square() + z.imag.square()  # (M, hop + 1, frames)
+        mel = torch.matmul(power.transpose(1, 2), self.fb).transpose(1, 2)  # (M, n_mels, frames)
+        return mel.reshape(*wav.shape[:-1], *mel.shape[1:])
+
+
+def log_mel(power: Tensor, n_time: int) -> Tensor:
+    """Mel power (..., n_mels, >= n_time) -> log-mel (..., 1, n_mels, n_time), its first n_time frames."""
+    return torch.log(power[..., :n_time] + 1e-6).unsqueeze(-3)
+
+
+class LogMel(nn.Module):
+    """Waveform (..., n) -> log-mel spectrogram (..., 1, n_mels, n_time) (MelPower, then log_mel)."""
+
+    def __init__(self, spec: "ClipSpec") -> None:
+        super().__init__()
+        self.n_time, self.power = spec.n_time, MelPower(spec)
+
+    def forward(self, wav: Tensor) -> Tensor:
+        return log_mel(self.power(wav), self.n_time)
 
 
 class ClipAugment(nn.Module):
-    """(video uint8 (B, [clips,] 3, T, H, W), waveform (B, [clips,] n) or None) ->
-    (video float normalised, same shape; log-mel (B, [clips,] 1, n_mels, n_time) or None).
-    train=False only converts and normalises (evaluation clips)."""
+    """(video uint8 (B, [clips,] 3, T, H, W), waveform (B, [clips,] n) or None[, mel=its mel power
+    (B, n_mels, n_time), the in-memory set's, in place of the waveform]) -> (video float normalised,
+    same shape; log-mel (B, [clips,] 1, n_mels, n_time) or None). train=False only converts and
+    normalises (evaluation clips)."""
 
     def __init__(
         self,
@@ -71,19 +98,24 @@ class ClipAugment(nn.Module):
         self.logmel = LogMel(spec) if spec.audio_seconds else None
 
     @torch.no_grad()
-    def forward(self, video: Tensor, wav: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, video: Tensor, wav: Tensor | None = None, mel: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         lead = video.shape[:-4]  # (B,) or (B, clips)
         x = video.reshape(-1, *video.shape[-4:])  # x: (N, 3, T, H, W) uint8
         if self.train_mode:
             x = self.augment(x.float() / 255)  # in [0, 1]
         x = normalise(x).reshape(*lead, *x.shape[1:])  # (B, [clips,] 3, T, H, W)
-        audio = None if wav is None or self.logmel is None else self.logmel(wav)
-        return x, audio
+        if self.logmel is None or (wav is None and mel is None):
+            return x, None
+        return x, self.logmel(wav) if mel is None else log_mel(mel, self.logmel.n_time)
 
-    def augment(self, x: Tensor) -> Tensor:
-        """x: (N, 3, T, H, W) in [0, 1]; one random draw per clip. Every op runs on the whole batch
-        and torch.where picks per clip: selecting the clips by index instead would save a little CPU
-        time but cost a host sync per op on a GPU."""
+    def augment(self, x: Tensor, by_index: bool | None = None) -> Tensor:
+        """x: (N, 3, T, H, W) in [0, 1], overwritten on the CPU; one random draw per clip. The draws are
+        taken for all N clips, in one order, whatever they pick. On the CPU (by_index, the default off a
+        GPU) each op then runs only on the clips that drew it (a skipped op is the identity); on a GPU
+        every op runs on the whole batch and torch.where picks, since selecting clips by index costs a
+        host sync per op there, and the GPU has time to spare."""
         n, dev = x.shape[0], x.device
         b, c, s, h = self.jitter
 
@@ -93,14 +125,30 @@ class ClipAugment(nn.Module):
         def chance(p: float) -> Tensor:
             return torch.rand(n, device=dev) < p
 
-        on = chance(self.p_jitter)  # (N,) clips that get colour jitter; the others get factor 1 / shift 0
-        x = brightness(x, torch.where(on, uniform(1 - b, 1 + b), 1.0))
-        x = contrast(x, torch.where(on, uniform(1 - c, 1 + c), 1.0))
-        x = saturation(x, torch.where(on, uniform(1 - s, 1 + s), 1.0))
-        x = hue(x, torch.where(on, uniform(-h, h), 0.0))
-        x = torch.where(_bcast(chance(self.p_grey)), grey(x).expand_as(x), x)
-        x = torch.where(_bcast(chance(self.p_blur)), blur(x, uniform(*self.sigma)), x)
-        return x
+        on = chance(self.p_jitter)  # (N,) clips that get colour jitter
+        f = torch.stack(
+            [uniform(1 - b, 1 + b), uniform(1 - c, 1 + c), uniform(1 - s, 1 + s), uniform(-h, h)], 1
+        )  # (N, 4)
+        greyed, blurred = chance(self.p_grey), chance(self.p_blur)  # (N,), (N,)
+        sigma = uniform(*self.sigma)  # (N,)
+        by_index = not x.is_cuda if by_index is None else by_index
+        x = where_drawn(x, on, lambda y, i: jitter(y, f[i]), by_index)
+        x = where_drawn(x, greyed, lambda y, i: grey(y).expand_as(y), by_index)
+        return where_drawn(x, blurred, lambda y, i: blur(y, sigma[i]), by_index)
+
+
+def where_drawn(x: Tensor, drawn: Tensor, op: Callable[[Tensor, Tensor], Tensor], by_index: bool) -> Tensor:
+    """x (N, ...) with op(clips, their indices) applied to the clips where drawn (N,) is True. by_index:
+    op runs on those clips alone, written back into x in place; else on all N, and torch.where picks."""
+    if not by_index:
+        return torch.where(drawn.view(-1, *[1] * (x.dim() - 1)), op(x, torch.arange(len(x), device=x.device)), x)
+    idx = drawn.nonzero().flatten()  # (M,)
+    return x.index_copy_(0, idx, op(x.index_select(0, idx), idx)) if len(idx) else x
+
+
+def jitter(x: Tensor, f: Tensor) -> Tensor:
+    """Brightness, contrast, saturation and hue, in that order; f: (N, 4) their factors and shift."""
+    return hue(saturation(contrast(brightness(x, f[:, 0]), f[:, 1]), f[:, 2]), f[:, 3])
 
 
 def normalise(x: Tensor) -> Tensor:

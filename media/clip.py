@@ -45,6 +45,18 @@ class ClipSpec:
         """Where an audio window starting at `start` s begins in a decoded sound at self.audio_rate."""
         return int(round(start * self.audio_rate))
 
+    @property
+    def hop(self) -> int:
+        """Samples per spectrogram step, set so that the audio window gives n_time steps (25 ms at
+        11025 Hz, as in the paper); the spectrogram's windows are two hops long (media/augment.py)."""
+        return int(round(self.audio_seconds * self.audio_rate / self.n_time))
+
+    def on_hop_grid(self, start: float) -> float:
+        """An audio window's start `start` s moved to the nearest spectrogram step of its sound (at most
+        half a hop, 12.5 ms): a training clip's spectrogram is then a run of the sound's own frames
+        (media/in_memory.py); first_sample of the result is a multiple of the hop. Unchanged without audio."""
+        return round(start * self.audio_rate / self.hop) * self.hop / self.audio_rate if self.hop else start
+
 
 SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
 

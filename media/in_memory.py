@@ -2,17 +2,26 @@
 
 For a set that fits (the synthetic one: 1000 clips are a few hundred MB of uint8 frames), a loader that
 cuts every clip on the CPU is machinery for sets that do not. Here the decoded frames of all N videos sit
-in one padded uint8 table and every sound (the videos' own and the injected ones) in one float table, in
-RAM or in the GPU's memory. A step's batch is drawn on the host and cut on the device:
+in one padded uint8 table, and every sound (the videos' own and the injected ones) as its mel power
+spectrogram, computed once (media/augment.MelPower), in RAM or in the GPU's memory. A step's batch is
+drawn on the host and cut on the device:
 
-    the draws    each item's start, replacement-audio start, volume, crop and flip, taken from the item's
-                 seeded generator by data.AVDataset.cut, the same code in the same order as a loader's item
-                 (so resumed runs, ranks and worker counts see the same clips);
+    the draws    each item's start, replacement-audio start (on the spectrogram's hop grid), volume, crop
+                 and flip, taken from the item's seeded generator by data.AVDataset.cut, the same code in the
+                 same order as a loader's item (so resumed runs, ranks and worker counts see the same clips);
     the cut      frames (B, T, H, W, 3) gathered from the table by index, cropped and flipped per clip
-                 (media/cut.py), waveforms (B, n) gathered as windows of the sound table, times the volume.
+                 (media/cut.py); mel power (B, n_mels, n_time) gathered as windows of n_time frames of
+                 the sound's, times the volume squared (power goes as amplitude squared).
 
-On the same device the clips equal the loader's from the same decoded memory bit for bit
-(tests/test_in_memory.py). data.train_loader picks this path, or the loader, by the set's decoded size.
+On the same device the frames equal the loader's from the same decoded memory bit for bit. The log-mel
+(media/augment.ClipAugment) is the loader path's math, the log of the mel power of the volume-scaled
+window, but for two things: the window starts on the hop grid (moved by at most half a hop, 12.5 ms at
+the paper's rate; the loader's items start there too, data.AVDataset.cut), and the edge frames. A frame
+spans two hops around its centre: the loader's clip frame 0 (and frame n_time-1 where n_time * hop >
+the window's samples, as at 11025 Hz with 80 steps) reaches past the clip and is reflect-padded there,
+where here it sees the sound's own samples (both pad alike at a sound's start). Every other frame equals
+the loader's to rounding (tests/test_in_memory.py). data.train_loader picks this path, or the loader, by
+the set's decoded size.
 
     python train.py --preset demo --preload on      # forces this path; --preload off, the DataLoader's
 """
@@ -23,6 +32,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from media.augment import MelPower
 
 
 class InMemoryClips:
@@ -46,18 +57,25 @@ class InMemoryClips:
             if not isinstance(f, Exception):
                 self.frames[i, : len(f)], self.lengths[i] = f, len(f)
         self.frames = self.frames.to(device)
-        self.n = spec.samples
+        self.n, self.mel = spec.samples, torch.zeros(0, 0, spec.n_mels, device=device)
         sounds = [p for p, (f, wav) in dataset.memory.items() if wav is not None and not isinstance(f, Exception)]
         self.row = {p: k for k, p in enumerate(sounds)}  # path -> row of the sound table
-        width = max((len(dataset.memory[p][1]) for p in sounds), default=0) + self.n + 1  # zeros past each end
-        self.sound = torch.zeros(len(sounds), width)  # (A, S): a window past a sound's end reads zeros
-        for k, p in enumerate(sounds):
-            wav = dataset.memory[p][1]
-            self.sound[k, : len(wav)] = wav
-        self.sound = self.sound.to(device)
+        if self.n and sounds:
+            self.mel = self._spectrograms([dataset.memory[p][1] for p in sounds], MelPower(spec).to(device))
+
+    def _spectrograms(self, sounds: list[Tensor], power: MelPower, chunk: int = 64) -> Tensor:
+        """Every sound's mel power spectrogram, once: (A, F, n_mels), a frame every hop. The sounds are
+        zero-padded to one length, more than a window past the longest's end, so that a window past a
+        sound's end reads the frames of silence, as a loader's zero-padded waveform gives."""
+        width = max(len(wav) for wav in sounds) + self.n + 1
+        sound = torch.zeros(len(sounds), width)  # (A, S)
+        for k, wav in enumerate(sounds):
+            sound[k, : len(wav)] = wav
+        mel = [power(part.to(self.device)).transpose(1, 2) for part in sound.split(chunk)]  # [(<=chunk, F, n_mels)]
+        return torch.cat(mel).contiguous()  # (A, F, n_mels): a clip's window is a run of rows
 
     def nbytes(self) -> int:
-        return self.frames.nbytes + self.sound.nbytes
+        return self.frames.nbytes + self.mel.nbytes
 
     def _look_up(self, path: str, start: float, audio_path: str | None, audio_start: float) -> tuple[Tensor, Any]:
         """AVDataset.cut's `read` here: no cut, only what the draws need (the frames' size, whether there is
@@ -83,16 +101,15 @@ class InMemoryClips:
         video = torch.stack([crop.apply(clip, d["box"], d["flip"]) for clip, d in zip(clips, items)])  # (B, 3, T, S, S)
         batch = {"video": video, "index": idx.to(dev), "failed": torch.tensor([d["failed"] for d in items])}
         if self.n:
-            last = self.sound.shape[1] - self.n  # past a sound's end every window is zeros
-            windows = [
-                self.sound[self.row[d["audio_path"] or self.dataset.records[d["index"]].path]][
-                    # (S,)
-                    (k := min(spec.first_sample(d["audio_start"]), last)) : k + self.n
-                ]  # (n,)
-                for d in items
-            ]
-            volume = torch.tensor([d["volume"] for d in items], dtype=torch.float32)  # (B,)
-            batch["audio"] = torch.stack(windows) * volume.to(dev)[:, None]  # (B, n)
+            (f, bands), steps = self.mel.shape[1:], spec.n_time
+            rows = [self.row[d["audio_path"] or self.dataset.records[d["index"]].path] for d in items]
+            # AVDataset.cut put each start on the hop grid; past a sound's end its frames are silence
+            first = [min(round(spec.first_sample(d["audio_start"]) / spec.hop), f - steps) for d in items]
+            t = torch.tensor(rows)[:, None] * f + torch.tensor(first)[:, None] + torch.arange(steps)  # (B, n_time)
+            mel = self.mel.flatten(0, 1).index_select(0, t.flatten().to(dev)).view(len(items), steps, bands)
+            volume = torch.tensor([d["volume"] for d in items], dtype=torch.float32).to(dev)  # (B,)
+            # power goes as the amplitude squared: the volume's change, applied to the waveform before
+            batch["mel"] = (mel * volume.square()[:, None, None]).transpose(1, 2).contiguous()  # (B, n_mels, n_time)
         return batch
 
 

@@ -116,3 +116,57 @@ def test_augment_strength_zero_leaves_colour_and_crop_alone_and_one_is_the_paper
     assert (
         not torch.allclose(a, b) and (a - augment.normalise(x)).abs().mean() > (b - augment.normalise(x)).abs().mean()
     )
+
+
+def where_augment(aug, x):
+    """ClipAugment.augment as it was before the ops ran on the drawn clips alone: every op on every clip,
+    identity factors on the undrawn ones, torch.where for greyscale and blur (the same draws, in order)."""
+    n, (b, c, s, h) = x.shape[0], aug.jitter
+    on = torch.rand(n) < aug.p_jitter
+    x = augment.brightness(x, torch.where(on, torch.empty(n).uniform_(1 - b, 1 + b), 1.0))
+    x = augment.contrast(x, torch.where(on, torch.empty(n).uniform_(1 - c, 1 + c), 1.0))
+    x = augment.saturation(x, torch.where(on, torch.empty(n).uniform_(1 - s, 1 + s), 1.0))
+    x = augment.hue(x, torch.where(on, torch.empty(n).uniform_(-h, h), 0.0))
+    x = torch.where(augment._bcast(torch.rand(n) < aug.p_grey), augment.grey(x).expand_as(x), x)
+    return torch.where(
+        augment._bcast(torch.rand(n) < aug.p_blur), augment.blur(x, torch.empty(n).uniform_(*aug.sigma)), x
+    )
+
+
+@pytest.mark.parametrize("strength", [1.0, 0.5])
+def test_ops_on_the_drawn_clips_alone_equal_the_where_form_to_rounding_and_keep_the_stream(strength):
+    aug = augment.ClipAugment(ClipSpec(size=24, augment=strength))
+    x = clips(n=32)
+    outs = []
+    for how in (None, True, False):  # the default on the CPU (by index), by index, torch.where
+        torch.manual_seed(3)
+        outs.append(aug.augment(x.clone(), by_index=how) if how is not None else aug.augment(x.clone()))
+        outs.append(torch.rand(4))  # the generator's next numbers: the draws took the same count
+    torch.manual_seed(3)
+    ref, after = where_augment(aug, x.clone()), torch.rand(4)
+    for out, nxt in zip(outs[::2], outs[1::2]):
+        # the old form also ran the hue round trip (shift 0) on undrawn clips: a rounding of ~1e-7
+        torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+        assert torch.equal(nxt, after)
+    assert torch.equal(outs[0], outs[2])
+    assert (outs[0] - x).abs().amax(dim=(1, 2, 3, 4)).eq(0).any()  # some clip drew nothing: it is x exactly
+
+
+@pytest.mark.parametrize("spec", [ClipSpec(), SOTA_CLIP, ClipSpec(n_mels=40, n_time=40)])
+def test_mel_power_is_torchaudios_mel_spectrogram_to_rounding(spec):
+    import torchaudio
+
+    hop = spec.hop
+    ref = torchaudio.transforms.MelSpectrogram(spec.audio_rate, n_fft=2 * hop, hop_length=hop, n_mels=spec.n_mels)
+    wav = 0.3 * torch.randn(3, spec.samples)
+    torch.testing.assert_close(augment.MelPower(spec)(wav), ref(wav), rtol=2e-6, atol=1e-9)  # re^2 + im^2 vs |z|^2
+
+
+def test_a_mel_power_given_in_place_of_the_waveform_gives_its_log_mel():
+    spec = ClipSpec(n_mels=40, n_time=40, audio_rate=4000)
+    wav = 0.3 * torch.randn(4, spec.samples)
+    video = torch.randint(0, 256, (4, 3, 2, 8, 8), dtype=torch.uint8)
+    aug = augment.ClipAugment(spec, train=False)
+    _, want = aug(video, wav)
+    _, got = aug(video, mel=augment.MelPower(spec)(wav)[..., : spec.n_time])
+    assert want.shape == (4, 1, 40, 40) and torch.equal(got, want)

@@ -1,13 +1,15 @@
-"""media/in_memory.py: the batches cut on the device from memory are, bit for bit, the batches a DataLoader
-collates from the same preloaded set, for the same seed, epoch and index: injected sounds, failed files and
-a resumed epoch included; and --preload auto picks the path by the set's size against free memory."""
+"""media/in_memory.py: the batches cut on the device from memory are the batches a DataLoader collates from
+the same preloaded set, for the same seed, epoch and index: frames, indices and failed slots bit for bit, and
+the sound's mel power equal to the loader's waveform's to rounding but for a clip's first frame (centre
+padding: at the sound's edges here, at the clip's there); injected sounds, failed files and a resumed epoch
+included; and --preload auto picks the path by the set's size against free memory."""
 
 import pytest
 import torch
 from torch.utils.data import default_collate
 
 import data
-from media import in_memory, manifest
+from media import augment, in_memory, manifest
 from media.clip import ClipSpec
 from test_data import _dataset_files
 
@@ -21,12 +23,34 @@ def _preloaded(tmp_path, files, n=8, **kwargs):
 
 
 def _assert_same_batch(got, want):
-    assert set(got) >= {"video", "audio", "index", "failed"}
-    for key in ("video", "audio", "index", "failed"):
+    """got: an in-memory batch, want: the loader's. The loader's spectrogram frames come from the clip's
+    waveform: frame j covers samples [(j-1)*hop, (j+1)*hop) of it, so frame 0 reaches hop samples before
+    the clip (reflected there, the sound's own samples here) and SPEC's last frame, 20*1102 <= 22050, none
+    past it. The volume enters as its square here, inside the waveform there: a rounding of ~1e-7."""
+    assert set(got) >= {"video", "mel", "index", "failed"} and "audio" not in got
+    for key in ("video", "index", "failed"):
         assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
+    loader = augment.MelPower(SPEC)(want["audio"])[..., : SPEC.n_time]  # (B, n_mels, n_time)
+    assert got["mel"].shape == loader.shape == (len(want["index"]), SPEC.n_mels, SPEC.n_time)
+    torch.testing.assert_close(got["mel"][..., 1:], loader[..., 1:], rtol=1e-5, atol=1e-10)
+    return loader
 
 
-def test_in_memory_batches_equal_the_loaders_bit_for_bit_with_injected_sounds(tmp_path, files):
+def test_audio_windows_start_on_the_hop_grid_and_at_a_sounds_start_even_the_edge_frame_agrees(tmp_path, files):
+    ds = _preloaded(tmp_path, files)
+    clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
+    keys = [(i % len(ds), 50 + i) for i in range(24)]
+    draws = [ds.seeded(k, make=clips._draw) for k in keys]
+    assert all(SPEC.first_sample(d["audio_start"]) % SPEC.hop == 0 for d in draws)
+    at_start = torch.tensor([d["audio_start"] == 0 for d in draws])  # (B,): both paths pad the sound's start
+    assert at_start.any() and not at_start.all()
+    got = clips.batch(keys)
+    loader = _assert_same_batch(got, default_collate([ds[k] for k in keys]))
+    torch.testing.assert_close(got["mel"][at_start], loader[at_start], rtol=1e-5, atol=1e-10)
+    assert not torch.allclose(got["mel"][~at_start, :, 0], loader[~at_start, :, 0], rtol=1e-3)  # elsewhere not
+
+
+def test_in_memory_batches_equal_the_loaders_with_injected_sounds(tmp_path, files):
     ds = _preloaded(tmp_path, files)
     assert ds.injected.any() and not ds.injected.all()
     clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
