@@ -3,7 +3,8 @@ series from each branch's log (CCP's same-class share, the bank's cross-modal cl
 AUROC, the label-free agreement of analysis/drift.py) and whether train.py's warning rule fires on it.
 Writes NAME/seedS_epochs.json beside each finished setting (the runs/ folder is not kept) and RESULTS.md.
 
-    .venv/bin/python results/ccp_drift/drift.py W8 W16 ...     # the settings' names, as in PLAN.md
+    .venv/bin/python results/ccp_drift/drift.py W8 W16 W8G:W8   # the settings' names, as in PLAN.md
+                                                                # (NAME:BASE: xID's row from BASE, same seed)
 """
 
 import json
@@ -45,9 +46,13 @@ def fmt(xs):
 
 def main(names):
     lines = ["# Soft targets from a weak bank: results (PLAN.md; collected by drift.py)", ""]
-    for name in names:
+    for given in names:
+        name, _, base = given.partition(":")
         found = collect(name)
-        lines += [f"## {name}", "", "| seed | xID 1-shot | Soft - xID | Robust - xID | warning fired (first epoch) |"]
+        for seed, s in found.items():  # a setting that trained no xID branch reads its warm-up twin's
+            if base and "xid" not in s["rows"]:
+                s["rows"]["xid"] = collect(base)[seed]["rows"]["xid"]
+        lines += [f"## {given}", "", "| seed | xID 1-shot | Soft - xID | Robust - xID | warning fired (first epoch) |"]
         lines += ["|---:|---:|---:|---:|---|"]
         for seed, s in found.items():
             r = s["rows"]
