@@ -74,6 +74,8 @@ class AVDataset(torch.utils.data.Dataset):
     ) -> None:
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
+        if not isinstance(preload, bool):  # a --preload mode: bool("off") is True; in_memory.preloads resolves it
+            raise TypeError(f"AVDataset(preload={preload!r}): expected True or False")
         self.records, self.train, self.num_clips = list(records), train, num_clips
         self.spec = spec if audio else ClipSpec(**{**spec.__dict__, "audio_seconds": 0.0})
         self.transform = video_transform(spec.size, train, spec.augment)
@@ -383,9 +385,7 @@ def eval_set(
         audio=False,
         num_clips=num_clips,
         max_bad_fraction=cfg.max_bad_fraction,
-        preload=in_memory.choose(cfg.preload, records, clip_spec(cfg, audio=False)) == "on"
-        if preload is None
-        else preload,
+        preload=in_memory.preloads(cfg.preload, records, clip_spec(cfg, audio=False)) if preload is None else preload,
         preload_cache=cfg.preload_cache,
     ), classes
 

@@ -152,3 +152,8 @@ def choose(preload: Any, records: list, spec: Any, device: torch.device | None =
     need = decoded_bytes(list(records), spec)
     places = [torch.device("cpu")] + ([device] if device is not None and device.type == "cuda" else [])
     return "on" if all(need <= free_bytes(d) // 2 for d in places) else "off"
+
+
+def preloads(preload: Any, records: list, spec: Any, device: torch.device | None = None) -> bool:
+    """Whether --preload `preload` holds `records` decoded: choose's answer as data.AVDataset's preload flag."""
+    return choose(preload, records, spec, device) == "on"

@@ -36,7 +36,7 @@ from torch import Tensor
 
 import data
 from config import Config
-from media import augment, manifest
+from media import augment, in_memory, manifest
 from media.clip import clip_spec
 from media.loader_workers import loader, progress
 from persistence.checkpoint import Pretrained, write_atomically
@@ -205,7 +205,7 @@ def cached_features(
         audio=audio,
         num_clips=clips,
         max_bad_fraction=cfg.max_bad_fraction,
-        preload=cfg.preload,
+        preload=in_memory.preloads(cfg.preload, records, clip_spec(cfg, audio=audio)),
         preload_cache=cfg.preload_cache,
     )
     feats = extract_features(encoder, dataset, device, workers=workers, modality=modality)

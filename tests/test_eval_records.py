@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 import torch
 
+import data
 import evaluate
 from config import Config
 from conftest import UCF_SILENT
-from media import manifest
+from media import in_memory, manifest
 from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint, records
@@ -410,3 +411,20 @@ def test_a_fine_tunes_result_is_kept_in_its_own_file_when_eval_json_cannot_be_wr
     assert "fine-tune: finished before" in out and not epoch_lines(out)  # not trained again
     (rec,) = records.load(ckpt.parent / "eval.json")
     assert rec["task"] == "finetune" and rec["results"]["test_acc"] == result["test_acc"]
+
+
+def test_evaluation_on_a_set_larger_than_the_free_memory_streams_its_clips(ucf_data, video_manifest, ckpt, monkeypatch):
+    """The checkpoint's --preload auto, with a free-memory budget below the splits' decoded size: no file is
+    decoded whole (the clips are read by the loader); with room to spare the same command preloads."""
+    held, real = [], data.hold
+    monkeypatch.setattr(data, "hold", lambda videos, *a: held.append(len(videos)) or real(videos, *a))
+    argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)]
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)  # bytes: far below any split
+    evaluate.main(argv)
+    assert records.load(ckpt.parent / "eval.json")[0]["results"]["R@1"] >= 0
+    assert held == []
+    for cache in ckpt.parent.glob("features_*.pt"):
+        cache.unlink()
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2**40)
+    evaluate.main(argv)
+    assert len(held) == 2  # both splits: the spy sees a preload when there is one
