@@ -428,3 +428,51 @@ def test_evaluation_on_a_set_larger_than_the_free_memory_streams_its_clips(ucf_d
     monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2**40)
     evaluate.main(argv)
     assert len(held) == 2  # both splits: the spy sees a preload when there is one
+
+
+@pytest.mark.parametrize("name", ["ckpt.pt.prev", "avid.k400.pt"])
+def test_features_of_two_versions_of_a_dotted_checkpoint_name_are_cached_apart(tmp_path, monkeypatch, name):
+    """Features are named KIND_STEM_DIGEST_KEY.SPLIT.pt: with_suffix on a stem with a dot dropped the digest
+    and the key, and every version then read the first one's cache."""
+    from types import SimpleNamespace
+
+    from protocols import features
+
+    monkeypatch.setattr(data, "AVDataset", lambda *a, **k: None)  # nothing to decode: the extraction is faked
+    monkeypatch.setattr(features, "extract_features", lambda enc, *a, **k: {"made_by": torch.tensor(enc)})
+    ckpt, cfg = tmp_path / name, Config(preload="off")
+    got = [
+        features.cached_features(ckpt, SimpleNamespace(digest=digest), cfg, version, "train", [], torch.device("cpu"))
+        for version, digest in ((1, "a" * 40), (2, "b" * 40))
+    ]
+    assert [int(g["made_by"]) for g in got] == [1, 2]
+    assert len(list(tmp_path.glob("features_*.train.pt"))) == 2
+
+
+def test_a_fine_tunes_result_is_read_from_its_own_key_whatever_dots_the_checkpoint_name_has(tmp_path):
+    from protocols import features, finetune
+
+    stem = features.version_file("finetune", tmp_path / "ckpt.pt.prev", "c" * 40, "a key")
+    Path(f"{stem}.json").write_text(json.dumps({"test_acc": 0.5}))
+    (tmp_path / "finetune_ckpt.json").write_text(json.dumps({"test_acc": 0.9}))  # what with_suffix made of it
+    assert finetune.finetune(None, None, resume=stem)["test_acc"] == 0.5
+
+
+def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path):
+    """ckpt.pt's old caches go; those of ckpt_20261128_x.pt (whose name begins with 8 digits after ckpt_)
+    and ckpt.pt's current ones stay."""
+    from protocols import features
+
+    def made(ckpt, digest, tail):
+        path = Path(
+            f"{features.version_file('features' if 'train' in tail else 'finetune', ckpt, digest, 'key')}{tail}"
+        )
+        path.write_bytes(b"")
+        return path
+
+    ckpt, sibling = tmp_path / "ckpt.pt", tmp_path / "ckpt_20261128_x.pt"
+    old = [made(ckpt, "0" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
+    kept = [made(ckpt, "1" * 40, ".train.pt"), made(ckpt, "0" * 40, ".json")]
+    kept += [made(sibling, "2" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
+    assert sorted(features.prune_caches(ckpt, "1" * 40)) == sorted(old)
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in old)
