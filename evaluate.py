@@ -352,7 +352,8 @@ def main(argv: list[str] | None = None) -> None:
         try:
             print(report.report(args.ckpt))
         except (FileNotFoundError, records.RecordsError) as err:  # a corrupt eval.json: nothing of it read
-            aside = "; the next evaluation sets it aside" if isinstance(err, records.RecordsError) else ""
+            corrupt = isinstance(err, records.RecordsError) and not isinstance(err, records.UnknownFormat)
+            aside = "; the next evaluation sets it aside" if corrupt else ""
             raise SystemExit(f"evaluate.py: {err}{aside}") from None
         return
     if args.finetune_batch % args.accumulate:

@@ -476,3 +476,19 @@ def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path
     kept += [made(sibling, "2" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
     assert sorted(features.prune_caches(ckpt, "1" * 40)) == sorted(old)
     assert all(p.exists() for p in kept) and not any(p.exists() for p in old)
+
+
+def test_an_eval_json_of_a_newer_format_is_refused_in_one_line_and_left_as_it_was(ckpt):
+    """Read as legacy, a format-3 file gave no records, and the next add replaced it with this one's."""
+    path = ckpt.parent / "eval.json"
+    newer = json.dumps({"format": 3, "records": [{"task": "retrieval", "results": {"R@1": 0.5}}]})
+    path.write_text(newer)
+    rec = records.record("retrieval", ckpt, 7, ckpt.parent, "folder", None, {"text": "t"}, {"R@1": 0.1}, None)
+    for read in (lambda: records.load(path), lambda: records.add(path, [rec])):
+        with pytest.raises(records.RecordsError, match=f"{path}: records of format 3, not 2"):
+            read()
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(["report", str(ckpt)])
+    said = str(stop.value.code)
+    assert "\n" not in said and "format 3" in said and "sets it aside" not in said, said
+    assert path.read_text() == newer and not list(ckpt.parent.glob("eval.json.corrupt-*"))
