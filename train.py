@@ -36,7 +36,7 @@ import data
 from analysis.diagnostics import bank_report
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import DeviceError, end_distributed, gather_on_host, setup_distributed, start_line
+from machinery.devices import DeviceError, any_rank, end_distributed, gather_on_host, setup_distributed, start_line
 from machinery.schedule import cosine
 from machinery.tally import Tally
 from media.augment import ClipAugment
@@ -229,7 +229,7 @@ def train_epoch(
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
         tally.add(stats, batch["video"].shape[0] * world)
         if i % 10 == 0 or i == steps - 1:  # the only host syncs: every 10th step
-            if not math.isfinite(loss.item()):
+            if any_rank(not math.isfinite(loss.item()), parts.bank.video.device):  # every rank stops here
                 raise SystemExit(
                     f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
                     f"lower --lr, raise --tau, --tau-s or --tau-t if one is near 0, or try --amp off"
@@ -275,25 +275,34 @@ def run(
     sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
     parts, instances = build_parts(cfg, dataset, device), dataset.instances()
     show_bar = rank == 0 and sys.stdout.isatty()
-    # resumes OUT/ckpt.pt if there is one; saves, logs and stops at each epoch's end
-    with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
-        if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
-            parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
-        if ddp:  # after the restore: DDP starts every replica from rank 0's weights
-            parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
-        for epoch, resume in r.epochs():
-            # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
-            # the items it trained on
-            sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
-            record, stopped = train_epoch(parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume)
-            if record is not None:
-                # ground truth, log only
-                record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
-            r.end_epoch(epoch, record, stopped)
-    if ddp:  # the wrapper goes before the process group (machinery/devices.end_distributed says why)
+    try:  # resumes OUT/ckpt.pt if there is one; saves, logs and stops at each epoch's end
+        with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
+            if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
+                parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
+            if ddp:  # after the restore: DDP starts every replica from rank 0's weights
+                parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
+            for epoch, resume in r.epochs():
+                # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
+                # the items it trained on
+                sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
+                record, stopped = train_epoch(parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume)
+                if record is not None:
+                    # ground truth, log only
+                    record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
+                r.end_epoch(epoch, record, stopped)
+    except SystemExit:  # a SIGTERM stop or a non-finite loss: exits every rank takes together
+        leave_group(parts, ddp)
+        raise
+    leave_group(parts, ddp)
+    return parts.unwrapped(), parts.bank
+
+
+def leave_group(parts: Parts, ddp: bool) -> None:
+    """Under torchrun: the DDP wrapper goes before the process group (machinery/devices.end_distributed
+    says why), on the way out of a run that ended and of one that stopped alike."""
+    if ddp:
         parts.model = parts.unwrapped()
         end_distributed()
-    return parts.unwrapped(), parts.bank
 
 
 if __name__ == "__main__":

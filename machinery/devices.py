@@ -122,6 +122,16 @@ def end_distributed() -> None:
     dist.destroy_process_group()
 
 
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """Whether `flag` holds on any rank (one process: on this one): an exit every rank then takes together,
+    where end_distributed's barrier meets the others'."""
+    if not dist.is_initialized():
+        return flag
+    t = torch.tensor(float(flag), device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
 def start_line(program: str, device: torch.device, world: int, precision: str, workers: int) -> str:
     """What a run says before it starts: where it computes, with how many processes, in which
     precision, with how many loader workers each."""

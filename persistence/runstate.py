@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 
 from config import Config, absolute_paths, config_from_dict, result_changes
+from machinery.devices import any_rank
 from persistence import checkpoint
 
 
@@ -229,13 +230,9 @@ class Run:
     def stop_requested(self, i: int) -> bool:
         """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th
         step, where the ranks agree on it (and sync anyway)."""
-        if not dist.is_initialized():
-            return self.stop["requested"]
-        if i % 10:
+        if dist.is_initialized() and i % 10:
             return False
-        flag = torch.tensor(float(self.stop["requested"]), device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+        return any_rank(self.stop["requested"], self.device)
 
 
 class SigtermStop:
