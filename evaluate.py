@@ -38,6 +38,7 @@ writes only files of its own.
     .venv/bin/python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1 2 3
 """
 
+import copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,7 +53,7 @@ from config import DEVICE, POSITIVE, Check, OneLineParser, at_least, between, on
 from machinery.devices import DeviceError, default_device, resolve_device, start_line
 from media.loader_workers import workers_per_process
 from persistence import records, runstate
-from persistence.checkpoint import CheckpointError, read_pretrained
+from persistence.checkpoint import CheckpointError, Pretrained, read_pretrained
 from protocols import features, finetune
 from protocols.features import CLIPS, MODALITIES, cached_features, eval_splits, export, fold_of, split_videos
 from protocols.finetune import FINETUNE
@@ -141,6 +142,7 @@ def evaluate(
     modality: str = "video",
     allow_missing: bool = False,
     keep_cache: bool = False,
+    pre: Pretrained | None = None,
 ) -> dict[str, Any]:
     """Run `tasks` on a checkpoint, with `clips` per video for the retrieval and few-shot features (the
     paper's 10; fewer is a named deviation, stored in the protocol) of the `modality` encoder; returns
@@ -148,7 +150,8 @@ def evaluate(
     (persistence/records.py). A split that lost a video of its list stops it (MissingVideos) unless
     allow_missing. It writes only files of its own beside the checkpoint (feature caches, eval.json
     under its own lock, plots, a fine-tune's state and result), so a run still training in that folder does
-    not stop it; then it removes the feature caches of other versions of the checkpoint file, unless keep_cache."""
+    not stop it; then it removes the feature caches of other versions of the checkpoint file, unless keep_cache.
+    `pre`: the checkpoint as read already (every fold of one command: one version of a file still written)."""
     if not Path(ckpt).is_file():
         raise FileNotFoundError(f"checkpoint not found: {ckpt}")
     if modality == "audio" and {"finetune", "analysis"} & set(tasks):
@@ -156,7 +159,7 @@ def evaluate(
     from analysis import figures as figs
 
     device = device or default_device()
-    pre = read_pretrained(ckpt)
+    pre = pre._replace(cfg=copy.copy(pre.cfg)) if pre is not None else read_pretrained(ckpt)  # cfg: overridden
     holder = runstate.held_by(Path(ckpt).parent)
     if holder:
         print(
@@ -398,10 +401,10 @@ def main(argv: list[str] | None = None) -> None:
         finetune_args["frames"] = args.frames
     by_fold = {}
     try:
+        pre = read_pretrained(args.ckpt)  # once: a run still training may replace the file between folds
         for fold in folds:
             fold_overrides = {**overrides, **({"fold": fold} if fold else {})}
             if args.task == "features":
-                pre = read_pretrained(args.ckpt)
                 for k, v in fold_overrides.items():
                     setattr(pre.cfg, k, v)
                 n = export(args.ckpt, pre, pre.cfg, args.out, device, workers, args.clips, args.allow_missing)
@@ -421,6 +424,7 @@ def main(argv: list[str] | None = None) -> None:
                 modality=args.modality,
                 allow_missing=args.allow_missing,
                 keep_cache=args.keep_cache,
+                pre=pre,
             )
     except (CheckpointError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: {err}") from err

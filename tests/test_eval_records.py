@@ -492,3 +492,22 @@ def test_an_eval_json_of_a_newer_format_is_refused_in_one_line_and_left_as_it_wa
     said = str(stop.value.code)
     assert "\n" not in said and "format 3" in said and "sets it aside" not in said, said
     assert path.read_text() == newer and not list(ckpt.parent.glob("eval.json.corrupt-*"))
+
+
+def test_the_folds_of_one_command_measure_one_version_of_a_checkpoint_still_being_written(
+    ucf_data, video_manifest, ckpt, monkeypatch
+):
+    """A run that goes on training replaces ckpt.pt between folds: --fold 1 2 reads it once, so the mean is
+    over one version (each fold re-read it, and fold_table averaged two)."""
+    real, reads = evaluate.read_pretrained, []
+
+    def read_then_train_on(path):
+        reads.append(real(path))
+        save_version(ckpt, 8, seed=1)  # the run's next epoch lands after this read
+        return reads[-1]
+
+    monkeypatch.setattr(evaluate, "read_pretrained", read_then_train_on)
+    evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, 2, "--manifest", video_manifest)])
+    kept = records.load(ckpt.parent / "eval.json")
+    assert sorted(r["fold"] for r in kept) == [1, 2]
+    assert {(r["checkpoint_epoch"], r["checkpoint_digest"]) for r in kept} == {(7, reads[0].digest)}
