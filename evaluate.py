@@ -229,6 +229,8 @@ def evaluate(
         }
         about = [pre.digest, str(Path(cfg.data).resolve()), cfg.layout, fold_of(cfg), identity["lists"]]
         about += [cfg.size, cfg.fps, sorted(fa.items())]  # what makes the fine-tune: its files' key
+        if any(g.missing for g in splits.values()):  # the videos used, where they are not all the lists name
+            about.append([[r.path for r in g.records] for g in splits.values()])
         args = ("epochs", "lr", "lr_min", "batch_size", "accumulate", "frames", "select_on_val", "curve_every")
         resume = features.version_file("finetune", ckpt, pre.digest, json.dumps(about, default=str))
         res = finetune.finetune(

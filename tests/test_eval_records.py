@@ -511,3 +511,17 @@ def test_the_folds_of_one_command_measure_one_version_of_a_checkpoint_still_bein
     kept = records.load(ckpt.parent / "eval.json")
     assert sorted(r["fold"] for r in kept) == [1, 2]
     assert {(r["checkpoint_epoch"], r["checkpoint_digest"]) for r in kept} == {(7, reads[0].digest)}
+
+
+def test_a_fine_tune_on_fewer_videos_is_not_reused_once_the_set_is_whole(ucf_data, video_manifest, ckpt, capsys):
+    """--allow-missing fine-tunes without the silent video; after the rescan the message asks for, the same
+    command trains again on every video (its result was reused, under a record saying missing: 0)."""
+    tune = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1), *TUNE]
+    tune[tune.index("4")] = "1"  # one epoch
+    evaluate.main([*tune, "--allow-missing"])  # the default manifest leaves the silent video out
+    capsys.readouterr()
+    evaluate.main([*tune, "--manifest", str(video_manifest)])
+    out = capsys.readouterr().out
+    assert "finished before" not in out and len(epoch_lines(out)) == 1
+    (rec,) = records.load(ckpt.parent / "eval.json")  # the same key: the whole set's record replaced the other
+    assert rec["videos"]["test"]["missing"] == 0 and len(list(ckpt.parent.glob("finetune_*.json"))) == 2
