@@ -91,3 +91,18 @@ def test_train_py_names_the_path_it_took_and_records_it_resolved(tiny_data, tmp_
     cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--num-negatives", "7", "--preload", "auto"])
     data.build_train_set(cfg)
     assert cfg.preload in ("on", "off")  # what the checkpoint keeps, so a resume compares like with like
+
+
+def test_a_resumed_run_keeps_the_path_its_checkpoint_took_whatever_memory_is_free_now(tiny_data, tmp_path, monkeypatch):
+    """--preload auto, resumed where less memory is free: the path is the checkpoint's ("on"), not a new
+    answer that Run.restore would then refuse as a changed setting ("preload 'on' -> 'off'")."""
+    from config import parse_config
+
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)  # bytes: far below the set
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--num-negatives", "7", "--out", str(tmp_path)]
+    cfg = parse_config([*argv, "--preload", "auto"])
+    data.build_train_set(cfg)
+    assert cfg.preload == "off"  # a fresh run: the memory decides
+    torch.save({"config": {"preload": "on"}}, tmp_path / "ckpt.pt")  # the started run's setting, as saved
+    cfg = parse_config([*argv, "--preload", "auto"])
+    assert data.build_train_set(cfg).memory is not None and cfg.preload == "on"
