@@ -11,8 +11,9 @@ RAM or in the GPU's memory. A step's batch is drawn on the host and cut on the d
     the cut      frames (B, T, H, W, 3) gathered from the table by index, cropped and flipped per clip
                  (media/cut.py), waveforms (B, n) gathered as windows of the sound table, times the volume.
 
-On the same device the clips equal the loader's from the same decoded memory bit for bit
-(tests/test_in_memory.py). data.train_loader picks this path, or the loader, by the set's decoded size.
+On the CPU the clips equal the loader's from the same decoded memory bit for bit (tests/test_in_memory.py);
+on a GPU the resize runs there, through float32, and may round differently. data.train_loader picks this
+path, or the loader, by the set's decoded size.
 
     python train.py --preset demo --preload on      # forces this path; --preload off, the DataLoader's
 """
