@@ -35,6 +35,7 @@ from media.cut import video_transform
 from media.decode import read_clip
 from media.manifest import Record
 from media.preload import hold
+from persistence import runstate
 
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
@@ -73,6 +74,8 @@ class AVDataset(torch.utils.data.Dataset):
     ) -> None:
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
+        if not isinstance(preload, bool):  # a --preload mode: bool("off") is True; in_memory.preloads resolves it
+            raise TypeError(f"AVDataset(preload={preload!r}): expected True or False")
         self.records, self.train, self.num_clips = list(records), train, num_clips
         self.spec = spec if audio else ClipSpec(**{**spec.__dict__, "audio_seconds": 0.0})
         self.transform = video_transform(spec.size, train, spec.augment)
@@ -275,8 +278,7 @@ class SeededSampler(torch.utils.data.Sampler):
 
 
 def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVDataset:
-    """The pre-training instances (one bank slot each), with the injected faulty positives. Resolves
-    --preload auto for training on `device` (default: the CPU) into cfg.preload, on or off."""
+    """The pre-training instances (one bank slot each), faults injected; cfg.preload set to on or off."""
     if not Path(cfg.data).is_dir():
         name = Path(cfg.data).name
         make = (
@@ -300,7 +302,7 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             f"train.py: --num-negatives {cfg.num_negatives}: expected fewer than the {len(records)} training "
             f"videos of {cfg.data} (at most {len(records) - 1})"
         )
-    cfg.preload = in_memory.choose(cfg.preload, records, clip_spec(cfg), device or torch.device("cpu"))
+    cfg.preload = runstate.preload_path(cfg, records, clip_spec(cfg), device or torch.device("cpu"))
     pooled = cfg.faulty_fraction > 0 and cfg.faulty_source != "train"  # --faulty-source heldout or noise
     try:
         dataset = AVDataset(
@@ -383,9 +385,7 @@ def eval_set(
         audio=False,
         num_clips=num_clips,
         max_bad_fraction=cfg.max_bad_fraction,
-        preload=in_memory.choose(cfg.preload, records, clip_spec(cfg, audio=False)) == "on"
-        if preload is None
-        else preload,
+        preload=in_memory.preloads(cfg.preload, records, clip_spec(cfg, audio=False)) if preload is None else preload,
         preload_cache=cfg.preload_cache,
     ), classes
 

@@ -18,7 +18,8 @@
     report     the checkpoint's records as the paper's table rows (analysis/report.py)
 
 This file holds the protocols' entry (`evaluate`, the command line); the features they read are
-protocols/features.py's, the datasets of a split data.py's (eval_set, check_disjoint). `--modality audio` runs
+protocols/features.py's, R@k protocols/retrieval.py's, each task's protocol text protocols/described.py's,
+the datasets of a split data.py's (eval_set, check_disjoint). `--modality audio` runs
 retrieval and few-shot on the audio encoder's features; `--fold 1 2 3` runs each fold and prints every
 task's numbers per fold and their mean and standard deviation. More shots than the fewest training videos
 of a class are capped there, and the record says so.
@@ -38,13 +39,13 @@ writes only files of its own.
     .venv/bin/python evaluate.py retrieval CKPT --data UCF101 --layout ucf101 --fold 1 2 3
 """
 
+import copy
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
 import data
 from analysis import fewshot, report, weights
@@ -52,77 +53,12 @@ from config import DEVICE, POSITIVE, Check, OneLineParser, at_least, between, on
 from machinery.devices import DeviceError, default_device, resolve_device, start_line
 from media.loader_workers import workers_per_process
 from persistence import records, runstate
-from persistence.checkpoint import CheckpointError, read_pretrained
+from persistence.checkpoint import CheckpointError, Pretrained, read_pretrained
 from protocols import features, finetune
+from protocols.described import named, protocol_of
 from protocols.features import CLIPS, MODALITIES, cached_features, eval_splits, export, fold_of, split_videos
 from protocols.finetune import FINETUNE
-
-
-def named(clips: int, modality: str = "video") -> dict[str, Any]:
-    """A protocol's clip count and modality, stored only when not the paper's (its records stay as they were)."""
-    return ({} if clips == CLIPS else {"clips": clips}) | ({} if modality == "video" else {"modality": modality})
-
-
-# ----------------------------------------------------------------------------- retrieval and few-shot
-
-
-def recall_at_k(
-    query: Tensor,
-    query_labels: Tensor,
-    gallery: Tensor,
-    gallery_labels: Tensor,
-    ks: Sequence[int] = (1, 5, 20),
-    device: torch.device | None = None,
-    chunk: int = 1024,
-) -> tuple[dict[int, float], Tensor]:
-    """R@k by Euclidean distance (Fig. 11): the share of queries with a same-label video among their
-    k nearest. Returns ({k: R@k}, per-query indices of the nearest max(ks) gallery videos)."""
-    device = device or default_device()
-    g = gallery.float().to(device)  # (G, F)
-    gl = gallery_labels.to(device)
-    kmax = min(max(ks), g.shape[0])
-    hits, nearest = [], []
-    for q, ql in zip(query.split(chunk), query_labels.split(chunk)):
-        dist = torch.cdist(q.float().to(device), g)  # (Q, G)
-        top = dist.topk(kmax, dim=1, largest=False).indices  # (Q, kmax), nearest first
-        hits.append((gl[top] == ql.to(device)[:, None]).cpu())  # (Q, kmax)
-        nearest.append(top.cpu())
-    hits = torch.cat(hits)
-    return {k: float(hits[:, :k].any(1).float().mean()) for k in ks}, torch.cat(nearest)
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def protocol_of(task: str, **settings: Any) -> dict[str, Any]:
-    """What a task ran, as printed and stored beside its numbers."""
-    text = {
-        "retrieval": "{encoder}last conv map ({feature_dim} values{paper_map}) averaged over "
-        "{clips_text}, Euclidean distance, test queries the train split",
-        "fewshot": "{encoder}max-pooled features averaged over {clips_text}, one-vs-all linear SVM C=1, "
-        "{trials} trials{scaled}{capped_text}",
-        "finetune": "{epochs} epochs, batch {batch_size} ({accumulate} micro-batches), Adam {lr:g}->{lr_min:g} "
-        "cosine, backbone x0.1, wd 1e-3, dropout 0.5, {frames}-frame clips, {select}",
-        "analysis": "bank scores and eq. (6) weights vs the known faulty positives; soft-target mass",
-    }[task]
-    audio = settings.get("modality") == "audio"
-    fmt = {
-        **settings,
-        "encoder": "the audio encoder's 2-s log-mel clips (not the paper's): " if audio else "",
-        "paper_map": "" if audio else "; the paper's is 4x4x512 at 112x112",
-        "scaled": ", standardised (not the paper's)" if settings.get("standardise") else ", raw",
-        "capped_text": "".join(
-            f"; {n}-shot capped at {c}, the fewest train videos of a class"
-            for n, c in settings.get("capped", {}).items()
-        ),
-        "clips_text": "10 clips"
-        if settings.get("clips", CLIPS) == CLIPS
-        else f"{settings['clips']} clips (the paper's: 10)",
-        "select": "validation-selected epoch (not the paper's)"
-        if settings.get("select_on_val")
-        else "final epoch on the test split",
-    }
-    return {"text": text.format(**fmt), **settings}
+from protocols.retrieval import recall_at_k
 
 
 def evaluate(
@@ -141,6 +77,7 @@ def evaluate(
     modality: str = "video",
     allow_missing: bool = False,
     keep_cache: bool = False,
+    pre: Pretrained | None = None,
 ) -> dict[str, Any]:
     """Run `tasks` on a checkpoint, with `clips` per video for the retrieval and few-shot features (the
     paper's 10; fewer is a named deviation, stored in the protocol) of the `modality` encoder; returns
@@ -148,7 +85,8 @@ def evaluate(
     (persistence/records.py). A split that lost a video of its list stops it (MissingVideos) unless
     allow_missing. It writes only files of its own beside the checkpoint (feature caches, eval.json
     under its own lock, plots, a fine-tune's state and result), so a run still training in that folder does
-    not stop it; then it removes the feature caches of other versions of the checkpoint file, unless keep_cache."""
+    not stop it; then it removes the feature caches of other versions of the checkpoint file, unless keep_cache.
+    `pre`: the checkpoint as read already (every fold of one command: one version of a file still written)."""
     if not Path(ckpt).is_file():
         raise FileNotFoundError(f"checkpoint not found: {ckpt}")
     if modality == "audio" and {"finetune", "analysis"} & set(tasks):
@@ -156,7 +94,7 @@ def evaluate(
     from analysis import figures as figs
 
     device = device or default_device()
-    pre = read_pretrained(ckpt)
+    pre = pre._replace(cfg=copy.copy(pre.cfg)) if pre is not None else read_pretrained(ckpt)  # cfg: overridden
     holder = runstate.held_by(Path(ckpt).parent)
     if holder:
         print(
@@ -226,6 +164,8 @@ def evaluate(
         }
         about = [pre.digest, str(Path(cfg.data).resolve()), cfg.layout, fold_of(cfg), identity["lists"]]
         about += [cfg.size, cfg.fps, sorted(fa.items())]  # what makes the fine-tune: its files' key
+        if any(g.missing for g in splits.values()):  # the videos used, where they are not all the lists name
+            about.append([[r.path for r in g.records] for g in splits.values()])
         args = ("epochs", "lr", "lr_min", "batch_size", "accumulate", "frames", "select_on_val", "curve_every")
         resume = features.version_file("finetune", ckpt, pre.digest, json.dumps(about, default=str))
         res = finetune.finetune(
@@ -352,7 +292,8 @@ def main(argv: list[str] | None = None) -> None:
         try:
             print(report.report(args.ckpt))
         except (FileNotFoundError, records.RecordsError) as err:  # a corrupt eval.json: nothing of it read
-            aside = "; the next evaluation sets it aside" if isinstance(err, records.RecordsError) else ""
+            corrupt = isinstance(err, records.RecordsError) and not isinstance(err, records.UnknownFormat)
+            aside = "; the next evaluation sets it aside" if corrupt else ""
             raise SystemExit(f"evaluate.py: {err}{aside}") from None
         return
     if args.finetune_batch % args.accumulate:
@@ -397,10 +338,10 @@ def main(argv: list[str] | None = None) -> None:
         finetune_args["frames"] = args.frames
     by_fold = {}
     try:
+        pre = read_pretrained(args.ckpt)  # once: a run still training may replace the file between folds
         for fold in folds:
             fold_overrides = {**overrides, **({"fold": fold} if fold else {})}
             if args.task == "features":
-                pre = read_pretrained(args.ckpt)
                 for k, v in fold_overrides.items():
                     setattr(pre.cfg, k, v)
                 n = export(args.ckpt, pre, pre.cfg, args.out, device, workers, args.clips, args.allow_missing)
@@ -420,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
                 modality=args.modality,
                 allow_missing=args.allow_missing,
                 keep_cache=args.keep_cache,
+                pre=pre,
             )
     except (CheckpointError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: {err}") from err

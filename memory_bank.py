@@ -10,6 +10,7 @@ an identical replica: same seed at construction, and `update` all-gathers each r
 
 A slot whose file failed to decode is excluded (`exclude`): its memory was never trained, so it
 is kept out of the negatives and out of the scores' mean and deviation that eq. (6) normalises by.
+set_aside_failed, called by train.py before each step, is how a batch's failed files get excluded.
 Tests: python -m pytest tests/test_memory_bank.py
 """
 
@@ -19,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from machinery.devices import all_gather_cat
+from machinery.devices import all_gather_cat, gather_on_host
 
 
 class MemoryBank(nn.Module):
@@ -112,3 +113,17 @@ class MemoryBank(nn.Module):
         for bank, f in ((self.video, v), (self.audio, a)):
             m = self.momentum * bank[idx] + (1 - self.momentum) * f  # (B, D)
             bank[idx] = F.normalize(m, dim=1)
+
+
+def set_aside_failed(bank: MemoryBank, batch: dict[str, Tensor]) -> tuple[Tensor | None, int]:
+    """A file that failed to decode came as another item (data.AVDataset._get): its slot leaves the bank
+    for good, and the substitute, whose slot may also be in the batch as itself, must not update the
+    bank. Returns the (B,) rows that may update it (None: all) and the substitutes over all ranks."""
+    failed = batch.get("failed")
+    failed = torch.full((len(batch["index"]),), -1) if failed is None else failed  # (B,) on the host
+    failed_anywhere = gather_on_host(failed)  # (W*B,): a collective, so every rank calls it every step
+    substituted = failed_anywhere >= 0  # (W*B,)
+    if not substituted.any():  # the same answer on every rank
+        return None, 0
+    bank.exclude(failed_anywhere[substituted].unique())
+    return failed < 0, int(substituted.sum())

@@ -38,12 +38,19 @@ from analysis.diagnostics import bank_report
 from analysis.drift import DriftWatch, guarded
 from config import Config, parse_config
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import DeviceError, end_distributed, gather_on_host, precision_on, setup_distributed, start_line
+from machinery.devices import (
+    DeviceError,
+    any_rank,
+    leave_group,
+    precision_on,
+    setup_distributed,
+    start_line,
+)
 from machinery.schedule import cosine
 from machinery.tally import Tally
 from media.augment import ClipAugment
 from media.loader_workers import workers_per_process
-from memory_bank import MemoryBank
+from memory_bank import MemoryBank, set_aside_failed
 from model import AVModel
 from persistence import checkpoint, runstate
 
@@ -125,20 +132,6 @@ def device_inputs(parts: "Parts", batch: dict[str, Tensor], device: torch.device
     video = batch["video"].to(device, non_blocking=True)  # (B, 3, T, H, W) uint8
     video, audio = parts.augment(video, wav, mel)  # (B, 3, T, H, W), (B, 1, F, T')
     return video.to(memory_format=parts.video_format), audio
-
-
-def set_aside_failed(bank: MemoryBank, batch: dict[str, Tensor]) -> tuple[Tensor | None, int]:
-    """A file that failed to decode came as another item (data.AVDataset._get): its slot leaves the bank
-    for good, and the substitute, whose slot may also be in the batch as itself, must not update the
-    bank. Returns the (B,) rows that may update it (None: all) and the substitutes over all ranks."""
-    failed = batch.get("failed")
-    failed = torch.full((len(batch["index"]),), -1) if failed is None else failed  # (B,) on the host
-    failed_anywhere = gather_on_host(failed)  # (W*B,): a collective, so every rank calls it every step
-    substituted = failed_anywhere >= 0  # (W*B,)
-    if not substituted.any():  # the same answer on every rank
-        return None, 0
-    bank.exclude(failed_anywhere[substituted].unique())
-    return failed < 0, int(substituted.sum())
 
 
 # ----------------------------------------------------------------------------- what a step touches
@@ -228,7 +221,7 @@ def train_epoch(
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
         tally.add(stats, batch["video"].shape[0] * world)
         if i % 10 == 0 or i == steps - 1:  # the only host syncs: every 10th step
-            if not math.isfinite(loss.item()):
+            if any_rank(not math.isfinite(loss.item()), parts.bank.video.device):  # every rank stops here
                 raise SystemExit(
                     f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
                     f"lower --lr, raise --tau, --tau-s or --tau-t if one is near 0, or try --amp off"
@@ -274,28 +267,29 @@ def run(
     sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
     parts, instances = build_parts(cfg, dataset, device), dataset.instances()
     show_bar = rank == 0 and sys.stdout.isatty()
-    # resumes OUT/ckpt.pt if there is one; saves, logs and stops at each epoch's end
-    with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
-        if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
-            parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
-        watch = DriftWatch(parts.bank, cfg, fresh=not r.resumed, master=rank == 0)  # a branch's start: its bank now
-        if ddp:  # after the restore: DDP starts every replica from rank 0's weights
-            parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
-        for epoch, resume in r.epochs():
-            # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
-            # the items it trained on
-            sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
-            record, stopped = train_epoch(
-                parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume, r.history
-            )
-            if record is not None:  # log only: bank_report reads the ground truth, the drift signals need none
-                record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
-                record.update(watch.signals(epoch))
-            r.end_epoch(epoch, record, stopped)
-            watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
-    if ddp:  # the wrapper goes before the process group (machinery/devices.end_distributed says why)
-        parts.model = parts.unwrapped()
-        end_distributed()
+    try:  # resumes OUT/ckpt.pt if there is one; saves, logs and stops at each epoch's end
+        with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
+            if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
+                parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
+            watch = DriftWatch(parts.bank, cfg, fresh=not r.resumed, master=rank == 0)  # a branch's start: its bank
+            if ddp:  # after the restore: DDP starts every replica from rank 0's weights
+                parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
+            for epoch, resume in r.epochs():
+                # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
+                # the items it trained on
+                sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
+                record, stopped = train_epoch(
+                    parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume, r.history
+                )
+                if record is not None:  # log only: bank_report reads the ground truth, the drift signals need none
+                    record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
+                    record.update(watch.signals(epoch))
+                r.end_epoch(epoch, record, stopped)
+                watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
+    except SystemExit:  # a SIGTERM stop or a non-finite loss: exits every rank takes together
+        leave_group(parts, ddp)
+        raise
+    leave_group(parts, ddp)
     return parts.unwrapped(), parts.bank
 
 

@@ -81,6 +81,15 @@ def tables(results, faulty, methods, columns):
         lines.append(
             f"| {method_name(m)} | {v.weights if v.weights != 'none' else '✗'} | {soft}" + " | ".join(cells) + " |"
         )
+    capped = {  # demo.shot reads the capped shot's figure into the n-shot column: say so under the table
+        (str(n), c)
+        for r in results
+        for m in methods
+        for n, c in r[faulty][m].get("protocols", {}).get("fewshot", {}).get("capped", {}).items()
+    }
+    lines += [
+        f"\n{n}-shot: the {c}-shot figure (the smallest class has {c} training videos)" for n, c in sorted(capped)
+    ]
     base = methods[0]
     diff_cols = [c for c in columns if c != "AUROC"]
     spread = (

@@ -261,8 +261,7 @@ def bench_parts(args):
 def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
-    import evaluate
-    from protocols import features
+    from protocols import features, retrieval
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = default_device()
@@ -282,7 +281,7 @@ def bench_eval(args):
         )
     tr, te = feats["train"], feats["test"]
     t0 = time.perf_counter()
-    evaluate.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
+    retrieval.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
     rows.append((f"retrieval R@1/5/20 ({tr['fmap'].shape[1]}-d)", time.perf_counter() - t0, ""))
     # untimed: the first trial pays for importing scikit-learn, which would be charged to one job only
     fewshot.svm_trial(*(t.numpy() for t in (tr["pooled"], tr["labels"], te["pooled"], te["labels"])), 1, 0)

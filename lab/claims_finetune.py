@@ -81,8 +81,7 @@ def encoder_of(slim_path):
 
 def finetune_one(slim_path, results, epochs=None, device=None):
     """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
-    import evaluate
-    from protocols import finetune
+    from protocols import described, finetune
 
     cfg, encoder, slim = encoder_of(slim_path)
     t0 = time.time()
@@ -97,7 +96,7 @@ def finetune_one(slim_path, results, epochs=None, device=None):
         "wall_s": round(time.time() - t0, 1),
         "source": slim["source"],
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "protocol": evaluate.protocol_of(
+        "protocol": described.protocol_of(
             "finetune",
             accumulate=1,
             select_on_val=False,

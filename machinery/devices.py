@@ -25,6 +25,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -121,6 +122,24 @@ def end_distributed() -> None:
     dist.barrier()
     gc.collect()  # the wrapper's reference cycles: the reducer goes now, while the group still has an owner
     dist.destroy_process_group()
+
+
+def leave_group(parts: Any, ddp: bool) -> None:
+    """Under torchrun, on the way out of a run that ended and of one that stopped alike: train.py's Parts
+    drops its DDP wrapper, then end_distributed, in that order (see there)."""
+    if ddp:
+        parts.model = parts.unwrapped()
+        end_distributed()
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """Whether `flag` holds on any rank (one process: on this one): an exit every rank then takes together,
+    where end_distributed's barrier meets the others'."""
+    if not dist.is_initialized():
+        return flag
+    t = torch.tensor(float(flag), device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
 
 
 def start_line(program: str, device: torch.device, world: int, precision: str, workers: int) -> str:

@@ -13,7 +13,8 @@ drawn on the host and cut on the device:
                  (media/cut.py); mel power (B, n_mels, n_time) gathered as windows of n_time frames of
                  the sound's, times the volume squared (power goes as amplitude squared).
 
-On the same device the frames equal the loader's from the same decoded memory bit for bit. The log-mel
+On the CPU the frames equal the loader's from the same decoded memory bit for bit (on a GPU the resize
+runs there, through float32, and may round differently). The log-mel
 (media/augment.ClipAugment) is the loader path's math, the log of the mel power of the volume-scaled
 window, but for two things: the window starts on the hop grid (moved by at most half a hop, 12.5 ms at
 the paper's rate; the loader's items start there too, data.AVDataset.cut), and the edge frames. A frame
@@ -129,20 +130,24 @@ class InMemoryLoader:
             yield self.clips.batch(chunk)
 
 
-def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> int:
-    """What preloading `records` would hold, from the manifest's durations and one file's frame size:
-    uint8 frames at spec.fps and float32 sound at spec.audio_rate (the injected sounds, at most one per
-    video, counted as the videos' own)."""
+def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> tuple[int, int]:
+    """What preloading `records` holds, from the manifest's durations and one file's frame size: (the
+    decoded files, uint8 frames at spec.fps and float32 sound at spec.audio_rate, each its own length;
+    InMemoryClips' tables, every video padded to the longest and every sound likewise). Sounds: a video's
+    own and at most one injected one each, as long as the longest."""
     from media import decode
 
     if not records:
-        return 0
+        return 0, 0
     with decode.open_media(probe or records[0].path) as c:
         v = c.streams.video[0].codec_context
         pixels = v.width * v.height * 3
-    frames = sum(max(spec.frames, int(r.duration * spec.fps) + 1) for r in records)
-    sound = sum(r.audio_duration or r.duration for r in records) * spec.audio_rate * 4 if spec.audio_seconds else 0
-    return int(frames * pixels + 2 * sound)
+    frames = [max(spec.frames, int(r.duration * spec.fps) + 1) for r in records]
+    seconds = [r.audio_duration or r.duration for r in records] if spec.audio_seconds else []
+    decoded = sum(frames) * pixels + 2 * int(sum(seconds) * spec.audio_rate) * 4
+    width = int(max(seconds, default=0) * spec.audio_rate) + spec.samples + 1  # InMemoryClips' zeros past the end
+    table = len(records) * max(frames) * pixels + (2 * len(records) * width * 4 if seconds else 0)
+    return decoded, table
 
 
 def free_bytes(device: torch.device) -> int:
@@ -161,11 +166,23 @@ def free_bytes(device: torch.device) -> int:
 
 
 def choose(preload: Any, records: list, spec: Any, device: torch.device | None = None) -> str:
-    """--preload as it applies: on or off as given (or a Config's older True / False); auto is on when
-    the decoded set fits in half the free memory of the host and, training on a GPU, of the GPU."""
+    """--preload as it applies: on or off as given (or a Config's older True / False); auto is on when what
+    it holds fits in half the free memory of each place. Evaluation (no device) holds the decoded files on
+    the host; training also InMemoryClips' tables on `device`: on the CPU both sit in the host's memory."""
     mode = {True: "on", False: "off"}.get(preload, preload)
     if mode != "auto":
         return mode
-    need = decoded_bytes(list(records), spec)
-    places = [torch.device("cpu")] + ([device] if device is not None and device.type == "cuda" else [])
-    return "on" if all(need <= free_bytes(d) // 2 for d in places) else "off"
+    decoded, table = decoded_bytes(list(records), spec)
+    cpu = torch.device("cpu")
+    if device is None:  # evaluation: the decoded files alone
+        need = {cpu: decoded}
+    elif device.type == "cuda":  # the tables go to the GPU
+        need = {cpu: decoded, device: table}
+    else:  # the decoded files stay alive beside the tables (AVDataset.held reads them)
+        need = {cpu: decoded + table}
+    return "on" if all(n <= free_bytes(d) // 2 for d, n in need.items()) else "off"
+
+
+def preloads(preload: Any, records: list, spec: Any, device: torch.device | None = None) -> bool:
+    """Whether --preload `preload` holds `records` decoded: choose's answer as data.AVDataset's preload flag."""
+    return choose(preload, records, spec, device) == "on"

@@ -10,10 +10,11 @@ paper's Tables 1-5, Sec. 5.1 and Sec. 6, are read from them: analysis/report.py)
     key      what identifies a record; a new measurement under the same key replaces the old one
     load     the records of an eval.json; a file written before records were keyed (one entry per task)
              is read as legacy records, whose dataset and fold are not known; a file that is not a records
-             file raises RecordsError naming it
+             file raises RecordsError naming it, one of a format this version does not know UnknownFormat
     add      merge records into eval.json: under a lock of its own (evaluations of the same folder wait
              for each other, never for a run training there), written atomically; an unreadable eval.json
-             is named in one line and set aside as eval.json.corrupt-TIME, never read or lost
+             is named in one line and set aside as eval.json.corrupt-TIME, never read or lost; one of an
+             unknown format is refused in one line and left as it is
 
     .venv/bin/python evaluate.py report CKPT      # prints a checkpoint's records as the paper's table rows
 
@@ -119,19 +120,30 @@ class RecordsError(ValueError):
     """An eval.json that is not a records file (truncated, edited, another program's); names it."""
 
 
+class UnknownFormat(RecordsError):
+    """An eval.json of a format this version does not read (a newer evaluate.py's): refused, not set aside."""
+
+
 def load(path: str | Path) -> list[dict[str, Any]]:
     """The records of an eval.json (none if there is no file), legacy ones first. A file that does not
-    read as records raises RecordsError naming it."""
+    read as records raises RecordsError naming it; one of an unknown format, UnknownFormat."""
     path = Path(path)
     if not path.exists():
         return []
     try:
         text = json.loads(path.read_text())
-        recs = text["records"] if text.get("format") == FORMAT else legacy(text)
+        # format 1 had no "format" key; any other value is a format this version does not know
+        found = text.get("format", FORMAT) if isinstance(text, dict) else FORMAT
+        recs = [] if found != FORMAT else text["records"] if "format" in text else legacy(text)
         if not all(isinstance(r, dict) and {"task", "protocol", "results"} <= set(r) for r in recs):
             raise ValueError("a record without its task, protocol or results")
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as err:
         raise RecordsError(f"{path} is not an evaluation records file ({type(err).__name__}: {err})") from None
+    if found != FORMAT:  # read as legacy, it would be emptied by the next add
+        raise UnknownFormat(
+            f"{path}: records of format {found!r}, not {FORMAT} (a newer evaluate.py's?); refusing to read or "
+            "replace it: evaluate with that version, or move the file aside"
+        )
     return recs
 
 
@@ -162,6 +174,8 @@ def add(path: str | Path, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
     with _locked(path):
         try:
             old = load(path)
+        except UnknownFormat:
+            raise
         except RecordsError as err:
             set_aside(path, err)
             old = []

@@ -36,6 +36,8 @@ import torch
 import torch.distributed as dist
 
 from config import Config, absolute_paths, config_from_dict, result_changes
+from machinery.devices import any_rank
+from media import in_memory
 from persistence import checkpoint
 
 
@@ -91,6 +93,26 @@ def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> d
         )
     same_injection(state, instances["injected"], init, allow)
     return {"model": state["model"], "bank": state["bank"]}
+
+
+def preload_path(cfg: Config, records: list, spec: Any, device: torch.device) -> str:
+    """--preload as this run applies it (data.build_train_set): on or off as given; auto, the path OUT/ckpt.pt
+    took (a resume keeps it, as config.NOT_RESUMABLE asks, whatever memory is free now), else rank 0's answer
+    for the memory it sees, on every rank (each reading its own while the others preload could split them)."""
+    if cfg.preload != "auto":
+        return in_memory.choose(cfg.preload, records, spec, device)
+    try:  # the saved config alone: mmap leaves the tensors on disk
+        saved = torch.load(Path(cfg.out) / "ckpt.pt", map_location="cpu", weights_only=True, mmap=True)["config"]
+        saved = {True: "on", False: "off"}.get(saved.get("preload"), saved.get("preload"))
+    except Exception:  # noqa: BLE001 -- none yet, or unreadable: Run.restore names that
+        saved = None
+    if saved in ("on", "off"):
+        return saved
+    rank0 = not dist.is_initialized() or dist.get_rank() == 0
+    choice = [in_memory.choose("auto", records, spec, device) if rank0 else None]
+    if dist.is_initialized():
+        dist.broadcast_object_list(choice, src=0)
+    return choice[0]
 
 
 class Trainable(Protocol):
@@ -229,13 +251,9 @@ class Run:
     def stop_requested(self, i: int) -> bool:
         """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th
         step, where the ranks agree on it (and sync anyway)."""
-        if not dist.is_initialized():
-            return self.stop["requested"]
-        if i % 10:
+        if dist.is_initialized() and i % 10:
             return False
-        flag = torch.tensor(float(self.stop["requested"]), device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
+        return any_rank(self.stop["requested"], self.device)
 
 
 class SigtermStop:

@@ -36,7 +36,7 @@ from torch import Tensor
 
 import data
 from config import Config
-from media import augment, manifest
+from media import augment, in_memory, manifest
 from media.clip import clip_spec
 from media.loader_workers import loader, progress
 from persistence.checkpoint import Pretrained, write_atomically
@@ -139,10 +139,12 @@ def extract_features(
     return {"fmap": torch.cat(fmaps), "pooled": torch.cat(pooled), "labels": torch.cat(labels)}
 
 
-def version_file(kind: str, ckpt: str | Path, digest: str, key: str) -> Path:
-    """KIND_CKPTSTEM_DIGEST_KEY beside CKPT (no suffix): what evaluation keeps of one version of the
-    checkpoint file (feature caches, a fine-tune's state and result), named so that prune_caches can tell."""
-    return Path(ckpt).parent / f"{kind}_{Path(ckpt).stem}_{digest[:8]}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+def version_file(kind: str, ckpt: str | Path, digest: str, key: str, tail: str = "") -> Path:
+    """KIND_CKPTSTEM_DIGEST_KEY + TAIL beside CKPT: what evaluation keeps of one version of the checkpoint
+    file (feature caches, a fine-tune's state and result), named so that prune_caches can tell. Callers
+    append to it rather than call with_suffix, which would take a dotted stem's (ckpt.pt.prev) key away."""
+    key = hashlib.sha1(key.encode()).hexdigest()[:10]
+    return Path(ckpt).parent / f"{kind}_{Path(ckpt).stem}_{digest[:8]}_{key}{tail}"
 
 
 def prune_caches(ckpt: str | Path, digest: str) -> list[Path]:
@@ -150,7 +152,9 @@ def prune_caches(ckpt: str | Path, digest: str) -> list[Path]:
     replaced it): feature caches, and the state of fine-tunes that cannot resume any more (their results,
     finetune_*.json, stay); also caches named before they carried a version (features_SPLIT_KEY.pt).
     Another checkpoint file's are kept. Returns what it removed."""
-    mine = re.compile(rf"(features|finetune)_{re.escape(Path(ckpt).stem)}_([0-9a-f]{{8}})_[\w.]+\.pt(\.prev)?")
+    # the whole name to its tail: a looser one read features_ckpt_20261128_x_... (ckpt_20261128_x.pt's) as ckpt's
+    stem, tail = re.escape(Path(ckpt).stem), r"_([0-9a-f]{8})_[0-9a-f]{10}(\.train|\.test)?\.pt(\.prev)?"
+    mine = re.compile(rf"(features|finetune)_{stem}{tail}")
     gone = []
     for path in sorted(Path(ckpt).parent.glob("*.pt*")):
         found = mine.fullmatch(path.name)
@@ -195,7 +199,7 @@ def cached_features(
             [r.path for r in records],
         ]
     )
-    path = version_file("features", ckpt, pre.digest, key).with_suffix(f".{split}.pt")
+    path = version_file("features", ckpt, pre.digest, key, f".{split}.pt")
     if path.exists():
         return torch.load(path, weights_only=True)
     dataset = data.AVDataset(
@@ -205,7 +209,7 @@ def cached_features(
         audio=audio,
         num_clips=clips,
         max_bad_fraction=cfg.max_bad_fraction,
-        preload=cfg.preload,
+        preload=in_memory.preloads(cfg.preload, records, clip_spec(cfg, audio=audio)),
         preload_cache=cfg.preload_cache,
     )
     feats = extract_features(encoder, dataset, device, workers=workers, modality=modality)

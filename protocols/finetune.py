@@ -188,11 +188,12 @@ def finetune(
     stem of the files that keep its state and result (the module's docstring); the caller's encoder and
     random number generators are left as they were."""
     device = device or default_device()
-    if resume is not None:
-        resume = Path(resume)
-        done = finished(resume.with_suffix(".json"))
+    # RESUME + ".pt", not with_suffix: a checkpoint stem with a dot (ckpt.pt.prev) would lose the key
+    kept, result = (Path(f"{resume}{tail}") for tail in (".pt", ".json")) if resume is not None else (None, None)
+    if result is not None:
+        done = finished(result)
         if done is not None:
-            say(f"fine-tune: finished before; its result is {resume.with_suffix('.json')}")
+            say(f"fine-tune: finished before; its result is {result}")
             return done
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # the caller's RNG kept
         if frames:
@@ -223,12 +224,12 @@ def finetune(
         order = data.SeededSampler(Shuffle(fit_idx, seed), seed)  # each item's draws: (seed, epoch, index)
         fit = loader(train_set, batch_size, workers, sampler=order, drop_last=True)
         steps, best, curve, start = epochs * len(fit), (-1.0, None), {}, 0
-        state = restore(resume.with_suffix(".pt")) if resume else None
+        state = restore(kept) if kept else None
         if state is not None:
             clf.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
             start, best, curve = state["epoch"], (state["best_val"], state["best"]), state["curve"]
-            say(f"fine-tune: resuming from {resume.with_suffix('.pt')} after epoch {start}/{epochs}")
+            say(f"fine-tune: resuming from {kept} after epoch {start}/{epochs}")
         for epoch in range(start, epochs):
             torch.manual_seed(seed * 1_000_003 + epoch)  # dropout and the batch augmentations: (seed, epoch)
             order.set_epoch(epoch)
@@ -248,9 +249,9 @@ def finetune(
                     best = (val, {k: v.detach().clone() for k, v in clf.state_dict().items()})
             if curve_every and (epoch + 1) % curve_every == 0 and epoch + 1 < epochs:
                 curve[epoch + 1] = video_accuracy(clf, test_set, device, workers)
-            if resume is not None:  # the state first: a line on the screen means the epoch is kept
-                kept = {"model": clf.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1, "curve": curve}
-                checkpoint.save_checkpoint(resume.with_suffix(".pt"), **kept, best_val=best[0], best=best[1])
+            if kept is not None:  # the state first: a line on the screen means the epoch is kept
+                now = {"model": clf.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch + 1, "curve": curve}
+                checkpoint.save_checkpoint(kept, **now, best_val=best[0], best=best[1])
             say(
                 f"fine-tune epoch {epoch + 1}/{epochs}: loss {loss_sum / max(1, seen):.4f}, train accuracy "
                 f"{correct / max(1, seen):.3f}, {time.time() - t0:.0f} s"
@@ -265,8 +266,8 @@ def finetune(
         out["steps"] = steps
         if curve_every:
             out["curve"] = {**curve, epochs: out["test_acc"]}
-        if resume is not None:  # the result in a file of its own, then the state goes
-            checkpoint.write_atomically(resume.with_suffix(".json"), lambda f: f.write(json.dumps(out).encode()))
-            for path in (resume.with_suffix(".pt"), checkpoint.previous(resume.with_suffix(".pt"))):
+        if result is not None:  # the result in a file of its own, then the state goes
+            checkpoint.write_atomically(result, lambda f: f.write(json.dumps(out).encode()))
+            for path in (kept, checkpoint.previous(kept)):
                 path.unlink(missing_ok=True)
         return out

@@ -123,6 +123,15 @@ def _dataset_files(tmp_path, files, n=10):
     return manifest.load_records("folder", fol, "train")[0]
 
 
+def test_a_preload_mode_string_is_refused_not_read_as_on(tmp_path, files):
+    """bool("off") is True: a --preload mode passed through as the flag would decode the whole set."""
+    recs = _dataset_files(tmp_path, files, n=2)
+    for mode in ("off", "auto", "on"):
+        with pytest.raises(TypeError, match=f"preload='{mode}'"):
+            data.AVDataset(recs, train=False, preload=mode)
+    assert data.AVDataset(recs, train=False, preload=False).memory is None
+
+
 def test_faulty_fraction_is_seeded_and_replaces_the_audio(tmp_path, files):
     recs = _dataset_files(tmp_path, files)
     pool = manifest.audio_pool(files["silent_pool"].parent)

@@ -70,6 +70,15 @@ def test_the_table_shows_the_soft_targets_column_only_when_a_method_uses_them():
     assert "| Soft-xID (oracle targets) | ✗ | oracle | 20.0 | 60.0 |" in soft
 
 
+def test_a_capped_shot_column_says_which_shot_it_holds():
+    capped = {"fewshot": {"text": "t", "capped": {"5": 4}}}
+    rows = {0.5: {m: {"5-shot": 0.3, "AUROC": 0.6, "protocols": capped} for m in ("xid", "weighted")}}
+    text = demo_report.tables([rows], 0.5, ["xid", "weighted"], ["5-shot", "AUROC"])
+    assert "5-shot: the 4-shot figure (the smallest class has 4 training videos)" in text
+    rows = {0.5: {m: {"5-shot": 0.3, "AUROC": 0.6} for m in ("xid", "weighted")}}
+    assert "figure" not in demo_report.tables([rows], 0.5, ["xid", "weighted"], ["5-shot", "AUROC"])
+
+
 @pytest.mark.slow
 def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
     """The whole demo at toy size: two noise levels, two seeds, three methods; make test-all."""

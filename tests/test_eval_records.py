@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 import torch
 
+import data
 import evaluate
 from config import Config
 from conftest import UCF_SILENT
-from media import manifest
+from media import in_memory, manifest
 from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint, records
@@ -410,3 +411,117 @@ def test_a_fine_tunes_result_is_kept_in_its_own_file_when_eval_json_cannot_be_wr
     assert "fine-tune: finished before" in out and not epoch_lines(out)  # not trained again
     (rec,) = records.load(ckpt.parent / "eval.json")
     assert rec["task"] == "finetune" and rec["results"]["test_acc"] == result["test_acc"]
+
+
+def test_evaluation_on_a_set_larger_than_the_free_memory_streams_its_clips(ucf_data, video_manifest, ckpt, monkeypatch):
+    """The checkpoint's --preload auto, with a free-memory budget below the splits' decoded size: no file is
+    decoded whole (the clips are read by the loader); with room to spare the same command preloads."""
+    held, real = [], data.hold
+    monkeypatch.setattr(data, "hold", lambda videos, *a: held.append(len(videos)) or real(videos, *a))
+    argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)]
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)  # bytes: far below any split
+    evaluate.main(argv)
+    assert records.load(ckpt.parent / "eval.json")[0]["results"]["R@1"] >= 0
+    assert held == []
+    for cache in ckpt.parent.glob("features_*.pt"):
+        cache.unlink()
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2**40)
+    evaluate.main(argv)
+    assert len(held) == 2  # both splits: the spy sees a preload when there is one
+
+
+@pytest.mark.parametrize("name", ["ckpt.pt.prev", "avid.k400.pt"])
+def test_features_of_two_versions_of_a_dotted_checkpoint_name_are_cached_apart(tmp_path, monkeypatch, name):
+    """Features are named KIND_STEM_DIGEST_KEY.SPLIT.pt: with_suffix on a stem with a dot dropped the digest
+    and the key, and every version then read the first one's cache."""
+    from types import SimpleNamespace
+
+    from protocols import features
+
+    monkeypatch.setattr(data, "AVDataset", lambda *a, **k: None)  # nothing to decode: the extraction is faked
+    monkeypatch.setattr(features, "extract_features", lambda enc, *a, **k: {"made_by": torch.tensor(enc)})
+    ckpt, cfg = tmp_path / name, Config(preload="off")
+    got = [
+        features.cached_features(ckpt, SimpleNamespace(digest=digest), cfg, version, "train", [], torch.device("cpu"))
+        for version, digest in ((1, "a" * 40), (2, "b" * 40))
+    ]
+    assert [int(g["made_by"]) for g in got] == [1, 2]
+    assert len(list(tmp_path.glob("features_*.train.pt"))) == 2
+
+
+def test_a_fine_tunes_result_is_read_from_its_own_key_whatever_dots_the_checkpoint_name_has(tmp_path):
+    from protocols import features, finetune
+
+    stem = features.version_file("finetune", tmp_path / "ckpt.pt.prev", "c" * 40, "a key")
+    Path(f"{stem}.json").write_text(json.dumps({"test_acc": 0.5}))
+    (tmp_path / "finetune_ckpt.json").write_text(json.dumps({"test_acc": 0.9}))  # what with_suffix made of it
+    assert finetune.finetune(None, None, resume=stem)["test_acc"] == 0.5
+
+
+def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path):
+    """ckpt.pt's old caches go; those of ckpt_20261128_x.pt (whose name begins with 8 digits after ckpt_)
+    and ckpt.pt's current ones stay."""
+    from protocols import features
+
+    def made(ckpt, digest, tail):
+        path = Path(
+            f"{features.version_file('features' if 'train' in tail else 'finetune', ckpt, digest, 'key')}{tail}"
+        )
+        path.write_bytes(b"")
+        return path
+
+    ckpt, sibling = tmp_path / "ckpt.pt", tmp_path / "ckpt_20261128_x.pt"
+    old = [made(ckpt, "0" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
+    kept = [made(ckpt, "1" * 40, ".train.pt"), made(ckpt, "0" * 40, ".json")]
+    kept += [made(sibling, "2" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
+    assert sorted(features.prune_caches(ckpt, "1" * 40)) == sorted(old)
+    assert all(p.exists() for p in kept) and not any(p.exists() for p in old)
+
+
+def test_an_eval_json_of_a_newer_format_is_refused_in_one_line_and_left_as_it_was(ckpt):
+    """Read as legacy, a format-3 file gave no records, and the next add replaced it with this one's."""
+    path = ckpt.parent / "eval.json"
+    newer = json.dumps({"format": 3, "records": [{"task": "retrieval", "results": {"R@1": 0.5}}]})
+    path.write_text(newer)
+    rec = records.record("retrieval", ckpt, 7, ckpt.parent, "folder", None, {"text": "t"}, {"R@1": 0.1}, None)
+    for read in (lambda: records.load(path), lambda: records.add(path, [rec])):
+        with pytest.raises(records.RecordsError, match=f"{path}: records of format 3, not 2"):
+            read()
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(["report", str(ckpt)])
+    said = str(stop.value.code)
+    assert "\n" not in said and "format 3" in said and "sets it aside" not in said, said
+    assert path.read_text() == newer and not list(ckpt.parent.glob("eval.json.corrupt-*"))
+
+
+def test_the_folds_of_one_command_measure_one_version_of_a_checkpoint_still_being_written(
+    ucf_data, video_manifest, ckpt, monkeypatch
+):
+    """A run that goes on training replaces ckpt.pt between folds: --fold 1 2 reads it once, so the mean is
+    over one version (each fold re-read it, and fold_table averaged two)."""
+    real, reads = evaluate.read_pretrained, []
+
+    def read_then_train_on(path):
+        reads.append(real(path))
+        save_version(ckpt, 8, seed=1)  # the run's next epoch lands after this read
+        return reads[-1]
+
+    monkeypatch.setattr(evaluate, "read_pretrained", read_then_train_on)
+    evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, 2, "--manifest", video_manifest)])
+    kept = records.load(ckpt.parent / "eval.json")
+    assert sorted(r["fold"] for r in kept) == [1, 2]
+    assert {(r["checkpoint_epoch"], r["checkpoint_digest"]) for r in kept} == {(7, reads[0].digest)}
+
+
+def test_a_fine_tune_on_fewer_videos_is_not_reused_once_the_set_is_whole(ucf_data, video_manifest, ckpt, capsys):
+    """--allow-missing fine-tunes without the silent video; after the rescan the message asks for, the same
+    command trains again on every video (its result was reused, under a record saying missing: 0)."""
+    tune = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1), *TUNE]
+    tune[tune.index("4")] = "1"  # one epoch
+    evaluate.main([*tune, "--allow-missing"])  # the default manifest leaves the silent video out
+    capsys.readouterr()
+    evaluate.main([*tune, "--manifest", str(video_manifest)])
+    out = capsys.readouterr().out
+    assert "finished before" not in out and len(epoch_lines(out)) == 1
+    (rec,) = records.load(ckpt.parent / "eval.json")  # the same key: the whole set's record replaced the other
+    assert rec["videos"]["test"]["missing"] == 0 and len(list(ckpt.parent.glob("finetune_*.json"))) == 2

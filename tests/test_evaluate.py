@@ -6,13 +6,12 @@ import torch
 import torch.nn.functional as F
 
 import data
-import evaluate
 from analysis import fewshot, weights
 from config import Config, parse_config
 from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
-from protocols import features, finetune
+from protocols import features, finetune, retrieval
 from tools import synthetic
 
 
@@ -27,12 +26,12 @@ def test_recall_at_k_is_exact_on_hand_made_features():
         ]
     )  # nearest: g3 (label 2)
     query_labels = torch.tensor([0, 2, 2])
-    recall, nearest = evaluate.recall_at_k(
+    recall, nearest = retrieval.recall_at_k(
         query, query_labels, gallery, gallery_labels, ks=(1, 2, 3), device=torch.device("cpu")
     )
     assert recall == {1: pytest.approx(2 / 3), 2: pytest.approx(1.0), 3: pytest.approx(1.0)}
     assert nearest[:, 0].tolist() == [0, 1, 3]
-    recall, _ = evaluate.recall_at_k(
+    recall, _ = retrieval.recall_at_k(
         query, torch.tensor([3, 3, 3]), gallery, gallery_labels, ks=(1, 20), device=torch.device("cpu")
     )
     assert recall == {1: 0.0, 20: 0.0}  # k larger than the gallery is fine
@@ -42,7 +41,7 @@ def test_retrieval_ranks_by_euclidean_distance_not_cosine():
     """Fig. 11: Euclidean distance. Here the two disagree: g0 points the query's way but is far."""
     gallery = torch.tensor([[10.0, 0.0], [1.0, 0.5]])
     query = torch.tensor([[1.0, 0.0]])
-    _, nearest = evaluate.recall_at_k(
+    _, nearest = retrieval.recall_at_k(
         query, torch.tensor([1]), gallery, torch.tensor([0, 1]), ks=(1,), device=torch.device("cpu")
     )
     assert nearest[0, 0] == 1  # cosine would pick g0 (cos 1.0 against 0.89)

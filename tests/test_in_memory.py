@@ -92,7 +92,7 @@ def test_the_in_memory_loader_follows_the_sampler_and_a_resumed_epoch(tmp_path, 
 
 def test_preload_auto_is_on_only_when_the_set_fits_in_half_the_free_memory(tmp_path, files, monkeypatch):
     recs = _dataset_files(tmp_path, files, n=4)
-    need = in_memory.decoded_bytes(recs, SPEC)
+    need, _ = in_memory.decoded_bytes(recs, SPEC)
     assert need >= 4 * int(3.0 * SPEC.fps) * 32 * 32 * 3  # 4 videos of 3 s, 32x32 pixels
     monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2 * need)
     assert in_memory.choose("auto", recs, SPEC) == "on"
@@ -115,3 +115,40 @@ def test_train_py_names_the_path_it_took_and_records_it_resolved(tiny_data, tmp_
     cfg = parse_config(["--preset", "demo", "--data", str(tiny_data), "--num-negatives", "7", "--preload", "auto"])
     data.build_train_set(cfg)
     assert cfg.preload in ("on", "off")  # what the checkpoint keeps, so a resume compares like with like
+
+
+def test_a_resumed_run_keeps_the_path_its_checkpoint_took_whatever_memory_is_free_now(tiny_data, tmp_path, monkeypatch):
+    """--preload auto, resumed where less memory is free: the path is the checkpoint's ("on"), not a new
+    answer that Run.restore would then refuse as a changed setting ("preload 'on' -> 'off'")."""
+    from config import parse_config
+
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)  # bytes: far below the set
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--num-negatives", "7", "--out", str(tmp_path)]
+    cfg = parse_config([*argv, "--preload", "auto"])
+    data.build_train_set(cfg)
+    assert cfg.preload == "off"  # a fresh run: the memory decides
+    torch.save({"config": {"preload": "on"}}, tmp_path / "ckpt.pt")  # the started run's setting, as saved
+    cfg = parse_config([*argv, "--preload", "auto"])
+    assert data.build_train_set(cfg).memory is not None and cfg.preload == "on"
+
+
+def test_preload_auto_counts_the_padded_tables_and_the_decoded_copy_beside_them(tmp_path, monkeypatch):
+    """Videos of uneven lengths (UCF101's): the tables pad each to the longest, and on the CPU the decoded
+    files stay alive beside them. The estimate covers what a preloaded training set holds, within 2x."""
+    from conftest import RATE, clicks, counter_frames
+    from tools.render import write_mp4
+
+    root = tmp_path / "uneven"
+    for k, seconds in enumerate([6.0] + [1.0] * 5):
+        (root / "c0").mkdir(parents=True, exist_ok=True)
+        write_mp4(root / "c0" / f"{k}.mp4", counter_frames(seconds, 10), clicks(seconds, (0.5,)), 10, RATE)
+    (root / "train.txt").write_text("".join(f"c0/{k}.mp4\n" for k in range(6)))
+    recs = manifest.load_records("folder", root, "train")[0]
+    ds = data.AVDataset(recs, SPEC, train=True, preload=True)
+    clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
+    held = sum(sum(t.nbytes for t in pair if isinstance(t, torch.Tensor)) for pair in ds.memory.values())
+    decoded, table = in_memory.decoded_bytes(recs, SPEC)
+    assert held + clips.nbytes() <= decoded + table <= 2 * (held + clips.nbytes())
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2 * (decoded + table) - 2)
+    assert in_memory.choose("auto", recs, SPEC, torch.device("cpu")) == "off"  # both on the host: no room
+    assert in_memory.choose("auto", recs, SPEC) == "on"  # evaluation holds the decoded files alone

@@ -14,6 +14,7 @@ import torch
 import data
 import train
 from config import Config, parse_config
+from machinery import devices
 from persistence import checkpoint, records, runstate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -376,6 +377,36 @@ def test_a_non_finite_loss_stops_the_run_naming_the_step(tiny_data, tmp_path):
     )
     with pytest.raises(SystemExit, match=r"non-finite loss .* at or before step \d+ \(epoch 0\): .*--tau"):
         train.main(cfg)
+
+
+@pytest.mark.parametrize("exit_by", ["sigterm", "non-finite loss"])
+def test_a_ddp_run_that_stops_early_still_drops_its_wrapper_then_leaves_the_group(
+    tiny_data, tmp_path, monkeypatch, exit_by
+):
+    """end_distributed after the wrapper went (the order that does not hang at exit), on the SIGTERM stop and
+    the non-finite-loss exit too, not only at the end: one process with ddp=True and DDP faked."""
+
+    class FakeDDP(torch.nn.Module):
+        def __init__(self, module, device_ids=None):
+            super().__init__()
+            self.module = module
+
+        def forward(self, *args):
+            return self.module(*args)
+
+    made, wrapped_at_teardown, real = {}, [], train.build_parts
+    monkeypatch.setattr(train, "DDP", FakeDDP)
+    monkeypatch.setattr(train, "build_parts", lambda *a: made.setdefault("parts", real(*a)))
+    monkeypatch.setattr(devices, "end_distributed", lambda: wrapped_at_teardown.append(made["parts"].model))
+    more = ["--tau", "1e-45"] if exit_by == "non-finite loss" else []  # logits / tau overflow: a NaN loss
+    if exit_by == "sigterm":
+        monkeypatch.setattr(runstate.Run, "stop_requested", lambda self, i: True)
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--warmup-epochs", "1"]
+    cfg = parse_config([*argv, "--epochs", "0", *more, *TINY, "--workers", "0"])
+    with pytest.raises(SystemExit) as stop:
+        train.run(cfg, True, 0, 1, torch.device("cpu"))
+    assert (stop.value.code == 128 + signal.SIGTERM) if exit_by == "sigterm" else "non-finite" in str(stop.value.code)
+    assert len(wrapped_at_teardown) == 1 and not isinstance(wrapped_at_teardown[0], FakeDDP)
 
 
 def test_evaluation_of_a_trained_checkpoint_stores_protocols_and_draws_the_figures(tiny_data, tmp_path):
