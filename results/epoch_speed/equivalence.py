@@ -1,0 +1,58 @@
+"""Issue 74's equivalence: make demo's table from the code before the epoch's speed-up (colour ops on every
+clip, the log-mel of each clip's PCM) and after (colour ops where drawn, the mel once per sound, windows on
+the hop grid), seeds 0-2, the same machine, one after the other. Paired differences new - old per method,
+1-shot and R@5, with Student's t 95% intervals over the seeds. Writes results/epoch_speed/EQUIVALENCE.md.
+
+    .venv/bin/python results/epoch_speed/equivalence.py   # reads results/epoch_speed/seedS_{old,new}.json
+
+The JSONs are the demo.json of `make demo` (seed 0) and of `python -m experiments.demo --seeds S` (1, 2):
+old at tag old74, new at the merge of issue 74, each in a fresh clone.
+"""
+
+import json
+from pathlib import Path
+from statistics import mean
+
+from analysis.figures import ci95
+
+HERE = Path(__file__).parent
+SEEDS = (0, 1, 2)
+METHODS = ("xid", "weighted", "soft", "robust", "oracle")
+
+
+def rows(seed, version):
+    d = json.loads((HERE / f"seed{seed}_{version}.json").read_text())
+    return d["results"][0][str(d["args"]["faulty"][0])]
+
+
+def main():
+    lines = [
+        "# Issue 74: make demo's table, old code against new (equivalence.py)",
+        "",
+        "25% injected, 30 + 24 epochs, seeds 0-2; new - old in points, mean [95% interval] over 3 seeds.",
+        "",
+        "| Method | old 1-shot | new 1-shot | Δ 1-shot | old R@5 | new R@5 | Δ R@5 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    wide = []
+    for m in METHODS:
+        cells = []
+        for metric in ("1-shot", "R@5"):
+            old = [100 * rows(s, "old")[m][metric] for s in SEEDS]
+            new = [100 * rows(s, "new")[m][metric] for s in SEEDS]
+            d = [b - a for a, b in zip(old, new)]
+            lo, hi = mean(d) - ci95(d), mean(d) + ci95(d)
+            if lo > 1 or hi < -1:
+                wide.append(f"{m} {metric}")
+            cells += [f"{mean(old):.1f}", f"{mean(new):.1f}", f"{mean(d):+.1f} [{lo:+.1f}, {hi:+.1f}]"]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Intervals that exclude zero by more than 1 point: " + (", ".join(wide) if wide else "none") + ".",
+    ]
+    (HERE / "EQUIVALENCE.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
