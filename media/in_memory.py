@@ -133,7 +133,7 @@ class InMemoryLoader:
 def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> tuple[int, int]:
     """What preloading `records` holds, from the manifest's durations and one file's frame size: (the
     decoded files, uint8 frames at spec.fps and float32 sound at spec.audio_rate, each its own length;
-    InMemoryClips' tables, every video padded to the longest and every sound likewise). Sounds: a video's
+    InMemoryClips' tables, every video padded to the longest and every sound's mel power likewise). Sounds: a video's
     own and at most one injected one each, as long as the longest."""
     from media import decode
 
@@ -146,7 +146,8 @@ def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> tuple[i
     seconds = [r.audio_duration or r.duration for r in records] if spec.audio_seconds else []
     decoded = sum(frames) * pixels + 2 * int(sum(seconds) * spec.audio_rate) * 4
     width = int(max(seconds, default=0) * spec.audio_rate) + spec.samples + 1  # InMemoryClips' zeros past the end
-    table = len(records) * max(frames) * pixels + (2 * len(records) * width * 4 if seconds else 0)
+    mel = (width // spec.hop + 1) * spec.n_mels * 4  # a sound's row of the mel power table, float32
+    table = len(records) * max(frames) * pixels + (2 * len(records) * mel if seconds else 0)
     return decoded, table
 
 
