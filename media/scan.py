@@ -221,7 +221,9 @@ def _hidden(rel: Path) -> bool:
 
 
 def write_manifest(rows: list[dict[str, Any]], path: str | Path) -> None:
-    tmp = Path(f"{path}.tmp")
+    """Atomically; a temporary name of this process's own, so that two processes scanning one set at once
+    (the claims' fine-tunes side by side) each replace the file whole instead of racing for one .tmp."""
+    tmp = Path(f"{path}.{os.getpid()}.tmp")
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, MANIFEST_FIELDS)
         writer.writeheader()

@@ -16,7 +16,7 @@ from persistence import records, runstate
 from test_train import ROOT, log, run
 from test_train_ddp import torchrun_cmd
 
-LONG = ("--warmup-epochs", "40", "--epochs", "0")  # outlives the checks below
+LONG = ("--warmup-epochs", "400", "--epochs", "0")  # outlives the checks below, killed after them
 
 
 def wait_until(condition, proc, seconds=120):
