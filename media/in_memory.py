@@ -146,8 +146,8 @@ def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> tuple[i
     seconds = [r.audio_duration or r.duration for r in records] if spec.audio_seconds else []
     decoded = sum(frames) * pixels + 2 * int(sum(seconds) * spec.audio_rate) * 4
     width = int(max(seconds, default=0) * spec.audio_rate) + spec.samples + 1  # InMemoryClips' zeros past the end
-    mel = (width // spec.hop + 1) * spec.n_mels * 4  # a sound's row of the mel power table, float32
-    table = len(records) * max(frames) * pixels + (2 * len(records) * mel if seconds else 0)
+    mel = (width // spec.hop + 1) * spec.n_mels * 4 if seconds and spec.hop else 0  # a sound's mel power row
+    table = len(records) * max(frames) * pixels + 2 * len(records) * mel
     return decoded, table
 
 
