@@ -1,10 +1,10 @@
 """Soft-target drift, seen without labels: what the memory bank still knows of its own pairs, logged every
-epoch, and the warning train.py prints when a soft-target branch loses it (issue 75).
+epoch, and the warning train.py prints when a soft-target branch loses it (results/ccp_drift/).
 
 Soft targets T = (1 - lam) 1[i=j] + lam S, eqs. (8)-(9) [bts-trg-v/a], amplify what the bank already
 believes: CCP's S, eqs. (13)-(14), ranks the candidates by the bank's swapped posterior P(vbar_j | abar_i;
 tau_s). From a bank that barely knows the data they can move to wrong candidates, training follows, and
-the drift feeds itself; on real recordings Soft-xID then ended 16 points below xID (issue 75). The
+the drift feeds itself; on real recordings Soft-xID then ended 16 points below xID. The
 ground-truth view of it (class agreement, CCP's same-class mass) is analysis/diagnostics.py's and needs
 labels; these need none, so they work on a user's own data:
 
@@ -31,8 +31,8 @@ branch resumed inside its first epoch (neither is in the log), its first epoch's
 Why MARGIN 0.02 and PATIENCE 2 (chosen, not fitted): on the demo screen's branches (results/demo_screen/
 PLAN.md: 25% injected, 30-epoch warm-up, seeds 700-702 at 8 epochs, 700-701 at 12) agreement, computed
 afterwards from their checkpoints, rose from 0.74-0.80 at the warm-up's end to 0.77-0.86 after Soft- or Robust-xID,
-so a fall below the start is unusual there; two epochs keep one bad epoch quiet. Whether the rule
-separates drifting runs from the others is not measured yet: that needs issue 75's reproduction runs.
+so a fall below the start is unusual there; two epochs keep one bad epoch quiet. How well the rule
+separates drifting runs from the others: results/ccp_drift/RESULTS.md (2 of 3 caught, 1 false alarm).
 
 A module of its own because train.py holds the recipe within 300 lines; this is a diagnosis of the
 method, like analysis/diagnostics.py, but label-free, so its warning is the user's. It costs one (M, M)
@@ -129,7 +129,7 @@ def drift_warning(records: list[dict[str, Any]], margin: float = MARGIN, patienc
     return (
         f"train.py: warning: the bank's cross-modal agreement (label-free, analysis/drift.py) is {epochs}, "
         f"below {reference:.3f} at the soft-target stage's start by more than {margin}: the soft targets may "
-        f"be drifting from a weak bank (issue 75); compare an xID branch from the same warm-up"
+        f"be drifting from a weak bank (README: When soft targets hurt); compare an xID branch from the same warm-up"
     )
 
 

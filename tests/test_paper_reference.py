@@ -1,6 +1,6 @@
 """eqs. (6), (7)-(9), (13)-(14) and (17) written again from the paper's text, in float64 with plain Python
 loops, and train.objective (the path a training step takes: bank -> candidates -> soft targets -> weights
--> loss) held to them (issue 75, part 2: rule out a bug before calling CCP's drift a property).
+-> loss) held to them (a bug ruled out before CCP's drift from a weak bank is called a property).
 
 The reference reads nothing of losses.py or memory_bank.py's arithmetic: it takes the bank's rows as
 numbers and follows the printed formulas, with the paper's names:

@@ -11,7 +11,7 @@ Kernels round differently on other CPU families, so the file holds one recording
 (vendor, torch's vector capability, AMX: `cpu_kind`), each made from the code before a reorganisation:
 AMD-AVX2 from the code before the machinery moved out of train.py and evaluate.py; Intel-AVX512-AMX
 from 91221d8, before the in-memory training set and the evaluation records keyed by checkpoint version.
-AMD-AVX512 from the code of issue 74 (audio windows on the spectrogram's hop grid, each sound's mel
+AMD-AVX512 from the code of the faster epoch (audio windows on the spectrogram's hop grid, each sound's mel
 computed once, colour ops on the drawn clips alone, the power as re^2 + im^2), which moved the numbers;
 the two older kinds could not be recorded anew there and are marked stale (the reason is in the file).
 On a kind with no recording, or a stale one, the test is skipped and says so. A change that is meant to

@@ -1,4 +1,4 @@
-"""Issue 75's reproduction, collected (PLAN.md): per seed and branch, the 1-shot and the per-epoch drift
+"""The weak-bank reproduction, collected (PLAN.md): per seed and branch, the 1-shot and the per-epoch drift
 series from each branch's log (CCP's same-class share, the bank's cross-modal class agreement, the faults'
 AUROC, the label-free agreement of analysis/drift.py) and whether train.py's warning rule fires on it.
 Writes NAME/seedS_epochs.json beside each finished setting (the runs/ folder is not kept) and RESULTS.md.

@@ -1,4 +1,4 @@
-"""Issue 74's equivalence: make demo's table from the code before the epoch's speed-up (colour ops on every
+"""The faster epoch's equivalence: make demo's table from the code before the epoch's speed-up (colour ops on every
 clip, the log-mel of each clip's PCM) and after (colour ops where drawn, the mel once per sound, windows on
 the hop grid), seeds 0-2, the same machine, one after the other. Paired differences new - old per method,
 1-shot and R@5, with Student's t 95% intervals over the seeds. Writes results/epoch_speed/EQUIVALENCE.md.
@@ -6,7 +6,7 @@ the hop grid), seeds 0-2, the same machine, one after the other. Paired differen
     .venv/bin/python results/epoch_speed/equivalence.py   # reads results/epoch_speed/seedS_{old,new}.json
 
 The JSONs are the demo.json of `make demo` (seed 0) and of `python -m experiments.demo --seeds S` (1, 2):
-old at tag old74, new at the merge of issue 74, each in a fresh clone.
+old at 0756166, new at 11c2e30 (the faster epoch), each in a fresh clone.
 """
 
 import json
@@ -27,7 +27,7 @@ def rows(seed, version):
 
 def main():
     lines = [
-        "# Issue 74: make demo's table, old code against new (equivalence.py)",
+        "# The faster epoch: make demo's table, old code against new (equivalence.py)",
         "",
         "25% injected, 30 + 24 epochs, seeds 0-2; new - old in points, mean [95% interval] over 3 seeds.",
         "",
