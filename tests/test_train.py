@@ -200,51 +200,25 @@ def test_a_relative_data_is_the_checkpoints_from_anywhere_and_a_finished_run_say
     assert "resuming" not in again.stdout and len(log(tmp_path / "run")) == 1
 
 
-def test_init_branches_from_a_warmup_checkpoint(tiny_data, tmp_path):
-    """The branch starts from the warm-up's model and bank, with a fresh optimizer and epoch 0."""
+def test_init_starts_the_branchs_first_epoch_from_the_warmups_model_and_bank(tiny_data, tmp_path, monkeypatch):
+    """train.main with --init, in process: the state its first epoch trains from is the warm-up's model
+    and bank, with a fresh optimizer at epoch 0 (a branch of Table 2), not a freshly built model."""
     run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
     warm = weights(tmp_path / "warm")
-    cfg = parse_config(
-        [
-            "--preset",
-            "demo",
-            "--data",
-            str(tiny_data),
-            "--out",
-            str(tmp_path / "branch"),
-            "--warmup-epochs",
-            "0",
-            "--epochs",
-            "1",
-            "--loss",
-            "weighted",
-            "--init",
-            str(tmp_path / "warm" / "ckpt.pt"),
-        ]
-        + TINY
-        + ["--workers", "0"]
-    )
-    dataset = data.build_train_set(cfg)
-    parts = train.build_parts(cfg, dataset, torch.device("cpu"))
-    fresh = {k: v.clone() for k, v in parts.model.state_dict().items()}
-    assert restorer(cfg, parts, dataset).restore() == (0, [], None)  # nothing to resume: --init is run()'s
-    assert all(torch.equal(fresh[k], v) for k, v in parts.model.state_dict().items())  # the restore left it
-    parts.load_state_dict(runstate.branch_state(cfg.init, dataset.instances()))
-    assert_same_state(warm, {"model": parts.model.state_dict(), "bank": parts.bank.state_dict()})
-    assert not all(torch.equal(fresh[k], warm["model"][k]) for k in fresh)  # so the load did something
-    assert parts.optimizer.state_dict()["state"] == {}  # a fresh optimizer
-    run(
-        tiny_data,
-        tmp_path / "branch",
-        "--warmup-epochs",
-        "0",
-        "--epochs",
-        "1",
-        "--loss",
-        "weighted",
-        "--init",
-        tmp_path / "warm" / "ckpt.pt",
-    )
+    seen, real = [], train.train_epoch
+
+    def first_epoch(parts, loader, cfg, epoch, *args):
+        state = {"model": parts.unwrapped().state_dict(), "bank": parts.bank.state_dict()}
+        fresh = parts.optimizer.state_dict()["state"] == {}  # no step taken, none loaded
+        seen.append((epoch, {k: {n: t.clone() for n, t in v.items()} for k, v in state.items()}, fresh))
+        return real(parts, loader, cfg, epoch, *args)
+
+    monkeypatch.setattr(train, "train_epoch", first_epoch)
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path / "branch"), "--warmup-epochs", "0"]
+    more = ["--epochs", "1", "--loss", "weighted", "--init", str(tmp_path / "warm" / "ckpt.pt")]
+    train.main(parse_config(argv + more + TINY + ["--workers", "0"]))
+    assert [(epoch, fresh) for epoch, _, fresh in seen] == [(0, True)]
+    assert_same_state(warm, seen[0][1])
     assert [r["stage"] for r in log(tmp_path / "branch")] == ["weighted"]
 
 
