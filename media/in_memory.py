@@ -14,7 +14,11 @@ drawn on the host and cut on the device:
                  the sound's, times the volume squared (power goes as amplitude squared).
 
 On the CPU the frames equal the loader's from the same decoded memory bit for bit (on a GPU the resize
-runs there, through float32, and may round differently). The log-mel
+runs there, through float32, and may round differently: within one uint8 level, a bound tested only where
+CUDA exists). A loader reading the files (--preload off) takes each frame at the clip's own start time and
+resamples each sound window, where memory holds frames on the 1/fps grid from 0 and whole sounds: the same
+draws, equal where both decode the same instants, else up to a frame's shift and the resampler's edges (so
+a resume refuses a changed path, config.NOT_RESUMABLE). The log-mel
 (media/augment.ClipAugment) is the loader path's math, the log of the mel power of the volume-scaled
 window, but for two things: the window starts on the hop grid (moved by at most half a hop, 12.5 ms at
 the paper's rate; the loader's items start there too, data.AVDataset.cut), and the edge frames. A frame

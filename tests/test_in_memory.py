@@ -2,24 +2,73 @@
 the same preloaded set, for the same seed, epoch and index: frames, indices and failed slots bit for bit, and
 the sound's mel power equal to the loader's waveform's to rounding but for a clip's first frame (centre
 padding: at the sound's edges here, at the clip's there); injected sounds, failed files and a resumed epoch
-included; and --preload auto picks the path by the set's size against free memory."""
+included. Where a file read (--preload off) decodes the same instants, they are its batches too. And
+--preload auto picks the path by the set's size against free memory.
 
+The set is distinct, textured videos (no two pixels, frames, videos or mirror images alike) of several
+lengths, and distinct sounds of several lengths: a wrong crop box, a missing flip, another video's or
+sound's row, or a clip start clamped to the padded table instead of its own video all change the batch."""
+
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import default_collate
 
 import data
+from conftest import RATE
 from media import augment, in_memory, manifest
 from media.clip import ClipSpec
 from test_data import _dataset_files
+from tools.render import write_mp4
 
-SPEC = ClipSpec(size=24, frames=4, fps=8.0, n_mels=20, n_time=20)
+SPEC = ClipSpec(size=24, frames=4, fps=8.0, n_mels=20, n_time=20)  # a clip is 0.5 s; its sound window 2 s
 
 
-def _preloaded(tmp_path, files, n=8, **kwargs):
-    recs = _dataset_files(tmp_path, files, n=n)
-    pool = manifest.audio_pool(files["silent_pool"].parent)
-    return data.AVDataset(recs, SPEC, train=True, faulty_fraction=0.5, pool=pool, seed=3, preload=True, **kwargs)
+def textured(seconds, k, fps=10, size=32):
+    """Video k's frames: gradients of another slope per channel, shifted per video and per frame."""
+    yy, xx = np.mgrid[:size, :size]
+    base = np.stack([xx * 7 + yy * 3 + 40 * k, yy * 11 + 17 * k, xx * yy + 5 * k], -1)
+    return np.stack([(base + 9 * f) % 256 for f in range(int(round(seconds * fps)))]).astype(np.uint8)
+
+
+def tone(seconds, k):
+    """Sound k: a tone of its own pitch under seeded noise."""
+    t = np.arange(int(RATE * seconds)) / RATE
+    noise = np.random.default_rng(k).standard_normal(len(t))
+    return (0.3 * np.sin(2 * np.pi * (200 + 150 * k) * t) + 0.1 * noise).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def varied(tmp_path_factory):
+    """{"short": (records, pool), "long": (records, pool)}. short: videos no longer than one clip (each
+    clip starts at 0) with sounds of 2-3 s, and a pool of 2 s sounds (each window starts at 0): a file
+    read decodes the instants memory holds. long: videos of 0.6-2.4 s (0.6 s is 4.8 frames at 8 fps,
+    decoded as 4: a start past 0.06 s is clamped to the video's end) with sounds of 1-3 s, some shorter
+    than the window, and a pool of 1-4 s sounds."""
+    root = tmp_path_factory.mktemp("varied")
+
+    def video(name, k, seconds, sound_seconds):
+        write_mp4(root / name, textured(seconds, k), tone(sound_seconds, k), 10, RATE)
+        return manifest.Record(str(root / name), k % 2, seconds, sound_seconds)
+
+    def pool(name, seconds, k):
+        write_mp4(root / name, None, tone(seconds, k), 25, RATE)
+        return (str(root / name), seconds)
+
+    short = [video(f"s{k}.mp4", k, s, 2.0 + 0.2 * k) for k, s in enumerate([0.3, 0.4, 0.5, 0.3, 0.5, 0.4])]
+    long = [
+        video(f"l{k}.mp4", 10 + k, s, a)
+        for k, (s, a) in enumerate(zip([0.6, 1.1, 1.6, 2.4, 0.6, 1.6], [1.0, 3.0, 1.4, 2.4, 2.6, 1.8]))
+    ]
+    return {
+        "short": (short, [pool(f"ps{k}.mp4", 2.0, 20 + k) for k in range(3)]),
+        "long": (long, [pool(f"pl{k}.mp4", s, 30 + k) for k, s in enumerate([1.0, 3.0, 4.0])]),
+    }
+
+
+def _set(varied, which, preload=True, **kwargs):
+    records, pool = varied[which]
+    return data.AVDataset(records, SPEC, train=True, faulty_fraction=0.5, pool=pool, seed=3, preload=preload, **kwargs)
 
 
 def _assert_same_batch(got, want):
@@ -36,33 +85,70 @@ def _assert_same_batch(got, want):
     return loader
 
 
-def test_audio_windows_start_on_the_hop_grid_and_at_a_sounds_start_even_the_edge_frame_agrees(tmp_path, files):
-    ds = _preloaded(tmp_path, files)
+KEYS = [(i, 1000 + 7 * i + 100 * r) for r in range(4) for i in range(6)]  # every instance, 4 seeds each
+
+
+def test_audio_windows_start_on_the_hop_grid_and_at_a_sounds_start_even_the_edge_frame_agrees(varied):
+    ds = _set(varied, "long")
     clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
-    keys = [(i % len(ds), 50 + i) for i in range(24)]
-    draws = [ds.seeded(k, make=clips._draw) for k in keys]
+    draws = [ds.seeded(k, make=clips._draw) for k in KEYS]
     assert all(SPEC.first_sample(d["audio_start"]) % SPEC.hop == 0 for d in draws)
     at_start = torch.tensor([d["audio_start"] == 0 for d in draws])  # (B,): both paths pad the sound's start
     assert at_start.any() and not at_start.all()
-    got = clips.batch(keys)
-    loader = _assert_same_batch(got, default_collate([ds[k] for k in keys]))
+    got = clips.batch(KEYS)
+    loader = _assert_same_batch(got, default_collate([ds[k] for k in KEYS]))
     torch.testing.assert_close(got["mel"][at_start], loader[at_start], rtol=1e-5, atol=1e-10)
     assert not torch.allclose(got["mel"][~at_start, :, 0], loader[~at_start, :, 0], rtol=1e-3)  # elsewhere not
 
 
-def test_in_memory_batches_equal_the_loaders_with_injected_sounds(tmp_path, files):
-    ds = _preloaded(tmp_path, files)
+def test_in_memory_batches_equal_the_loaders_on_videos_and_sounds_of_several_lengths(varied):
+    ds = _set(varied, "long")
     assert ds.injected.any() and not ds.injected.all()
     clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
-    keys = [(i, 1000 + 7 * i) for i in range(len(ds))] + [(2, 5), (2, 6)]  # the same instance, other seeds
-    got = clips.batch(keys)
-    _assert_same_batch(got, default_collate([ds[k] for k in keys]))
-    assert got["video"].shape == (len(keys), 3, SPEC.frames, SPEC.size, SPEC.size)
-    assert not torch.equal(got["video"][-1], got["video"][-2])  # another seed, another cut
+    assert len(set(clips.lengths.tolist())) > 2 and clips.mel.shape[0] == len(ds) + int(ds.injected.sum())
+    got = clips.batch(KEYS)
+    _assert_same_batch(got, default_collate([ds[k] for k in KEYS]))
+    assert got["video"].shape == (len(KEYS), 3, SPEC.frames, SPEC.size, SPEC.size)
+    draws = [ds.seeded(k, make=clips._draw) for k in KEYS]
+    clamped = [d["start"] * SPEC.fps > int(clips.lengths[i]) - SPEC.frames + 0.5 for (i, _), d in zip(KEYS, draws)]
+    assert any(clamped) and not all(clamped)  # some clips start where only the clamp keeps them in the video
+    assert {d["flip"] for d in draws} == {True, False}
+    assert len({v.sum().item() for v in got["video"]}) == len(KEYS)  # no two clips alike
 
 
-def test_a_failed_file_gets_the_same_substitute_on_both_paths(tmp_path, files, capsys):
-    ds = _preloaded(tmp_path, files, max_bad_fraction=0.5)
+def test_in_memory_batches_equal_a_file_reads_where_it_decodes_the_same_instants(varied):
+    """--preload off reads each clip at its own start time and resamples each sound window; memory holds
+    frames on the 1/fps grid from 0 and whole resampled sounds. Where every clip and window starts at 0
+    (videos no longer than one clip, windows at a sound's start) the two paths decode the same samples:
+    frames bit for bit, mel power to rounding, the edge frame included."""
+    on, off = _set(varied, "short"), _set(varied, "short", preload=False)
+    assert off.memory is None and on.injected.any() and not on.injected.all()
+    got = in_memory.InMemoryClips(on, torch.device("cpu")).batch(KEYS)
+    loader = _assert_same_batch(got, default_collate([off[k] for k in KEYS]))
+    torch.testing.assert_close(got["mel"], loader, rtol=1e-5, atol=1e-10)
+    assert len({v.sum().item() for v in got["video"]}) == len(KEYS)  # no two clips alike
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU cut needs CUDA")
+def test_the_gpu_cut_is_within_one_level_of_the_loaders_cpu_cut(varied):
+    """On a GPU, TF.resized_crop takes the uint8 crop through float32 and rounds, where the CPU's uint8
+    resize rounds in fixed point. The bound: every pixel within 1 uint8 level of the loader's CPU cut,
+    a mean absolute difference of at most 0.5 levels (a wrong crop, flip or row differs by tens), the
+    mel power the CPU's to float32 rounding, and the index and failed slots equal."""
+    ds = _set(varied, "long")
+    got = in_memory.InMemoryClips(ds, torch.device("cuda")).batch(KEYS)
+    want = default_collate([ds[k] for k in KEYS])
+    assert got["video"].is_cuda and got["video"].dtype == want["video"].dtype == torch.uint8
+    diff = (got["video"].cpu().int() - want["video"].int()).abs()
+    assert diff.max() <= 1 and diff.float().mean() <= 0.5
+    cpu = in_memory.InMemoryClips(ds, torch.device("cpu")).batch(KEYS)
+    torch.testing.assert_close(got["mel"].cpu(), cpu["mel"], rtol=1e-4, atol=1e-8)
+    for key in ("index", "failed"):
+        assert torch.equal(got[key].cpu(), want[key]), key
+
+
+def test_a_failed_file_gets_the_same_substitute_on_both_paths(varied, capsys):
+    ds = _set(varied, "long", max_bad_fraction=0.5)
     bad = ds.records[0].path
     ds.memory[bad] = (RuntimeError("broken"), None)  # as a file that did not decode is held
     clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
@@ -72,8 +158,8 @@ def test_a_failed_file_gets_the_same_substitute_on_both_paths(tmp_path, files, c
     assert (got["failed"][:4] == 0).all() and got["failed"][4] == -1 and (got["index"][:4] != 0).all()
 
 
-def test_the_in_memory_loader_follows_the_sampler_and_a_resumed_epoch(tmp_path, files):
-    ds = _preloaded(tmp_path, files)
+def test_the_in_memory_loader_follows_the_sampler_and_a_resumed_epoch(varied):
+    ds = _set(varied, "long")
     sampler = data.SeededSampler(torch.utils.data.RandomSampler(ds, generator=torch.Generator()), seed=4)
     loader = in_memory.InMemoryLoader(in_memory.InMemoryClips(ds, torch.device("cpu")), sampler, 3)
     reference = torch.utils.data.DataLoader(ds, batch_size=3, sampler=sampler, drop_last=True)
