@@ -14,13 +14,13 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 
 A run's datasets are made from its config.Config here: build_train_set and train_loader for train.py
 (a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
-workers), eval_set and check_disjoint for the evaluation protocols. Which files a dataset holds is
+workers), eval_set for the evaluation protocols (their splits: protocols/splits.py). Which files a dataset holds is
 media/manifest.py's business; decoding media/decode.py's and media/preload.py's.
 Tests: test_data.py, test_injection.py, test_in_memory.py"""
 
 import itertools
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -367,39 +367,25 @@ def split_records(cfg: "Config", split: str, need_audio: bool = False) -> manife
 
 def eval_set(
     cfg: "Config",
-    split: str,
+    records: Sequence[Record],
     train_mode: bool = False,
     num_clips: int = 10,
-    positions: Sequence[int] | None = None,
+    audio: bool = False,
     preload: bool | None = None,
-) -> tuple[AVDataset, list[str]]:
-    """Video-only dataset of one split, for the evaluation protocols; `positions` selects records (a
-    held-out validation part); preload defaults to the config's."""
-    records, classes = split_records(cfg, split)[:2]
-    if positions is not None:
-        records = [records[i] for i in positions]
+) -> AVDataset:
+    """The dataset of an evaluation split's `records` (protocols/splits.resolve's), video only unless
+    `audio`; preload defaults to the config's --preload as it applies to these records."""
+    spec = clip_spec(cfg, audio=audio)
     return AVDataset(
-        records,
-        clip_spec(cfg, audio=False),
+        list(records),
+        spec,
         train=train_mode,
-        audio=False,
+        audio=audio,
         num_clips=num_clips,
         max_bad_fraction=cfg.max_bad_fraction,
-        preload=in_memory.preloads(cfg.preload, records, clip_spec(cfg, audio=False)) if preload is None else preload,
+        preload=in_memory.preloads(cfg.preload, records, spec) if preload is None else preload,
         preload_cache=cfg.preload_cache,
-    ), classes
-
-
-def check_disjoint(query: Iterable[Any], gallery: Iterable[Any], what: str = "query and gallery") -> None:
-    """Refuse an evaluation whose two sets (datasets or record lists) share a video file: it would
-    find every query itself."""
-    paths = [{r.path for r in getattr(s, "records", s)} for s in (query, gallery)]
-    shared = sorted(paths[0] & paths[1])
-    if shared:
-        raise ValueError(
-            f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
-            f"dataset disjoint train.txt/test.txt lists (python -m media.manifest split ROOT makes them)"
-        )
+    )
 
 
 # ----------------------------------------------------------------------------- loaders

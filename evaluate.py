@@ -19,7 +19,7 @@
 
 This file holds the protocols' entry (`evaluate`, the command line); the features they read are
 protocols/features.py's, R@k protocols/retrieval.py's, each task's protocol text protocols/described.py's,
-the datasets of a split data.py's (eval_set, check_disjoint). `--modality audio` runs
+the splits, resolved once and handed to each, protocols/splits.py's. `--modality audio` runs
 retrieval and few-shot on the audio encoder's features; `--fold 1 2 3` runs each fold and prints every
 task's numbers per fold and their mean and standard deviation. More shots than the fewest training videos
 of a class are capped there, and the record says so.
@@ -56,9 +56,10 @@ from persistence import records, runstate
 from persistence.checkpoint import CheckpointError, Pretrained, read_pretrained
 from protocols import features, finetune
 from protocols.described import named, protocol_of
-from protocols.features import CLIPS, MODALITIES, cached_features, eval_splits, export, fold_of, split_videos
+from protocols.features import CLIPS, MODALITIES, cached_features, export
 from protocols.finetune import FINETUNE
 from protocols.retrieval import recall_at_k
+from protocols.splits import EvalSplits, fold_of, resolve
 
 
 def evaluate(
@@ -104,8 +105,7 @@ def evaluate(
     cfg, model, bank, instances = pre[:4]
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
-    splits = eval_splits(cfg, need_audio=modality == "audio", allow_missing=allow_missing)
-    identity = features.split_identity(cfg, splits)
+    splits = resolve(cfg, need_audio=modality == "audio", allow_missing=allow_missing)  # the lists, read once
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
         encoder = model.audio if modality == "audio" else model.video
@@ -113,7 +113,6 @@ def evaluate(
             cached_features(ckpt, pre, cfg, encoder, s, splits[s].records, device, workers, clips, modality)
             for s in ("train", "test")
         )
-        data.check_disjoint(splits["test"].records, splits["train"].records, "the test queries and the train gallery")
         recall, nearest = recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
         results["retrieval"] = {
             **{f"R@{k}": v for k, v in recall.items()},
@@ -135,7 +134,7 @@ def evaluate(
         wa, scores, w, faulty_kept = weights.weight_analysis(bank, faulty, cfg)
         results["weights"] = wa
         results["soft_targets_same_class"] = weights.soft_target_analysis(bank, labels, cfg)
-        classes = splits["test"].classes
+        classes = splits.test.classes
         per_class = [
             float((tr["labels"][nearest[:, 0]] == te["labels"])[te["labels"] == c].float().mean())
             for c in range(len(classes))
@@ -147,8 +146,8 @@ def evaluate(
             figs.scores_and_weights(scores, w, faulty_kept, cfg, out / "scores_weights.png")
             figs.per_class(per_class, classes, out / "per_class_r1.png")
             figs.retrievals(
-                data.eval_set(cfg, "test", preload=False)[0],
-                data.eval_set(cfg, "train", preload=False)[0],
+                data.eval_set(cfg, splits.test.records, preload=False),
+                data.eval_set(cfg, splits.train.records, preload=False),
                 nearest,
                 classes,
                 out / "retrievals.png",
@@ -162,30 +161,26 @@ def evaluate(
             "curve_every": 0,
             **(finetune_args or {}),
         }
-        about = [pre.digest, str(Path(cfg.data).resolve()), cfg.layout, fold_of(cfg), identity["lists"]]
-        about += [cfg.size, cfg.fps, sorted(fa.items())]  # what makes the fine-tune: its files' key
-        if any(g.missing for g in splits.values()):  # the videos used, where they are not all the lists name
-            about.append([[r.path for r in g.records] for g in splits.values()])
+        about = [pre.digest, str(Path(cfg.data).resolve()), cfg.layout, fold_of(cfg), splits.identity["lists"]]
+        about += [cfg.size, cfg.fps, sorted(fa.items()), splits.used]  # what makes the fine-tune: its files' key
         args = ("epochs", "lr", "lr_min", "batch_size", "accumulate", "frames", "select_on_val", "curve_every")
         resume = features.version_file("finetune", ckpt, pre.digest, json.dumps(about, default=str))
         res = finetune.finetune(
-            model.video, cfg, **{k: fa[k] for k in args}, device=device, workers=workers, resume=resume
+            model.video, cfg, splits, **{k: fa[k] for k in args}, device=device, workers=workers, resume=resume
         )
         in_protocol = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
         results["finetune"] = {**res, "protocol": protocol_of("finetune", **{k: fa[k] for k in in_protocol})}
     for task, res in results.items():
         if "protocol" in res:
             print(f"[evaluate] {task}: {res['protocol']['text']}")
-    keep_record(ckpt, pre, cfg, results, split_videos(splits), identity)
+    keep_record(ckpt, pre, cfg, results, splits)
     gone = [] if keep_cache else features.prune_caches(ckpt, pre.digest)
     if gone:
         print(f"evaluate.py: removed {len(gone)} feature caches of other versions of {ckpt} (--keep-cache keeps them)")
     return results
 
 
-def keep_record(
-    ckpt: str | Path, pre: Any, cfg: Any, results: dict[str, Any], videos: dict[str, Any], splits: dict[str, Any]
-) -> None:
+def keep_record(ckpt: str | Path, pre: Any, cfg: Any, results: dict[str, Any], splits: EvalSplits) -> None:
     """Each task's results as a record of CKPT_DIR/eval.json, keyed by the checkpoint version `pre` read and
     the split lists; the analysis task's are the three parts evaluate returns beside it."""
     new = []
@@ -195,8 +190,8 @@ def keep_record(
         numbers = {k: v for k, v in res.items() if k != "protocol"}
         if task == "analysis":
             numbers = {k: results[k] for k in records.ANALYSIS_PARTS}
-        where = (cfg.data, cfg.layout, fold_of(cfg))
-        new.append(records.record(task, ckpt, pre.epoch, *where, res["protocol"], numbers, videos, pre.digest, splits))
+        where, lists = (cfg.data, cfg.layout, fold_of(cfg)), (splits.videos(), pre.digest, splits.identity)
+        new.append(records.record(task, ckpt, pre.epoch, *where, res["protocol"], numbers, *lists))
     try:
         records.add(Path(ckpt).parent / records.NAME, new)
     except OSError as err:  # a full disk, no permission: one line; a fine-tune's result is in its own file
@@ -344,7 +339,8 @@ def main(argv: list[str] | None = None) -> None:
             if args.task == "features":
                 for k, v in fold_overrides.items():
                     setattr(pre.cfg, k, v)
-                n = export(args.ckpt, pre, pre.cfg, args.out, device, workers, args.clips, args.allow_missing)
+                splits = resolve(pre.cfg, allow_missing=args.allow_missing)
+                n = export(args.ckpt, pre, pre.cfg, splits, args.out, device, workers, args.clips)
                 print(f"evaluate.py: {n} videos' pooled video and audio features -> {args.out}")
                 continue
             by_fold[fold] = evaluate(

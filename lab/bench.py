@@ -261,14 +261,14 @@ def bench_parts(args):
 def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
-    from protocols import features, retrieval
+    from protocols import features, retrieval, splits
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = default_device()
     encoder = AVModel(**checkpoint.model_args(cfg)).video
-    rows, feats = [], {}
+    rows, feats, both = [], {}, splits.resolve(cfg)
     for split in ("train", "test"):
-        ds = data.eval_set(cfg, split)[0]
+        ds = data.eval_set(cfg, both[split].records)
         t0 = time.perf_counter()
         feats[split] = features.extract_features(encoder, ds, device, workers=args.workers[0])
         dt = time.perf_counter() - t0

@@ -81,12 +81,14 @@ def encoder_of(slim_path):
 
 def finetune_one(slim_path, results, epochs=None, device=None):
     """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
-    from protocols import described, finetune
+    from protocols import described, finetune, splits
 
     cfg, encoder, slim = encoder_of(slim_path)
     t0 = time.time()
     fa = {**finetune.FINETUNE, "epochs": epochs or finetune.FINETUNE["epochs"], "frames": cfg.frames}
-    res = finetune.finetune(encoder, cfg, epochs=fa["epochs"], frames=fa["frames"], device=device, workers=0)
+    res = finetune.finetune(
+        encoder, cfg, splits.resolve(cfg), epochs=fa["epochs"], frames=fa["frames"], device=device, workers=0
+    )
     line = {
         "seed": slim["seed"],
         "method": slim["method"],

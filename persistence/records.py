@@ -56,7 +56,7 @@ def record(
     """One measurement. `fold` is None for layouts without folds; `videos` maps each split to
     {"used": n, "missing": n} and the test split also to "missing_files"; `digest` names the checkpoint's
     content (persistence/checkpoint.py), `splits` the split lists ({"annotations": path or None, "lists":
-    digest of what they list}: protocols/features.py, split_identity)."""
+    digest of what they list}: protocols/splits.py, identity)."""
     return {
         "task": task,
         "checkpoint": Path(ckpt).name,

@@ -1,15 +1,9 @@
 """The features the evaluation protocols read, and the ones a user takes away (paper Sec. 5.1, retrieval;
 Sec. 6, few-shot: both average a video's features over 10 clips).
 
-    eval_splits       an evaluation set's train and test splits as its manifest has them. A split that
-                      lost a listed video stops the evaluation in one line naming the count, the first
-                      file and the scan command (MissingVideos), unless allowed; the record then keeps
-                      the count (split_videos)
     extract_features  per video, averaged over its clips: the last conv map, flattened (retrieval), and
                       the global max-pooled feature (few-shot), of the video encoder or, for modality
                       "audio", of the audio encoder on each clip's 2 s log-mel spectrogram
-    split_identity    which split lists an evaluation ran on: the --annotations folder (None: the layout's
-                      own) and a digest of the videos and classes they list (part of a record's key)
     cached_features   extract_features of a split, saved next to the checkpoint as
                       features_CKPTSTEM_DIGEST_KEY.SPLIT.pt, under a key of what made it; prune_caches
                       removes those of other versions of the checkpoint file (evaluate.py --keep-cache keeps them)
@@ -19,7 +13,8 @@ Sec. 6, few-shot: both average a video's features over 10 clips).
 
     .venv/bin/python evaluate.py features runs/k400/ckpt.pt --data /data/UCF101 --layout ucf101 --out ucf1.npz
 
-evaluate.py runs the protocols on them. Tests: tests/test_eval_records.py, tests/test_evaluate.py
+Each reads the records it is handed (protocols/splits.resolve's: one evaluation, one version of the
+lists); evaluate.py runs the protocols on them. Tests: tests/test_eval_records.py, tests/test_evaluate.py
 """
 
 import hashlib
@@ -27,7 +22,6 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -36,73 +30,13 @@ from torch import Tensor
 
 import data
 from config import Config
-from media import augment, in_memory, manifest
-from media.clip import clip_spec
+from media import augment, manifest
 from media.loader_workers import loader, progress
 from persistence.checkpoint import Pretrained, write_atomically
+from protocols.splits import EvalSplits, fold_of
 
 CLIPS = 10  # clips per video averaged for retrieval and few-shot (Sec. 5.1, Sec. 6)
-FOLDED = ("ucf101", "hmdb51")  # the layouts with official folds 1-3
 MODALITIES = ("video", "audio")
-
-
-class MissingVideos(ValueError):
-    """An evaluation split lost videos its official list holds; the message names them and the fix."""
-
-
-def fold_of(cfg: Config) -> int | None:
-    return cfg.fold if cfg.layout in FOLDED else None
-
-
-def eval_splits(cfg: Config, need_audio: bool = False, allow_missing: bool = False) -> dict[str, manifest.Split]:
-    """The train and test splits of cfg's evaluation set. need_audio (--modality audio) counts the
-    videos without a clip of audio as missing too."""
-    splits = {s: data.split_records(cfg, s, need_audio) for s in ("train", "test")}
-    lost = {s: got for s, got in splits.items() if got.missing}
-    if lost and not allow_missing:
-        counts = " and ".join(f"{len(g.missing)} of {len(g.missing) + len(g.records)} {s}" for s, g in lost.items())
-        split, got = next(iter(lost.items()))
-        path, why = got.missing[0]
-        where = f"{cfg.layout}{f' fold {cfg.fold}' if fold_of(cfg) else ''} under {cfg.data}"
-        silent = all(why.startswith("less than") for g in lost.values() for _, why in g.missing)
-        fix = (
-            "--modality audio needs a clip of audio"
-            if silent
-            else f".venv/bin/python -m media.manifest scan {cfg.data} --video-only --out {got.manifest} rescans, "
-            f"keeping silent videos and naming each unusable file and its reason"
-        )
-        raise MissingVideos(
-            f"{counts} videos of {where} are not usable (first, of the {split} split: {path}: {why}), so this "
-            f"is not the official split: {fix}; --allow-missing evaluates without them and records the count"
-        )
-    return splits
-
-
-def split_identity(cfg: Config, splits: dict[str, manifest.Split]) -> dict[str, Any]:
-    """The split lists an evaluation ran on: where from (--annotations, resolved; None for the layout's own
-    place) and a digest of what they say, the same for every fold of one definition: of the list files of
-    all folds (UCF101, HMDB51), else of the class names and each split's videos and labels (relative
-    paths; the listed ones missing too), whichever manifest made them usable."""
-    files = manifest.split_lists(cfg.layout, cfg.data, cfg.annotations or None)
-    if files:
-        text = json.dumps([[f.name, f.read_text()] for f in files])
-    else:
-        root = Path(cfg.data)
-        listed = {
-            s: sorted([str(Path(r.path).relative_to(root)), r.label] for r in g.records)
-            + sorted(p for p, _ in g.missing)
-            for s, g in splits.items()
-        }
-        text = json.dumps([splits["test"].classes, listed], sort_keys=True)
-    ann = str(Path(cfg.annotations).resolve()) if cfg.annotations else None
-    return {"annotations": ann, "lists": hashlib.sha1(text.encode()).hexdigest()[:12]}
-
-
-def split_videos(splits: dict[str, manifest.Split]) -> dict[str, Any]:
-    """What a record keeps of the splits: videos used and missing, the missing test videos by name."""
-    out = {s: {"used": len(g.records), "missing": len(g.missing)} for s, g in splits.items()}
-    out["test"]["missing_files"] = [path for path, _ in splits["test"].missing]
-    return out
 
 
 @torch.no_grad()
@@ -202,16 +136,7 @@ def cached_features(
     path = version_file("features", ckpt, pre.digest, key, f".{split}.pt")
     if path.exists():
         return torch.load(path, weights_only=True)
-    dataset = data.AVDataset(
-        records,
-        clip_spec(cfg, audio=audio),
-        train=False,
-        audio=audio,
-        num_clips=clips,
-        max_bad_fraction=cfg.max_bad_fraction,
-        preload=in_memory.preloads(cfg.preload, records, clip_spec(cfg, audio=audio)),
-        preload_cache=cfg.preload_cache,
-    )
+    dataset = data.eval_set(cfg, records, num_clips=clips, audio=audio)
     feats = extract_features(encoder, dataset, device, workers=workers, modality=modality)
     write_atomically(path, lambda f: torch.save(feats, f))
     return feats
@@ -240,25 +165,21 @@ def export(
     ckpt: str | Path,
     pre: Pretrained,
     cfg: Config,
+    splits: EvalSplits,
     out: str | Path,
     device: torch.device,
     workers: int = 2,
     clips: int = CLIPS,
-    allow_missing: bool = False,
 ) -> int:
     """Write OUT (.npz): per video of the train and test splits, `video` and `audio` (the pooled
     features of both encoders, averaged over `clips` clips; NaN rows for videos without a clip of audio,
     `has_audio` False), `label`, `path` and `split`; `classes` and `about` (what made them, as JSON).
     Returns the number of videos."""
     check_out(out)
-    splits = eval_splits(cfg, allow_missing=allow_missing)
     columns: dict[str, list] = {k: [] for k in ("video", "audio", "has_audio", "label", "path", "split")}
     for split, got in splits.items():
         video = cached_features(ckpt, pre, cfg, pre.model.video, split, got.records, device, workers, clips)
-        try:
-            heard = data.split_records(cfg, split, need_audio=True).records
-        except ValueError:  # not one video of the split has audio
-            heard = []
+        heard = splits.heard(split)
         audio = torch.full_like(video["pooled"], float("nan"))
         if heard:
             feats = cached_features(ckpt, pre, cfg, pre.model.audio, split, heard, device, workers, clips, "audio")
@@ -274,7 +195,7 @@ def export(
     about = {"checkpoint": str(Path(ckpt).resolve()), "checkpoint_epoch": pre.epoch, "checkpoint_digest": pre.digest}
     about["clips"] = clips
     about |= {"dataset": str(Path(cfg.data).resolve()), "layout": cfg.layout, "fold": fold_of(cfg)}
-    arrays["classes"] = np.array(splits["test"].classes)
+    arrays["classes"] = np.array(splits.test.classes)
     arrays["about"] = np.array(json.dumps(about))
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)

@@ -43,6 +43,7 @@ from machinery.schedule import cosine
 from media import augment
 from media.loader_workers import loader, progress
 from persistence import checkpoint
+from protocols.splits import EvalSplits
 
 FINETUNE = dict(
     epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5
@@ -165,6 +166,7 @@ def video_accuracy(clf: Classifier, dataset: data.AVDataset, device: torch.devic
 def finetune(
     encoder: nn.Module,
     cfg: Config,
+    splits: EvalSplits,
     epochs: int = FINETUNE["epochs"],
     lr: float = FINETUNE["lr"],
     lr_min: float = FINETUNE["lr_min"],
@@ -180,7 +182,8 @@ def finetune(
     curve_every: int = 0,
     resume: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy.
+    """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy (`splits`:
+    protocols/splits.resolve's, checked there).
     select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
     that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
     curve_every N > 0 also records the test accuracy after every Nth epoch, as out["curve"]: a
@@ -201,9 +204,8 @@ def finetune(
             cfg.frames = frames
         if batch_size % accumulate:
             raise ValueError(f"batch_size {batch_size} must divide into accumulate={accumulate} micro-batches")
-        train_set, classes = data.eval_set(cfg, "train", train_mode=True)
-        test_set, _ = data.eval_set(cfg, "test")
-        data.check_disjoint(test_set, train_set, "the test and train splits")
+        train_set = data.eval_set(cfg, splits.train.records, train_mode=True)
+        test_set, classes = data.eval_set(cfg, splits.test.records), splits.train.classes
         fit_idx, val_set = np.arange(len(train_set)), None
         if select_on_val:
             rng = np.random.default_rng(seed)
@@ -215,7 +217,7 @@ def finetune(
                 ]
             )
             fit_idx = np.setdiff1d(fit_idx, val_idx)
-            val_set = data.eval_set(cfg, "train", positions=val_idx)[0]
+            val_set = data.eval_set(cfg, [splits.train.records[i] for i in val_idx])
         batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
         torch.manual_seed(seed)  # the linear layer's initial weights
         clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)

@@ -457,7 +457,7 @@ def test_a_fine_tunes_result_is_read_from_its_own_key_whatever_dots_the_checkpoi
     stem = features.version_file("finetune", tmp_path / "ckpt.pt.prev", "c" * 40, "a key")
     Path(f"{stem}.json").write_text(json.dumps({"test_acc": 0.5}))
     (tmp_path / "finetune_ckpt.json").write_text(json.dumps({"test_acc": 0.9}))  # what with_suffix made of it
-    assert finetune.finetune(None, None, resume=stem)["test_acc"] == 0.5
+    assert finetune.finetune(None, None, None, resume=stem)["test_acc"] == 0.5
 
 
 def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path):
@@ -527,3 +527,24 @@ def test_a_fine_tune_on_fewer_videos_is_not_reused_once_the_set_is_whole(ucf_dat
     assert "finished before" not in out and len(epoch_lines(out)) == 1
     (rec,) = records.load(ckpt.parent / "eval.json")  # the same key: the whole set's record replaced the other
     assert rec["videos"]["test"]["missing"] == 0 and len(list(ckpt.parent.glob("finetune_*.json"))) == 2
+
+
+def test_an_evaluation_reads_its_split_lists_once_and_hands_every_protocol_those_records(
+    ucf_data, video_manifest, ckpt, monkeypatch
+):
+    """retrieval, few-shot and a fine-tune of one command, and `features` with both encoders: each split is
+    resolved once (protocols/splits.resolve), and every protocol reads those records; none goes back to the
+    lists or the manifest (a rescan mid-way would give one protocol other videos than the next)."""
+    real, calls = manifest.load_split, []
+    monkeypatch.setattr(manifest, "load_split", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    tune = ["all", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest), *TUNE]
+    tune[tune.index("4")] = "1"  # one fine-tune epoch
+    evaluate.main(tune)
+    assert sorted(calls) == ["test", "train"]
+    assert {r["task"] for r in records.load(ckpt.parent / "eval.json")} == {"retrieval", "fewshot", "finetune"}
+    calls.clear()
+    out = ckpt.parent / "both.npz"
+    evaluate.main(["features", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--out", out)])
+    assert sorted(calls) == ["test", "train"]  # the audio encoder's rows too: the records' audio decides
+    f = np.load(out)
+    assert [Path(p).name for p, heard in zip(f["path"], f["has_audio"]) if not heard] == [UCF_SILENT]

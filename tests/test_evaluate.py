@@ -11,7 +11,7 @@ from config import Config, parse_config
 from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
-from protocols import features, finetune, retrieval
+from protocols import features, finetune, retrieval, splits
 from tools import synthetic
 
 
@@ -147,16 +147,16 @@ def _two_colour_folder(root, n_train=4, n_test=3, lists=True):
 def test_finetune_trains_on_the_whole_train_split_and_reports_the_final_epoch(tmp_path):
     root = _two_colour_folder(tmp_path / "ds")
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--preload", "off"])
-    enc = VideoEncoder(9, width=0.125)
+    enc, both = VideoEncoder(9, width=0.125), splits.resolve(cfg)
     before = {k: v.clone() for k, v in enc.state_dict().items()}
-    res = finetune.finetune(enc, cfg, epochs=30, lr=1e-2, lr_min=1e-3, batch_size=8, accumulate=2, workers=0)
+    res = finetune.finetune(enc, cfg, both, epochs=30, lr=1e-2, lr_min=1e-3, batch_size=8, accumulate=2, workers=0)
     assert set(res) == {"test_acc", "steps"}  # no validation part held out by default
     assert res["steps"] == 30 * (8 // 8)  # every one of the 8 train videos in every epoch
     assert res["test_acc"] == 1.0  # 6 test videos, dark vs bright
     assert all(torch.equal(before[k], v) for k, v in enc.state_dict().items())  # the caller's encoder is untouched
-    sel = finetune.finetune(enc, cfg, epochs=1, batch_size=4, select_on_val=True, val_fraction=0.25, workers=0)
+    sel = finetune.finetune(enc, cfg, both, epochs=1, batch_size=4, select_on_val=True, val_fraction=0.25, workers=0)
     assert set(sel) == {"val_acc", "test_acc", "steps"} and sel["steps"] == 1 * (6 // 4)  # 2 held out
-    curve = finetune.finetune(enc, cfg, epochs=3, lr=1e-2, lr_min=1e-3, batch_size=8, workers=0, curve_every=2)
+    curve = finetune.finetune(enc, cfg, both, epochs=3, lr=1e-2, lr_min=1e-3, batch_size=8, workers=0, curve_every=2)
     assert set(curve["curve"]) == {2, 3} and curve["curve"][3] == curve["test_acc"]  # every 2nd epoch and the last
 
 
@@ -186,8 +186,8 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
     ].read_text()
     # retrieval on the split: the queries are not in the gallery, so R@1 is not trivially 100%
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--preload", "off"])
-    tr, te = data.eval_set(cfg, "train")[0], data.eval_set(cfg, "test")[0]
-    data.check_disjoint(te, tr)
+    both = splits.resolve(cfg)  # refuses lists that share a file
+    tr, te = data.eval_set(cfg, both.train.records), data.eval_set(cfg, both.test.records)
     enc = VideoEncoder(9, width=0.125)
     ftr = features.extract_features(enc, tr, torch.device("cpu"), workers=0)
     fte = features.extract_features(enc, te, torch.device("cpu"), workers=0)
@@ -195,7 +195,7 @@ def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak
     assert dist.min() > 1e-3  # no query finds itself at distance 0
     # and a set that does share files is refused
     with pytest.raises(ValueError, match="share 8 video file"):
-        data.check_disjoint(tr, tr)
+        splits.check_disjoint(tr, tr)
 
 
 def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_naming_it(tmp_path):
