@@ -34,14 +34,16 @@ class TrainCrop:
     def __init__(self, size: int, strength: float = 1.0) -> None:
         self.size = size
         self.crop = v2.RandomResizedCrop(size, scale=(1 - 0.6 * strength, 1.0), antialias=True)
+        self.log_ratio = self.crop._log_ratio.tolist()  # its float32 bounds, as make_params passes them
 
     def draw(self, height: int, width: int, g: torch.Generator | None = None) -> tuple[Box, bool]:
         # RandomResizedCrop.make_params' draws, call for call, from `g` (make_params takes the global
         # generator alone, and its wrapping cost a third of an item's draws)
-        (lo, hi), (log_lo, log_hi), area = self.crop.scale, self.crop._log_ratio.tolist(), height * width
+        (lo, hi), (log_lo, log_hi), area = self.crop.scale, self.log_ratio, height * width
+        one = torch.empty(1)  # each draw written into it: the values make_params' fresh tensors get
         for _ in range(10):
-            target_area = area * torch.empty(1).uniform_(lo, hi, generator=g).item()
-            aspect_ratio = torch.exp(torch.empty(1).uniform_(log_lo, log_hi, generator=g)).item()
+            target_area = area * one.uniform_(lo, hi, generator=g).item()
+            aspect_ratio = one.uniform_(log_lo, log_hi, generator=g).exp_().item()  # float32, as torch.exp
             w = int(round(math.sqrt(target_area * aspect_ratio)))
             h = int(round(math.sqrt(target_area / aspect_ratio)))
             if 0 < w <= width and 0 < h <= height:
@@ -54,7 +56,7 @@ class TrainCrop:
                 (width, int(round(width / ratio))) if width / height < ratio else (int(round(height * ratio)), height)
             )
             top, left = (height - h) // 2, (width - w) // 2
-        return {"top": top, "left": left, "height": h, "width": w}, bool(torch.rand(1, generator=g) < 0.5)
+        return {"top": top, "left": left, "height": h, "width": w}, torch.rand(1, generator=g).item() < 0.5
 
     def apply(self, frames: Tensor, box: Box, flip: bool) -> Tensor:
         return self.apply_many(frames[None], [box], [flip])[0]
