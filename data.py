@@ -40,6 +40,11 @@ from persistence import runstate
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
 
+def uniform(g: torch.Generator | None, scale: float, shift: float = 0.0) -> float:
+    """shift + scale * torch.rand((), generator=g), rounded as that float32 tensor arithmetic rounds it."""
+    return float(np.float32(shift) + np.float32(scale) * np.float32(torch.rand((), generator=g).item()))
+
+
 # ----------------------------------------------------------------------------- dataset
 
 
@@ -165,10 +170,10 @@ class AVDataset(torch.utils.data.Dataset):
     def labels(self) -> Tensor:
         return torch.tensor([r.label for r in self.records])
 
-    def clip_starts(self, rec: Record) -> list[float]:
+    def clip_starts(self, rec: Record, g: torch.Generator | None = None) -> list[float]:
         room = max(0.0, rec.duration - self.spec.seconds)
         if self.train:
-            return [float(torch.rand(()) * room)]
+            return [uniform(g, room)]
         return list(np.linspace(0, room, self.num_clips))
 
     def audio_around(self, start: float, audio_len: float) -> float:
@@ -176,30 +181,30 @@ class AVDataset(torch.utils.data.Dataset):
         centre = start + self.spec.seconds / 2
         return min(max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds))
 
-    def cut(self, i: int, read: Callable[..., tuple[Any, Any]]) -> tuple[Any, Any, dict[str, Any]]:
+    def cut(self, i: int, read: Callable[..., tuple[Any, Any]], g: torch.Generator) -> tuple[Any, Any, dict[str, Any]]:
         """A training clip of instance i: its random draws, in the one order every path takes them from
-        the item's generator (the start, the replacement audio's start, put on the spectrogram's hop grid,
+        the item's generator g (the start, the replacement audio's start, put on the spectrogram's hop grid,
         [the file is read], the volume, the crop, the flip), and what `read` returned. read(path, start,
         audio_path, audio_start) gives (frames (T, H, W, 3), waveform or None) or raises for a file that
         does not decode; the in-memory set (media/in_memory.py) passes one that only looks it up."""
         rec = self.records[i]
-        start = self.clip_starts(rec)[0]
+        start = self.clip_starts(rec, g)[0]
         audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
         audio_start = self.audio_around(start, audio_len)
         if audio_path is not None:  # the replacement audio comes from anywhere in its file
-            audio_start = float(torch.rand(()) * max(0.0, audio_len - self.spec.audio_seconds))
+            audio_start = uniform(g, max(0.0, audio_len - self.spec.audio_seconds))
         audio_start = self.spec.on_hop_grid(audio_start)  # a frame of the sound's spectrogram starts there
         frames, wav = read(rec.path, start, audio_path, audio_start)
-        volume = float(0.8 + 0.4 * torch.rand(())) if wav is not None else None  # x U(0.8, 1.2)
-        box, flip = self.transform.draw(frames.shape[1], frames.shape[2])
+        volume = uniform(g, 0.4, 0.8) if wav is not None else None  # x U(0.8, 1.2)
+        box, flip = self.transform.draw(frames.shape[1], frames.shape[2], g)
         draws = dict(start=start, audio_path=audio_path, audio_start=audio_start, volume=volume, box=box, flip=flip)
         return frames, wav, draws
 
-    def load(self, i: int) -> dict[str, Any]:
+    def load(self, i: int, g: torch.Generator | None = None) -> dict[str, Any]:
         rec = self.records[i]
         item = {"index": i, "label": rec.label, "faulty": bool(self.faulty[i])}
         if self.train:  # one clip, (3, T, H, W) and (n,), not copied into a stack of one
-            frames, wav, d = self.cut(i, self.read)
+            frames, wav, d = self.cut(i, self.read, g)
             item["video"] = self.transform.apply(frames, d["box"], d["flip"])
             if wav is not None:
                 item["audio"] = wav * d["volume"]
@@ -217,27 +222,22 @@ class AVDataset(torch.utils.data.Dataset):
     def __getitem__(self, key: int | tuple[int, int]) -> dict[str, Any]:
         return self.seeded(key)
 
-    def seeded(self, key: int | tuple[int, int], make: Callable[[int], dict] | None = None) -> dict[str, Any]:
+    def seeded(self, key: int | tuple[int, int], make: Callable | None = None) -> dict[str, Any]:
         """key: an index, or (index, seed) from SeededSampler: the item's random draws then depend
-        on the seed alone, not on which worker made it or what that worker made before. make(i): what
-        an item is (load, or the in-memory set's draws alone)."""
-        if not isinstance(key, tuple):  # int, or numpy's from a Subset
+        on the seed alone, not on which worker made it or what that worker made before. make(i, g): what
+        an item is (load, or the in-memory set's draws alone), its draws taken from the generator g."""
+        if not isinstance(key, tuple):  # int, or numpy's from a Subset: the global generator draws
             return self._get(int(key), make)
-        i, seed = key
-        with torch.random.fork_rng(devices=[]):
-            # Only the CPU generator, which fork_rng(devices=[]) restores and the item's draws use:
-            # torch.manual_seed would also queue a lazy CUDA seeding (a stack trace per call, ~0.1 ms)
-            # and, where CUDA is up, reseed the device's augmentations per item.
-            torch.default_generator.manual_seed(seed)
-            return self._get(i, make)
+        # a CPU generator of its own seeded as the global one would be: the same draws, the global streams left alone
+        return self._get(key[0], make, torch.Generator().manual_seed(key[1]))
 
-    def _get(self, i: int, make: Callable[[int], dict] | None = None) -> dict[str, Any]:
+    def _get(self, i: int, make: Callable | None = None, g: torch.Generator | None = None) -> dict[str, Any]:
         """load(i), or where its file fails, another item's, marked with `failed` = i (else -1): the
         substitute trains as itself, and train.py keeps it out of the bank update and i out of the bank."""
         failed = -1
         for _ in range(10):
             try:
-                return {**(make or self.load)(i), "failed": failed}
+                return {**(make or self.load)(i, g), "failed": failed}
             except Exception as err:
                 path = self.records[i].path
                 if path not in self.bad:
@@ -249,7 +249,7 @@ class AVDataset(torch.utils.data.Dataset):
                         f"max_bad_fraction={self.max_bad_fraction}); last: {path}: {err}"
                     ) from err
                 failed = i if failed < 0 else failed
-                i = int(torch.randint(0, len(self), ()))
+                i = int(torch.randint(0, len(self), (), generator=g))
         raise RuntimeError(f"10 bad files in a row, last {self.records[i].path}")
 
 

@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from analysis.diagnostics import draw_candidates, some_slots
-from losses import VARIANTS, soft_targets
+from analysis.diagnostics import draw_candidates, soft_targets_at, some_slots
+from losses import VARIANTS
 
 if TYPE_CHECKING:  # for annotations only
     from config import Config
@@ -87,8 +87,7 @@ def positive_mass(
         return None
     video, audio = video.float().cpu(), audio.float().cpu()
     cand = draw_candidates(video.shape[0], max_items, num_negatives, seed)  # (A, 1+K)
-    vbar, abar = (m.index_select(0, cand.flatten()).view(*cand.shape, -1) for m in (video, audio))  # (A, 1+K, D)
-    S_v, S_a = soft_targets(vbar, abar, strategy, lam=1.0, tau_s=tau_s, tau_t=tau_t)  # (A, 1+K) each
+    S_v, S_a = soft_targets_at(video, audio, cand, strategy, tau_s, tau_t)  # (A, 1+K) each
     return float(0.5 * (S_v[:, 0] + S_a[:, 0]).mean())
 
 

@@ -87,8 +87,8 @@ class InMemoryClips:
         sound) and the error of a file that did not decode."""
         return self.dataset.held(path, audio_path)
 
-    def _draw(self, i: int) -> dict[str, Any]:
-        return {"index": i, **self.dataset.cut(i, self._look_up)[2]}
+    def _draw(self, i: int, g: torch.Generator) -> dict[str, Any]:
+        return {"index": i, **self.dataset.cut(i, self._look_up, g)[2]}
 
     def batch(self, keys: list[tuple[int, int]]) -> dict[str, Tensor]:
         """keys: (index, seed) pairs (data.SeededSampler's) -> the batch a DataLoader of the same dataset
@@ -102,8 +102,8 @@ class InMemoryClips:
         t = torch.minimum(t, self.lengths[idx, None] - 1)  # (B, T): a short video repeats its last frame
         rows = (idx[:, None] * self.frames.shape[1] + t).flatten()  # (B*T,) rows of the (N*F, H*W*3) table
         clips = self.frames.flatten(0, 1).index_select(0, rows.to(dev)).view(len(idx), -1, *self.frames.shape[2:])
-        crop = self.dataset.transform
-        video = torch.stack([crop.apply(clip, d["box"], d["flip"]) for clip, d in zip(clips, items)])  # (B, 3, T, S, S)
+        # (B, T, H, W, 3) -> (B, 3, T, S, S): each clip cropped and flipped as its item drew
+        video = self.dataset.transform.apply_many(clips, [d["box"] for d in items], [d["flip"] for d in items])
         batch = {"video": video, "index": idx.to(dev), "failed": torch.tensor([d["failed"] for d in items])}
         if self.n:
             (f, bands), steps = self.mel.shape[1:], spec.n_time
