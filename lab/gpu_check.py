@@ -19,6 +19,9 @@ bring PyAV as a wheel), it runs and writes one table (`make gpu-check`: the comm
              timed, and the whole claims plan's time on this GPU extrapolated from it (goal <= 20 min);
              then the demo at 50% injected in the larger regime (demo_args.AT_50, the README's command),
              timed
+  f. cut     the in-memory set's cut on the GPU against the loader's CPU cut (tests/test_in_memory.py's
+             test_the_gpu_cut_is_within_one_level_of_the_loaders_cpu_cut): its measured largest and mean
+             pixel difference and whether the stated bound (1 level, mean 0.5) holds
 
 Nothing here needs a GPU to import. Without CUDA it says so in one line and exits 0, so CI is
 unaffected; `--cpu-smoke` runs every part on the CPU at toy sizes (tests/test_gpu_check.py).
@@ -216,6 +219,20 @@ def ddp_section(work, smoke):
     ], same
 
 
+def cut_section(smoke):
+    """The GPU cut's bound, measured by its test (it skips without CUDA: the smoke run's answer is n/a)."""
+    test = "tests/test_in_memory.py::test_the_gpu_cut_is_within_one_level_of_the_loaders_cpu_cut"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-rs", test], cwd=ROOT, capture_output=True, text=True
+    )
+    said = [line for line in run.stdout.splitlines() if line.startswith("GPU cut:")]
+    if "skipped" in run.stdout.splitlines()[-1]:
+        return ["the test skipped: no CUDA here"], None
+    return [*(said or ["the test printed no measurement"]), f"bound holds: {'yes' if run.returncode == 0 else 'NO'}"], (
+        run.returncode == 0
+    )
+
+
 def demo_section(work, smoke):
     """make demo's command, timed end to end on a freshly generated set; then one claims setting."""
     from lab import claims  # here: the claims cluster is only needed by this part
@@ -284,7 +301,7 @@ def main(argv=None):
     )
     p.add_argument("--work", default="runs/gpu_check", help="generated data and runs (reused when there)")
     p.add_argument("--cpu-smoke", action="store_true", help="every part on the CPU at toy sizes (for the tests)")
-    p.add_argument("--parts", nargs="+", default=["step", "data", "train", "ddp", "demo"])
+    p.add_argument("--parts", nargs="+", default=["step", "data", "train", "ddp", "demo", "cut"])
     args = p.parse_args(argv)
     problem = devices.cuda_problem()
     if problem and not args.cpu_smoke:
@@ -314,6 +331,9 @@ def main(argv=None):
     if "demo" in args.parts:
         lines, verdict["make demo <= 60 s, claims plan <= 20 min"] = demo_section(work, smoke)
         text += ["## e. make demo and one claims setting\n", *lines, ""]
+    if "cut" in args.parts:
+        lines, verdict["GPU cut within 1 level of the CPU's"] = cut_section(smoke)
+        text += ["## f. The in-memory cut on the GPU against the loader's on the CPU\n", *lines, ""]
     text += ["## Verdict\n"] + [
         f"- {k}: {'n/a (no GPU)' if v is None else 'yes' if v else 'NO'}" for k, v in verdict.items()
     ]

@@ -15,13 +15,21 @@ def test_without_cuda_it_says_so_and_exits_zero(tmp_path, capsys, monkeypatch):
 
 
 def test_cpu_smoke_runs_every_part_and_writes_the_table(tmp_path):
-    parts = ["--parts", "step", "data", "train", "ddp"]  # the demo part: the slow test below
+    parts = ["--parts", "step", "data", "train", "ddp", "cut"]  # the demo part: the slow test below
     assert (
         gpu_check.main(["--cpu-smoke", "--out", str(tmp_path / "gpu.md"), "--work", str(tmp_path / "w"), *parts]) == 0
     )
     text = (tmp_path / "gpu.md").read_text()
-    for heading in ("a. Training step", "b. Loader", "c. torchrun train.py", "d. DDP", "Verdict"):
+    for heading in (
+        "a. Training step",
+        "b. Loader",
+        "c. torchrun train.py",
+        "d. DDP",
+        "f. The in-memory cut",
+        "Verdict",
+    ):
         assert heading in text
+    assert "the test skipped: no CUDA here" in text and "GPU cut within 1 level of the CPU's: n/a (no GPU)" in text
     assert "| demo | 4 | fp32 |" in text and "| prepared |" in text
     assert "train + resume + eval: yes" in text and "DDP replicas identical: yes" in text
     assert "losses finite yes" in text and "resumed yes" in text

@@ -140,6 +140,7 @@ def test_the_gpu_cut_is_within_one_level_of_the_loaders_cpu_cut(varied):
     want = default_collate([ds[k] for k in KEYS])
     assert got["video"].is_cuda and got["video"].dtype == want["video"].dtype == torch.uint8
     diff = (got["video"].cpu().int() - want["video"].int()).abs()
+    print(f"GPU cut: largest difference {int(diff.max())} uint8 levels, mean {diff.float().mean():.4f}")  # gpu_check
     assert diff.max() <= 1 and diff.float().mean() <= 0.5
     cpu = in_memory.InMemoryClips(ds, torch.device("cpu")).batch(KEYS)
     torch.testing.assert_close(got["mel"].cpu(), cpu["mel"], rtol=1e-4, atol=1e-8)
