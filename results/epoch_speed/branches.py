@@ -1,0 +1,81 @@
+"""The faster epoch's branches, paired on one warm-up (BRANCH_PLAN.md, written before the runs): for seeds
+0-2, the old code's warm-up (0756166, from the equivalence runs) branched by the new code, against the old
+code's own branches from that warm-up (seedS_old.json); and the control, the old code's seed-0 branches
+rerun from its warm-up (control_seed0.json), which must equal seed0_old.json. Writes BRANCHES.md.
+
+    .venv/bin/python -m results.epoch_speed.branches   # reads results/epoch_speed/*.json
+
+The new JSONs are experiments.demo's demo.json of `--seeds S` in a clone of the new code with the old
+warm-up folder copied in (the warm-up is then finished, and only the branches train).
+"""
+
+from pathlib import Path
+from statistics import mean
+
+from analysis.figures import ci95
+from results.epoch_speed.equivalence import METHODS, SEEDS, rows
+
+HERE = Path(__file__).parent
+METRICS = ("1-shot", "R@5")
+
+
+def interval(d):
+    return mean(d), mean(d) - ci95(d), mean(d) + ci95(d)
+
+
+def main():
+    control = rows(0, "old", HERE / "control_seed0.json")
+    same = all(f"{100 * control[m][k]:.2f}" == f"{100 * rows(0, 'old')[m][k]:.2f}" for m in METHODS for k in METRICS)
+    lines = [
+        "# The faster epoch's branches on the old code's warm-ups (branches.py; plan: BRANCH_PLAN.md)",
+        "",
+        "25% injected, make demo's settings; the old code's 30-epoch warm-up of each seed, then 24-epoch",
+        "branches by the old code (seedS_old.json) and by the new (branch_seedS_new.json); new - old in points,",
+        "mean [95% interval] over seeds 0-2.",
+        "",
+        f"**Control:** the old code's seed-0 branches rerun from its warm-up "
+        f"{'equal' if same else 'do NOT equal'} seed0_old.json to 2 decimals on every row (1-shot, R@5).",
+        "",
+        "| Method | Δ 1-shot | Δ R@5 |",
+        "|---|---:|---:|",
+    ]
+    diff = {
+        (m, k): [100 * (rows(s, "new", HERE / f"branch_seed{s}_new.json")[m][k] - rows(s, "old")[m][k]) for s in SEEDS]
+        for m in METHODS
+        for k in METRICS
+    }
+    named = []
+    for m in METHODS:
+        cells = []
+        for k in METRICS:
+            mu, lo, hi = interval(diff[m, k])
+            cells.append(f"{mu:+.1f} [{lo:+.1f}, {hi:+.1f}]")
+            if lo > 1 or hi < -1:
+                named.append(f"{m} {k}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    per_seed = {k: [mean(diff[m, k][i] for m in METHODS) for i in range(len(SEEDS))] for k in METRICS}
+    overall = {k: interval(per_seed[k]) for k in METRICS}
+    mu, lo, hi = overall["1-shot"]
+    lines += [
+        "",
+        "Overall (the 15 pairs; interval over the 3 per-seed means): "
+        + ", ".join(f"{k} {m:+.1f} [{a:+.1f}, {b:+.1f}]" for k, (m, a, b) in overall.items())
+        + ".",
+        "",
+        "Per seed, 1-shot new - old: "
+        + "; ".join(
+            f"seed {s}: " + ", ".join(f"{m} {diff[m, '1-shot'][i]:+.1f}" for m in METHODS) for i, s in enumerate(SEEDS)
+        )
+        + ".",
+        "",
+        "**Rule 1** (any per-method interval excluding zero by more than 1 point): "
+        + (", ".join(named) if named else "none")
+        + ".",
+        f"**Rule 2** (overall 1-shot interval inside [-3, +3]): {'holds' if -3 <= lo and hi <= 3 else 'not shown'}.",
+    ]
+    (HERE / "BRANCHES.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
