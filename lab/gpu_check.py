@@ -225,8 +225,9 @@ def cut_section(smoke):
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-rs", test], cwd=ROOT, capture_output=True, text=True
     )
-    said = [line for line in run.stdout.splitlines() if line.startswith("GPU cut:")]
-    if "skipped" in run.stdout.splitlines()[-1]:
+    lines = run.stdout.splitlines() or [run.stderr.strip() or "pytest printed nothing"]
+    said = [line for line in lines if line.startswith("GPU cut:")]
+    if "skipped" in lines[-1]:
         return ["the test skipped: no CUDA here"], None
     return [*(said or ["the test printed no measurement"]), f"bound holds: {'yes' if run.returncode == 0 else 'NO'}"], (
         run.returncode == 0

@@ -104,7 +104,7 @@ class ClipAugment(nn.Module):
         lead = video.shape[:-4]  # (B,) or (B, clips)
         x = video.reshape(-1, *video.shape[-4:])  # x: (N, 3, T, H, W) uint8
         if self.train_mode:  # in [0, 1], augmented, then normalised in place: normalise's values, two copies fewer
-            x = self.augment(x.float().div_(255)).sub_(MEAN).div_(STD)
+            x = self.augment(x.to(torch.float32, copy=True).div_(255)).sub_(MEAN).div_(STD)  # never the caller's
         else:
             x = normalise(x)
         x = x.reshape(*lead, *x.shape[1:])  # (B, [clips,] 3, T, H, W)

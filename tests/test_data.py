@@ -434,3 +434,14 @@ def test_the_training_transform_is_v2s_compose_of_crop_and_flip_draw_for_draw():
             torch.manual_seed(seed)
             want = reference(tv_tensors.Video(frames.permute(0, 3, 1, 2))).permute(1, 0, 2, 3)
             assert torch.equal(got, want) and torch.equal(after, torch.rand(1))
+
+
+def test_uniform_rounds_as_the_float32_tensor_expressions_it_replaced():
+    """data.uniform draws from an item's own generator what `float(torch.rand(()) * room)` (a clip's start)
+    and `float(0.8 + 0.4 * torch.rand(()))` (its volume) drew from the seeded global one, to the last bit."""
+    for seed in range(300):
+        g = torch.Generator().manual_seed(seed)
+        got = [data.uniform(g, 7.3), data.uniform(g, 0.4, 0.8), data.uniform(g, 1e-3)]
+        torch.manual_seed(seed)
+        want = [float(torch.rand(()) * 7.3), float(0.8 + 0.4 * torch.rand(())), float(torch.rand(()) * 1e-3)]
+        assert got == want, seed
