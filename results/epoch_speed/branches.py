@@ -87,8 +87,35 @@ def main():
         + ".",
         f"**Rule 2** (overall 1-shot interval inside [-3, +3]): {'holds' if -3 <= lo and hi <= 3 else 'not shown'}.",
     ]
+    lines += addendum()
     (HERE / "BRANCHES.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+
+
+def addendum(seeds=(3, 4, 5, 6, 7)):
+    """BRANCH_PLAN.md's addendum: each method's 1-shot gap to xID, new - old, over the seeds that ran."""
+    ran = [s for s in seeds if (HERE / f"branch_seed{s}_new.json").exists() and (HERE / f"seed{s}_old.json").exists()]
+    lines = [
+        "",
+        f"## Addendum: seeds {seeds[0]}-{seeds[-1]} ({len(ran)} ran: {', '.join(map(str, ran)) or 'none'})",
+        "",
+    ]
+    if len(ran) < 2:
+        return lines + ["Too few seeds for an interval."]
+    gap = {  # method -> per seed: (new gap to xID) - (old gap to xID), in points
+        m: [
+            100 * (new[m]["1-shot"] - new["xid"]["1-shot"] - old[m]["1-shot"] + old["xid"]["1-shot"])
+            for s in ran
+            for new, old in [(rows(s, "new", HERE / f"branch_seed{s}_new.json"), rows(s, "old"))]
+        ]
+        for m in METHODS[1:]
+    }
+    lines += ["| Method | Δ (gap to xID, 1-shot) per seed | mean [95% interval] | rule |", "|---|---:|---:|:-:|"]
+    for m, g in gap.items():
+        mu, lo, hi = interval(g)
+        moved = "moved" if lo > 1 or hi < -1 else "not shown to move"
+        lines.append(f"| {m} | {', '.join(f'{x:+.1f}' for x in g)} | {mu:+.1f} [{lo:+.1f}, {hi:+.1f}] | {moved} |")
+    return lines
 
 
 if __name__ == "__main__":
