@@ -61,7 +61,7 @@ def main():
         lines.append(f"| {s} | " + " | ".join(pair) + " |")
     lines += [
         "",
-        "Reading: by the issue's rule the new path stays the default (no interval excludes zero by more than",
+        "Reading: by the rule set before the runs the new path stays the default (no interval excludes zero by more than",
         "1 point), but three seeds cannot show equivalence here: the warm-up's outcome swings by 15-20 points",
         "1-shot between seeds, and a change of rounding or of the audio window re-deals which seed ends weak,",
         "so a seed's old and new runs are barely paired. The intervals are tens of points wide; a shift of 10",

@@ -1,5 +1,5 @@
 """A timing probe, not a feature: would cutting batch n+1 in a background thread, while the model steps on
-batch n, bring the epoch nearer the bare model's speed on 2 cores (issue 74, item 3)? It replaces
+batch n, bring the epoch nearer the bare model's speed on 2 cores? It replaces
 InMemoryLoader.__iter__ with one that submits each batch's cut to a one-thread pool a batch ahead, then
 runs `lab.bench epoch` (its split and its epoch/model ratio, the same run). The cut's draws use generators
 of their own (media/in_memory.py), so the thread changes no clip; the global generator the augmentation
