@@ -61,16 +61,13 @@ def main():
         lines.append(f"| {s} | " + " | ".join(pair) + " |")
     lines += [
         "",
-        "Reading: by the rule set before the runs the new path stays the default (no interval excludes zero by more than",
-        "1 point), but three seeds cannot show equivalence here: the warm-up's outcome swings by 15-20 points",
-        "1-shot between seeds, and a change of rounding or of the audio window re-deals which seed ends weak,",
-        "so a seed's old and new runs are barely paired. The intervals are tens of points wide; a shift of 10",
-        "points would pass unseen. Holding each seed's warm-up fixed (the old code's), the branches of the",
-        "code after both rounds (e41b33f) agree with the old code's on the mean: 1-shot +0.1 [-2.4, +2.6] over",
-        "the 15 pairs (BRANCHES.md, planned in BRANCH_PLAN.md before its runs), single branches within 4.5",
-        "points. The gaps to xID, which the claims compare, leaned lower there (Oracle's shrank on all 3 seeds,",
-        "-4.1 [-9.4, +1.1]); on five new seeds (3-7, the plan's addendum) none is shown to move: Oracle -0.2",
-        "[-3.7, +3.2], Weighted and Robust -1.5 [-3.1, +0.2] and [-3.3, +0.2], Soft -0.1 [-2.3, +2.0].",
+        "Reading: by the rule set before the runs the new path stays the default (no interval excludes zero",
+        "by more than 1 point), but three seeds cannot show equivalence here: the warm-up's outcome swings by",
+        "15-20 points 1-shot between seeds, and a change of rounding or of the audio window re-deals which",
+        "seed ends weak, so a seed's old and new runs are barely paired. The intervals are tens of points",
+        "wide; a shift of 10 points would pass unseen. BRANCHES.md (planned in BRANCH_PLAN.md before its",
+        "runs) holds each seed's warm-up fixed and compares the branches alone: their paired differences",
+        "(seeds 0-2) and each method's gap to xID (seeds 0-2, then 3-7), with the plan's rules applied.",
         "Every committed claim (results/claims/) was made on the old input path; its numbers stand for that",
         "path, and a rerun on the new one is pending.",
     ]
