@@ -3,6 +3,8 @@ the means ± SD and paired 95% intervals over seeds, the comparison with a commi
 RESULTS/NAME.md and NAME.json. experiments/demo.py runs the settings; this writes what they gave.
 
     python -m experiments.demo      # writes runs/demo/demo.md and demo.json through write_results
+
+Tests: tests/test_demo_report.py
 """
 
 import json

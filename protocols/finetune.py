@@ -19,7 +19,7 @@ state is removed and before evaluate.py touches eval.json; a rerun finds it ther
 
     python evaluate.py finetune CKPT --finetune-epochs 20     # evaluate.py runs it and stores the protocol
 
-Tests: tests/test_evaluate.py
+Tests: tests/test_evaluate.py, tests/test_finetune_records.py
 """
 
 import copy

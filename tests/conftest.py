@@ -1,10 +1,19 @@
 """Shared test set-up: every test seeded, generated media, and the two datasets several test files use
 (pytest.ini puts the repository root on the path)."""
 
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from config import Config
+from media import manifest
+from memory_bank import MemoryBank
+from model import AVModel
+from persistence import checkpoint
 from tools import synthetic
 
 
@@ -104,3 +113,52 @@ def ucf_layout(root):
 @pytest.fixture(scope="module")
 def ucf_data(tmp_path_factory):
     return ucf_layout(tmp_path_factory.mktemp("ucf101"))
+
+
+# ----------------------------------------------------------------------------- evaluation
+# A tiny checkpoint and the tiny UCF101 layout, evaluated as a user runs evaluate.py
+# (tests/test_eval_records.py, tests/test_finetune_records.py).
+
+TUNE = ["--finetune-epochs", "4", "--finetune-batch", "4"]  # a fine-tune of 4 epochs, batches of 4
+FAST = ["--clips", "2", "--workers", "0", "--device", "cpu"]  # 2 clips per video: the same code, a fifth of it
+
+
+def save_version(path, epoch, seed=0):
+    """An untrained tiny checkpoint (evaluation reads it as any other): its numbers are not the point.
+    Another epoch and seed: another version of the file, as a run that goes on training saves it."""
+    cfg = Config(frames=4, size=32, n_mels=40, n_time=40, width=0.125)
+    torch.manual_seed(seed)
+    checkpoint.save_checkpoint(
+        path,
+        model_args=checkpoint.model_args(cfg),
+        clip={},
+        config=asdict(cfg),
+        model=AVModel(**checkpoint.model_args(cfg)).state_dict(),
+        bank=MemoryBank(16, seed=0).state_dict(),
+        instances=None,
+        epoch=epoch,
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return save_version(tmp_path_factory.mktemp("run") / "ckpt.pt", 7)
+
+
+@pytest.fixture
+def ckpt(trained, tmp_path):
+    """The checkpoint in a folder of this test's own, so that its eval.json starts empty."""
+    return Path(shutil.copy(trained, tmp_path / "ckpt.pt"))
+
+
+@pytest.fixture(scope="module")
+def video_manifest(ucf_data, tmp_path_factory):
+    """A manifest of ucf_data scanned as the error message says: without requiring audio."""
+    out = tmp_path_factory.mktemp("scan") / "manifest.csv"
+    manifest.main(["scan", str(ucf_data), "--video-only", "--jobs", "1", "--out", str(out)])
+    return out
+
+
+def ucf(ucf_data, *args):
+    return ["--data", str(ucf_data), "--layout", "ucf101", *map(str, args), *FAST]

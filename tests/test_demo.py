@@ -1,5 +1,6 @@
-"""The demo and the generator never write into a user's folder; the demo's tables report paired
-differences with confidence intervals."""
+"""The demo's runs (experiments/demo.py): the generator and the demo never write into a user's folder;
+settings run side by side or one after another give the same numbers, a finished one is read back,
+and the options are typed fields. Its tables: tests/test_demo_report.py."""
 
 import os
 from dataclasses import fields, replace
@@ -47,36 +48,6 @@ def test_the_demo_uses_a_user_folder_as_it_is_and_regenerates_only_its_own(tmp_p
     (own / "_heldout").mkdir()
     demo.ensure_data(own)  # complete: used as it is
     assert len(made) == 3
-
-
-def test_paired_differences_come_with_a_confidence_interval():
-    def rows(a, b):
-        return {0.5: {"xid": {"R@1": a, "AUROC": None}, "weighted": {"R@1": b, "AUROC": None}}}
-
-    results = [rows(0.20, 0.25), rows(0.30, 0.33), rows(0.10, 0.16)]
-    text = demo_report.tables(results, 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
-    assert "| xID | ✗ | 20.0 ± 10.0 | - |" in text  # the sample SD (ddof 1) of 20, 30, 10 and "over 3 seeds" in text
-    # differences +5, +3, +6: mean 4.67, sd 1.53, t(0.975, 2) = 4.303 -> half-width 3.79
-    assert "| Weighted-xID | +4.7 [+0.9, +8.5] |" in text
-
-
-def test_the_table_shows_the_soft_targets_column_only_when_a_method_uses_them():
-    rows = {0.5: {m: {"R@1": 0.2, "AUROC": 0.6} for m in ("xid", "weighted", "soft:oracle")}}
-    plain = demo_report.tables([rows], 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
-    assert "Soft targets" not in plain and "| Weighted-xID | scores | 20.0 | 60.0 |" in plain
-    assert "one seed, so no interval" in plain
-    soft = demo_report.tables([rows], 0.5, ["xid", "soft:oracle"], ["R@1", "AUROC"])
-    assert "| Method | Weights | Soft targets | R@1 | AUROC |" in soft and "| xID | ✗ | ✗ | 20.0 | 60.0 |" in soft
-    assert "| Soft-xID (oracle targets) | ✗ | oracle | 20.0 | 60.0 |" in soft
-
-
-def test_a_capped_shot_column_says_which_shot_it_holds():
-    capped = {"fewshot": {"text": "t", "capped": {"5": 4}}}
-    rows = {0.5: {m: {"5-shot": 0.3, "AUROC": 0.6, "protocols": capped} for m in ("xid", "weighted")}}
-    text = demo_report.tables([rows], 0.5, ["xid", "weighted"], ["5-shot", "AUROC"])
-    assert "5-shot: the 4-shot figure (the smallest class has 4 training videos)" in text
-    rows = {0.5: {m: {"5-shot": 0.3, "AUROC": 0.6} for m in ("xid", "weighted")}}
-    assert "figure" not in demo_report.tables([rows], 0.5, ["xid", "weighted"], ["5-shot", "AUROC"])
 
 
 @pytest.mark.slow
@@ -272,34 +243,6 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
         demo.run_setting(args, 1, 0.25)
 
 
-def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
-    """Seeds 20 points apart, a method always 2 points above the baseline: the paired differences are
-    exactly 2 with a zero-width interval, while the per-method means' intervals are wide."""
-    from analysis import figures
-
-    base = {0.0: [0.9, 0.7, 0.8], 0.5: [0.5, 0.3, 0.4]}
-    curves = {"xID": base, "Weighted-xID": {lv: [v + 0.02 for v in vs] for lv, vs in base.items()}}
-    diffs = figures.paired_differences(curves, "xID")
-    assert set(diffs) == {"Weighted-xID"} and set(diffs["Weighted-xID"]) == {0.0, 0.5}
-    for d in diffs["Weighted-xID"].values():
-        assert abs(sum(d) / len(d) - 0.02) < 1e-9 and figures.ci95(d) < 1e-9
-    assert figures.ci95(base[0.0]) > 0.2
-    figures.noisy([0.0, 0.5], curves, "R@5", tmp_path / "n.png", baseline="xID")
-    assert (tmp_path / "n.png").stat().st_size > 1000
-
-
-def test_the_main_job_prints_its_table_beside_the_reference():
-    row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
-    mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
-    reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
-    args = DemoArgs(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
-    text = demo_report.compare(mine, reference, args)
-    assert "| xID | 30.0 / 28.0 (+2.0) |" in text and "| Weighted-xID | 35.0 / 30.0 (+5.0) |" in text
-    assert "the reference has no such setting" in demo_report.compare(
-        mine, reference, DemoArgs(faulty=[0.25], methods=["xid"], compare="x")
-    )
-
-
 def test_the_command_line_fills_the_typed_args_and_passes_the_rest_to_train_py():
     """parse_args gives a DemoArgs whose defaults are the dataclass's (make demo's regime); a figure's
     settings apply unless given; options the demo does not know go to train.py."""
@@ -441,13 +384,3 @@ def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_s
     key = demo.setting_key(replace(args, data=str(tmp_path)), 0.0)
     assert key["transfer"] == "data/t"
     assert "transfer" not in demo.setting_key(replace(args, data=str(tmp_path), transfer=None), 0.0)
-
-
-def test_a_capped_few_shot_column_reads_the_shot_evaluate_ran():
-    """evaluate.py caps n-shot at the fewest training videos of a class and names it: the demo's 5-shot
-    column then reads that shot's numbers, not a key that is missing."""
-    from experiments.demo import shot
-
-    fewshot = {"1-shot": (0.4, 0.1), "2-shot": (0.6, 0.1), "protocol": {"capped": {"5": 2}}}
-    assert shot(fewshot, 5) == (0.6, 0.1) and shot(fewshot, 1) == (0.4, 0.1)
-    assert shot({"5-shot": (0.7, 0.0), "protocol": {}}, 5) == (0.7, 0.0)

@@ -5,12 +5,10 @@ fold and protocol (persistence/records.py), folds and their mean, the report's t
 (protocols/features.py)."""
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -20,55 +18,11 @@ import torch
 import data
 import evaluate
 from config import Config
-from conftest import UCF_SILENT
+from conftest import FAST, TUNE, UCF_SILENT, save_version, ucf
 from media import in_memory, manifest
-from memory_bank import MemoryBank
-from model import AVModel
-from persistence import checkpoint, records
+from persistence import records
 
 ROOT = Path(__file__).resolve().parents[1]
-FAST = ["--clips", "2", "--workers", "0", "--device", "cpu"]  # 2 clips per video: the same code, a fifth of it
-
-
-def save_version(path, epoch, seed=0):
-    """An untrained tiny checkpoint (evaluation reads it as any other): its numbers are not the point.
-    Another epoch and seed: another version of the file, as a run that goes on training saves it."""
-    cfg = Config(frames=4, size=32, n_mels=40, n_time=40, width=0.125)
-    torch.manual_seed(seed)
-    checkpoint.save_checkpoint(
-        path,
-        model_args=checkpoint.model_args(cfg),
-        clip={},
-        config=asdict(cfg),
-        model=AVModel(**checkpoint.model_args(cfg)).state_dict(),
-        bank=MemoryBank(16, seed=0).state_dict(),
-        instances=None,
-        epoch=epoch,
-    )
-    return path
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    return save_version(tmp_path_factory.mktemp("run") / "ckpt.pt", 7)
-
-
-@pytest.fixture
-def ckpt(trained, tmp_path):
-    """The checkpoint in a folder of this test's own, so that its eval.json starts empty."""
-    return Path(shutil.copy(trained, tmp_path / "ckpt.pt"))
-
-
-@pytest.fixture(scope="module")
-def video_manifest(ucf_data, tmp_path_factory):
-    """A manifest of ucf_data scanned as the error message says: without requiring audio."""
-    out = tmp_path_factory.mktemp("scan") / "manifest.csv"
-    manifest.main(["scan", str(ucf_data), "--video-only", "--jobs", "1", "--out", str(out)])
-    return out
-
-
-def ucf(ucf_data, *args):
-    return ["--data", str(ucf_data), "--layout", "ucf101", *map(str, args), *FAST]
 
 
 def test_folds_evaluated_one_after_another_keep_a_record_each_and_a_fold_list_prints_their_mean(
@@ -352,69 +306,6 @@ def test_hmdb51_on_a_folder_without_its_lists_names_the_missing_lists(ucf_data, 
     assert "\n" not in said and f"split lists not found: no {ucf_data}/testTrainMulti_7030_splits/" in said, said
 
 
-TUNE = ["--finetune-epochs", "4", "--finetune-batch", "4"]
-
-
-def finetune_cmd(ckpt, ucf_data, video_manifest):
-    argv = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest), *TUNE]
-    return [sys.executable, str(ROOT / "evaluate.py"), *argv]
-
-
-def epoch_lines(text):
-    """The fine-tune's epoch lines without their wall-clock seconds (which no rerun repeats): the losses and
-    train accuracies to the digits printed, what a resumed run must reproduce."""
-    return [re.sub(r", \d+ s\b", "", line) for line in text.splitlines() if line.startswith("fine-tune epoch ")]
-
-
-def test_a_fine_tune_killed_mid_way_and_rerun_ends_as_one_never_stopped(ucf_data, video_manifest, trained, tmp_path):
-    """Its epoch lines reach a pipe (no terminal); killed with SIGKILL after an epoch, the same command
-    resumes from the state it kept, and ends at the same losses and the same top-1."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ckpts = [Path(shutil.copy(trained, (tmp_path / name).mkdir() or tmp_path / name / "ckpt.pt")) for name in "ab"]
-    whole = subprocess.run(finetune_cmd(ckpts[0], ucf_data, video_manifest), capture_output=True, text=True, env=env)
-    assert whole.returncode == 0, whole.stderr
-    assert [line.split(":")[0] for line in epoch_lines(whole.stdout)] == [
-        f"fine-tune epoch {e}/4" for e in (1, 2, 3, 4)
-    ]
-    stopped = subprocess.Popen(
-        finetune_cmd(ckpts[1], ucf_data, video_manifest), stdout=subprocess.PIPE, text=True, env=env
-    )
-    for line in stopped.stdout:
-        if line.startswith("fine-tune epoch 2/4"):
-            stopped.kill()  # SIGKILL: nothing runs after it
-            break
-    stopped.wait()
-    assert stopped.returncode == -9 and list(ckpts[1].parent.glob("finetune_ckpt_*.pt"))
-    assert not (ckpts[1].parent / "eval.json").exists()
-    again = subprocess.run(finetune_cmd(ckpts[1], ucf_data, video_manifest), capture_output=True, text=True, env=env)
-    assert again.returncode == 0, again.stderr
-    assert re.search(r"fine-tune: resuming from .*finetune_ckpt_\w+\.pt after epoch [23]/4", again.stdout)
-    assert epoch_lines(again.stdout) == epoch_lines(whole.stdout)[-len(epoch_lines(again.stdout)) :]
-    a, b = (records.load(c.parent / "eval.json")[0]["results"]["test_acc"] for c in ckpts)
-    assert a == b
-    assert not list(ckpts[1].parent.glob("finetune_*.pt*"))  # the state goes once the result is kept
-
-
-def test_a_fine_tunes_result_is_kept_in_its_own_file_when_eval_json_cannot_be_written(
-    ucf_data, video_manifest, ckpt, capsys, monkeypatch
-):
-    argv = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest), *TUNE]
-    argv[argv.index("4")] = "1"  # one epoch
-    with monkeypatch.context() as m:
-        m.setattr(records, "add", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
-        with pytest.raises(SystemExit) as stop:
-            evaluate.main(argv)
-    assert "\n" not in str(stop.value.code) and "could not write" in str(stop.value.code)
-    (kept,) = ckpt.parent.glob("finetune_ckpt_*.json")
-    result = json.loads(kept.read_text())
-    capsys.readouterr()
-    evaluate.main(argv)
-    out = capsys.readouterr().out
-    assert "fine-tune: finished before" in out and not epoch_lines(out)  # not trained again
-    (rec,) = records.load(ckpt.parent / "eval.json")
-    assert rec["task"] == "finetune" and rec["results"]["test_acc"] == result["test_acc"]
-
-
 def test_evaluation_on_a_set_larger_than_the_free_memory_streams_its_clips(ucf_data, video_manifest, ckpt, monkeypatch):
     """The checkpoint's --preload auto, with a free-memory budget below the splits' decoded size: no file is
     decoded whole (the clips are read by the loader); with room to spare the same command preloads."""
@@ -449,15 +340,6 @@ def test_features_of_two_versions_of_a_dotted_checkpoint_name_are_cached_apart(t
     ]
     assert [int(g["made_by"]) for g in got] == [1, 2]
     assert len(list(tmp_path.glob("features_*.train.pt"))) == 2
-
-
-def test_a_fine_tunes_result_is_read_from_its_own_key_whatever_dots_the_checkpoint_name_has(tmp_path):
-    from protocols import features, finetune
-
-    stem = features.version_file("finetune", tmp_path / "ckpt.pt.prev", "c" * 40, "a key")
-    Path(f"{stem}.json").write_text(json.dumps({"test_acc": 0.5}))
-    (tmp_path / "finetune_ckpt.json").write_text(json.dumps({"test_acc": 0.9}))  # what with_suffix made of it
-    assert finetune.finetune(None, None, None, resume=stem)["test_acc"] == 0.5
 
 
 def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path):
@@ -513,20 +395,6 @@ def test_the_folds_of_one_command_measure_one_version_of_a_checkpoint_still_bein
     kept = records.load(ckpt.parent / "eval.json")
     assert sorted(r["fold"] for r in kept) == [1, 2]
     assert {(r["checkpoint_epoch"], r["checkpoint_digest"]) for r in kept} == {(7, reads[0].digest)}
-
-
-def test_a_fine_tune_on_fewer_videos_is_not_reused_once_the_set_is_whole(ucf_data, video_manifest, ckpt, capsys):
-    """--allow-missing fine-tunes without the silent video; after the rescan the message asks for, the same
-    command trains again on every video (its result was reused, under a record saying missing: 0)."""
-    tune = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1), *TUNE]
-    tune[tune.index("4")] = "1"  # one epoch
-    evaluate.main([*tune, "--allow-missing"])  # the default manifest leaves the silent video out
-    capsys.readouterr()
-    evaluate.main([*tune, "--manifest", str(video_manifest)])
-    out = capsys.readouterr().out
-    assert "finished before" not in out and len(epoch_lines(out)) == 1
-    (rec,) = records.load(ckpt.parent / "eval.json")  # the same key: the whole set's record replaced the other
-    assert rec["videos"]["test"]["missing"] == 0 and len(list(ckpt.parent.glob("finetune_*.json"))) == 2
 
 
 def test_an_evaluation_reads_its_split_lists_once_and_hands_every_protocol_those_records(

@@ -1,0 +1,75 @@
+"""The demo's tables and figure (experiments/demo_report.py, analysis/figures.py): paired differences
+against xID with 95% t-intervals over seeds (the paired panel of Fig. 7), the soft-targets column only
+where a method uses them, a capped few-shot column that says which shot it holds, and the table printed
+beside the committed reference."""
+
+from experiments import demo_report
+from experiments.demo_args import DemoArgs
+
+
+def test_paired_differences_come_with_a_confidence_interval():
+    def rows(a, b):
+        return {0.5: {"xid": {"R@1": a, "AUROC": None}, "weighted": {"R@1": b, "AUROC": None}}}
+
+    results = [rows(0.20, 0.25), rows(0.30, 0.33), rows(0.10, 0.16)]
+    text = demo_report.tables(results, 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
+    assert "| xID | ✗ | 20.0 ± 10.0 | - |" in text  # the sample SD (ddof 1) of 20, 30, 10 and "over 3 seeds" in text
+    # differences +5, +3, +6: mean 4.67, sd 1.53, t(0.975, 2) = 4.303 -> half-width 3.79
+    assert "| Weighted-xID | +4.7 [+0.9, +8.5] |" in text
+
+
+def test_the_table_shows_the_soft_targets_column_only_when_a_method_uses_them():
+    rows = {0.5: {m: {"R@1": 0.2, "AUROC": 0.6} for m in ("xid", "weighted", "soft:oracle")}}
+    plain = demo_report.tables([rows], 0.5, ["xid", "weighted"], ["R@1", "AUROC"])
+    assert "Soft targets" not in plain and "| Weighted-xID | scores | 20.0 | 60.0 |" in plain
+    assert "one seed, so no interval" in plain
+    soft = demo_report.tables([rows], 0.5, ["xid", "soft:oracle"], ["R@1", "AUROC"])
+    assert "| Method | Weights | Soft targets | R@1 | AUROC |" in soft and "| xID | ✗ | ✗ | 20.0 | 60.0 |" in soft
+    assert "| Soft-xID (oracle targets) | ✗ | oracle | 20.0 | 60.0 |" in soft
+
+
+def test_a_capped_shot_column_says_which_shot_it_holds():
+    capped = {"fewshot": {"text": "t", "capped": {"5": 4}}}
+    rows = {0.5: {m: {"5-shot": 0.3, "AUROC": 0.6, "protocols": capped} for m in ("xid", "weighted")}}
+    text = demo_report.tables([rows], 0.5, ["xid", "weighted"], ["5-shot", "AUROC"])
+    assert "5-shot: the 4-shot figure (the smallest class has 4 training videos)" in text
+    rows = {0.5: {m: {"5-shot": 0.3, "AUROC": 0.6} for m in ("xid", "weighted")}}
+    assert "figure" not in demo_report.tables([rows], 0.5, ["xid", "weighted"], ["5-shot", "AUROC"])
+
+
+def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
+    """Seeds 20 points apart, a method always 2 points above the baseline: the paired differences are
+    exactly 2 with a zero-width interval, while the per-method means' intervals are wide."""
+    from analysis import figures
+
+    base = {0.0: [0.9, 0.7, 0.8], 0.5: [0.5, 0.3, 0.4]}
+    curves = {"xID": base, "Weighted-xID": {lv: [v + 0.02 for v in vs] for lv, vs in base.items()}}
+    diffs = figures.paired_differences(curves, "xID")
+    assert set(diffs) == {"Weighted-xID"} and set(diffs["Weighted-xID"]) == {0.0, 0.5}
+    for d in diffs["Weighted-xID"].values():
+        assert abs(sum(d) / len(d) - 0.02) < 1e-9 and figures.ci95(d) < 1e-9
+    assert figures.ci95(base[0.0]) > 0.2
+    figures.noisy([0.0, 0.5], curves, "R@5", tmp_path / "n.png", baseline="xID")
+    assert (tmp_path / "n.png").stat().st_size > 1000
+
+
+def test_the_main_job_prints_its_table_beside_the_reference():
+    row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
+    mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
+    reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
+    args = DemoArgs(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
+    text = demo_report.compare(mine, reference, args)
+    assert "| xID | 30.0 / 28.0 (+2.0) |" in text and "| Weighted-xID | 35.0 / 30.0 (+5.0) |" in text
+    assert "the reference has no such setting" in demo_report.compare(
+        mine, reference, DemoArgs(faulty=[0.25], methods=["xid"], compare="x")
+    )
+
+
+def test_a_capped_few_shot_column_reads_the_shot_evaluate_ran():
+    """evaluate.py caps n-shot at the fewest training videos of a class and names it: the demo's 5-shot
+    column then reads that shot's numbers, not a key that is missing."""
+    from experiments.demo import shot
+
+    fewshot = {"1-shot": (0.4, 0.1), "2-shot": (0.6, 0.1), "protocol": {"capped": {"5": 2}}}
+    assert shot(fewshot, 5) == (0.6, 0.1) and shot(fewshot, 1) == (0.4, 0.1)
+    assert shot({"5-shot": (0.7, 0.0), "protocol": {}}, 5) == (0.7, 0.0)
