@@ -6,7 +6,7 @@
     python -m lab.bench parts --root data/prepared      # a clip's ms, part by part, this checkout's code
     python -m lab.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
     python -m lab.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
-    python -m lab.bench epoch [--preset demo --epochs 3 --preload on off]  # an epoch's split: lab/bench_epoch.py
+    python -m lab.bench epoch [--preset demo --epochs 3 --preload on ready]  # an epoch's split: lab/bench_epoch.py
     python -m lab.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
     python -m lab.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
 
@@ -358,7 +358,11 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=3, help="epochs timed, the first left out of the means (epoch)")
     p.add_argument("--faulty", type=float, default=0.5, help="share of injected faulty positives (epoch)")
     p.add_argument(
-        "--preload", nargs="+", default=["on"], choices=["auto", "on", "loader", "off"], help="paths to split (epoch)"
+        "--preload",
+        nargs="+",
+        default=["on"],
+        choices=["auto", "on", "loader", "off", "ready"],
+        help="paths to split (epoch)",
     )
     args = p.parse_args(argv)
     args.preset = args.preset or ("demo" if args.cmd == "epoch" else "ablation")

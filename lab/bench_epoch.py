@@ -1,9 +1,11 @@
 """Where a training epoch's time goes: the model, the rest of the step, waiting for data, the diagnostics.
 
-    python -m lab.bench epoch --preset demo [--epochs 3] [--faulty 0.5] [--preload on loader off]
+    python -m lab.bench epoch --preset demo [--epochs 3] [--faulty 0.5] [--preload on loader off ready]
 
 For each --preload path (on: the in-memory set; loader: the same memory cut per item by a DataLoader, as
-before media/in_memory.py; off: the files, read by a DataLoader), one process builds the run as train.py
+before media/in_memory.py; off: the files, read by a DataLoader; ready: the in-memory set's batches cut and
+augmented before each epoch's clock starts, so its epoch/model is the most any speed-up of the input can
+reach), one process builds the run as train.py
 does (the set, its batches, the parts) and trains --epochs xID warm-up epochs through train.train_epoch,
 the paths' epochs interleaved,
 timing each part by wrapping the functions the step calls (on a GPU each timer synchronises: a little overlap lost):
@@ -74,6 +76,32 @@ class _TimedLoader:
             yield batch
 
 
+class _Ready:
+    """The epoch's batches, cut and augmented before its clock starts (`make`), handed over as they are: the
+    epoch with its input free. The augment it stands in for returns the batch's ready video and log-mel."""
+
+    def __init__(self, loader, augment):
+        self.loader, self.augment, self.batch_size, self.batches = loader, augment, loader.batch_size, []
+
+    def make(self):
+        self.batches = []
+        for b in self.loader:
+            video, audio = self.augment(b["video"], b.get("audio"), b.get("mel"))  # (B, 3, T, S, S), (B, 1, F, T')
+            self.batches.append(
+                {k: v for k, v in b.items() if k not in ("audio", "mel")} | {"video": video, "mel": audio}
+            )
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    @staticmethod
+    def ready(video, wav, mel):
+        return video, mel
+
+
 def _refuse(*args):
     raise ValueError("lab.bench epoch --preload loader")
 
@@ -94,7 +122,7 @@ class TimedRun:
     def __init__(self, args, preload, tmp, device):
         self.device, self.tmp, self.rows = device, tmp, []
         Path(tmp).mkdir(parents=True, exist_ok=True)
-        loader_cuts = preload == "loader"
+        loader_cuts, ready = preload == "loader", preload == "ready"
         self.cfg = cfg = parse_config(
             [
                 "--preset",
@@ -102,7 +130,7 @@ class TimedRun:
                 "--faulty-fraction",
                 str(args.faulty),
                 "--preload",
-                preload.replace("loader", "on"),
+                "on" if preload in ("loader", "ready") else preload,
             ]
             + ["--warmup-epochs", str(args.epochs), "--epochs", "0", "--out", tmp]
             + (["--data", args.root] if args.root else [])
@@ -117,13 +145,19 @@ class TimedRun:
             if loader_cuts:
                 data.in_memory.InMemoryClips = real
         self.parts = train.build_parts(cfg, self.dataset, device)
+        if ready:  # the batches made before each epoch by the run's own augment; the step's augment passes them on
+            self.loader = _Ready(self.loader, self.parts.augment)
+            self.parts.augment = torch.nn.Module()
+            self.parts.augment.forward = _Ready.ready
         self.parts.bank.update = _timed(self.parts.bank.update, "bank update", device)
         self.parts.augment.forward = _timed(self.parts.augment.forward, "augment + log-mel", device)
         self.clips = len(self.loader) * self.loader.batch_size
 
     def epoch(self, epoch):
-        SUMS.clear()
         self.sampler.set_epoch(epoch)
+        if isinstance(self.loader, _Ready):
+            self.loader.make()
+        SUMS.clear()
         t0 = time.perf_counter()
         train.train_epoch(self.parts, _TimedLoader(self.loader, self.device), self.cfg, epoch, 1, False, lambda i: 0)
         t1 = time.perf_counter()
@@ -139,7 +173,7 @@ class TimedRun:
         self.rows.append(row)
 
     def model(self):
-        batch = next(iter(self.loader))
+        batch = next(iter(getattr(self.loader, "loader", self.loader)))  # as cut, before augment
         return model_clips_per_s(self.cfg, self.device, {**batch, "dataset": self.dataset})
 
 

@@ -96,3 +96,25 @@ def test_parts_benchmark_times_each_part_of_a_clip_and_sees_the_index_and_sideca
     assert all(v > 0 for side in ms.values() for v in side.values())
     assert ms["old"]["audio"] > ms["now"]["audio"] and ms["old"]["open"] > ms["now"]["open"]
     assert "| sum |" in capsys.readouterr().out
+
+
+def test_the_epoch_benchmarks_ready_path_times_an_epoch_whose_input_is_already_made(tiny_synth, monkeypatch):
+    """`epoch --preload on ready`: the ready path trains on batches cut and augmented before its clock starts,
+    so it waits for no data and spends nothing on augment, where the in-memory path does both; each path's
+    epoch/model comes from its own epoch and model rates."""
+    import argparse
+
+    import config
+    from lab import bench_epoch
+
+    monkeypatch.setitem(
+        config.PRESETS, "tiny", config.PRESETS["demo"] | dict(batch_size=4, num_negatives=4, data=str(tiny_synth))
+    )
+    args = argparse.Namespace(preset="tiny", root=None, epochs=2, faulty=0.0, preload=["on", "ready"])
+    out = bench_epoch.split(args)
+    (on, on_rate, on_model, clips), (ready, ready_rate, _, ready_clips) = out["on"], out["ready"]
+    assert clips == ready_clips == 8 and on_rate > 0 and on_model > 0
+    assert ready["model fwd+bwd+Adam"] > 0 and ready["objective"] > 0  # it trained, through train.train_step
+    assert on["waiting for data"] > 0 and on["augment + log-mel"] > 0
+    assert ready["waiting for data"] < 0.2 * on["waiting for data"]
+    assert ready["augment + log-mel"] < 0.2 * on["augment + log-mel"]
