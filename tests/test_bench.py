@@ -98,23 +98,46 @@ def test_parts_benchmark_times_each_part_of_a_clip_and_sees_the_index_and_sideca
     assert "| sum |" in capsys.readouterr().out
 
 
-def test_the_epoch_benchmarks_ready_path_times_an_epoch_whose_input_is_already_made(tiny_synth, monkeypatch):
-    """`epoch --preload on ready`: the ready path trains on batches cut and augmented before its clock starts,
-    so it waits for no data and spends nothing on augment, where the in-memory path does both; each path's
-    epoch/model comes from its own epoch and model rates."""
+def test_the_epoch_benchmarks_ready_path_cuts_and_augments_outside_the_timed_epoch(tiny_synth, monkeypatch):
+    """`epoch --preload ready` makes each epoch's batches before its clock starts: inside the timed epoch
+    (train.train_epoch) it neither cuts a batch nor augments one, where `--preload on` does both once a step;
+    both still train through train.train_step (objective and model timed)."""
     import argparse
 
     import config
+    import train
     from lab import bench_epoch
+    from media.augment import ClipAugment
+    from media.in_memory import InMemoryClips
 
-    monkeypatch.setitem(
-        config.PRESETS, "tiny", config.PRESETS["demo"] | dict(batch_size=4, num_negatives=4, data=str(tiny_synth))
-    )
-    args = argparse.Namespace(preset="tiny", root=None, epochs=2, faulty=0.0, preload=["on", "ready"])
-    out = bench_epoch.split(args)
-    (on, on_rate, on_model, clips), (ready, ready_rate, _, ready_clips) = out["on"], out["ready"]
-    assert clips == ready_clips == 8 and on_rate > 0 and on_model > 0
-    assert ready["model fwd+bwd+Adam"] > 0 and ready["objective"] > 0  # it trained, through train.train_step
-    assert on["waiting for data"] > 0 and on["augment + log-mel"] > 0
-    assert ready["waiting for data"] < 0.2 * on["waiting for data"]
-    assert ready["augment + log-mel"] < 0.2 * on["augment + log-mel"]
+    tiny = config.PRESETS["demo"] | dict(batch_size=4, num_negatives=4, data=str(tiny_synth))
+    monkeypatch.setitem(config.PRESETS, "tiny", tiny)
+    calls, inside = {"cut": 0, "augment": 0}, [False]
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += inside[0]
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    def timed_epoch(*args, **kwargs):
+        inside[0] = True
+        try:
+            return epoch(*args, **kwargs)
+        finally:
+            inside[0] = False
+
+    epoch = train.train_epoch
+    monkeypatch.setattr(train, "train_epoch", timed_epoch)
+    monkeypatch.setattr(InMemoryClips, "batch", counted("cut", InMemoryClips.batch))
+    monkeypatch.setattr(ClipAugment, "forward", counted("augment", ClipAugment.forward))
+    seen = {}
+    for path in ("ready", "on"):
+        calls.update(cut=0, augment=0)
+        args = argparse.Namespace(preset="tiny", root=None, epochs=2, faulty=0.0, preload=[path])
+        row, epoch_rate, model_rate, clips = bench_epoch.split(args)[path]
+        assert clips == 8 and epoch_rate > 0 and model_rate > 0
+        assert row["model fwd+bwd+Adam"] > 0 and row["objective"] > 0
+        seen[path] = dict(calls)
+    assert seen == {"ready": {"cut": 0, "augment": 0}, "on": {"cut": 4, "augment": 4}}  # 2 epochs of 2 steps
