@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from losses import robust_xid_loss, sample_weights, soft_targets
+from machinery.devices import end_distributed
 from memory_bank import MemoryBank
 
 B, K, D_IN, D = 8, 7, 5, 4  # global batch B, split 4 + 4 over two ranks
@@ -57,33 +58,34 @@ def rank_half(rank, *tensors):
     return [None if t is None else (tuple(s[rows] for s in t) if isinstance(t, tuple) else t[rows]) for t in tensors]
 
 
+def gradients(rank, variant):
+    """Rank `rank`'s DDP gradient of its half of eq. (17), the per-rank-normalised gradient averaged over the
+    ranks, and its loss. The DDP wrapper lives here only, so that none is left when the group ends."""
+    encoder, x, vbar, abar, weights, targets = problem(variant)
+    model = DDP(encoder)
+    loss = loss_of(model, *rank_half(rank, x, vbar, abar, weights, targets))
+    loss.backward()
+    # what normalising per rank gives after DDP's average: mean over ranks of sum_r w L / sum_r w
+    plain, x_r, vbar_r, abar_r, w_r, t_r = (problem(variant)[0], *rank_half(rank, x, vbar, abar, weights, targets))
+    out = plain(x_r)  # (B/2, 2D)
+    v, a = F.normalize(out[:, :D], dim=1), F.normalize(out[:, D:], dim=1)  # (B/2, D) each
+    per_sample = robust_xid_loss(v, a, vbar_r, abar_r, None, t_r)[1]  # (B/2,)
+    ((w_r * per_sample).sum() / w_r.sum()).backward()
+    per_rank = plain.weight.grad / 2
+    dist.all_reduce(per_rank)
+    return encoder.weight.grad.clone(), per_rank, loss.detach()
+
+
 def worker(rank, init_file, results):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
-    try:
-        for variant in VARIANTS:
-            encoder, x, vbar, abar, weights, targets = problem(variant)
-            model = DDP(encoder)
-            loss = loss_of(model, *rank_half(rank, x, vbar, abar, weights, targets))
-            loss.backward()
-            # what normalising per rank gives after DDP's average: mean over ranks of sum_r w L / sum_r w
-            plain, x_r, vbar_r, abar_r, w_r, t_r = (
-                problem(variant)[0],
-                *rank_half(rank, x, vbar, abar, weights, targets),
-            )
-            out = plain(x_r)  # (B/2, 2D)
-            v, a = F.normalize(out[:, :D], dim=1), F.normalize(out[:, D:], dim=1)  # (B/2, D) each
-            per_sample = robust_xid_loss(v, a, vbar_r, abar_r, None, t_r)[1]  # (B/2,)
-            ((w_r * per_sample).sum() / w_r.sum()).backward()
-            per_rank = plain.weight.grad / 2
-            dist.all_reduce(per_rank)
-            results[(variant, rank)] = (encoder.weight.grad.clone(), per_rank, loss.detach())
-        bank = MemoryBank(N_BANK, dim=D, seed=2)
-        idx, v, a = bank_batch()
-        half = slice(rank * B // 2, (rank + 1) * B // 2)
-        bank.update(idx[half], v[half], a[half])  # each rank its half; the replicas apply the whole batch
-        results[("bank", rank)] = (bank.video.clone(), bank.audio.clone())
-    finally:
-        dist.destroy_process_group()
+    for variant in VARIANTS:
+        results[(variant, rank)] = gradients(rank, variant)
+    bank = MemoryBank(N_BANK, dim=D, seed=2)
+    idx, v, a = bank_batch()
+    half = slice(rank * B // 2, (rank + 1) * B // 2)
+    bank.update(idx[half], v[half], a[half])  # each rank its half; the replicas apply the whole batch
+    results[("bank", rank)] = (bank.video.clone(), bank.audio.clone())
+    end_distributed()  # train.py's way out: a barrier, then the group destroyed with no DDP wrapper alive
 
 
 @pytest.fixture(scope="module")
