@@ -5,10 +5,9 @@
 For each --preload path (on: the in-memory set; loader: the same memory cut per item by a DataLoader, as
 before media/in_memory.py; off: the files, read by a DataLoader; ready: the in-memory set's batches cut and
 augmented before each epoch's clock starts, so its epoch/model is the most any speed-up of the input can
-reach), one process builds the run as train.py
-does (the set, its batches, the parts) and trains --epochs xID warm-up epochs through train.train_epoch,
-the paths' epochs interleaved,
-timing each part by wrapping the functions the step calls (on a GPU each timer synchronises: a little overlap lost):
+reach), one process builds the run as train.py does (the set, its batches, the parts) and trains --epochs
+xID warm-up epochs through train.train_epoch, the paths' epochs interleaved, timing each part by wrapping
+the functions the step calls (on a GPU each timer synchronises: a little overlap lost):
 
     waiting for data    the time the loop waits for its next batch (the loader, or the in-memory cut)
     augment + log-mel   media/augment.ClipAugment on the batch
@@ -78,7 +77,7 @@ class _TimedLoader:
 
 class _Ready:
     """The epoch's batches, cut and augmented before its clock starts (`make`), handed over as they are: the
-    epoch with its input free. The augment it stands in for returns the batch's ready video and log-mel."""
+    epoch with its input free (the step's augment is then _PassOn)."""
 
     def __init__(self, loader, augment):
         self.loader, self.augment, self.batch_size, self.batches = loader, augment, loader.batch_size, []
@@ -97,8 +96,11 @@ class _Ready:
     def __iter__(self):
         return iter(self.batches)
 
-    @staticmethod
-    def ready(video, wav, mel):
+
+class _PassOn(torch.nn.Module):
+    """The step's augment on the ready path: the batch's video and log-mel were made before the clock."""
+
+    def forward(self, video, wav=None, mel=None):
         return video, mel
 
 
@@ -147,8 +149,7 @@ class TimedRun:
         self.parts = train.build_parts(cfg, self.dataset, device)
         if ready:  # the batches made before each epoch by the run's own augment; the step's augment passes them on
             self.loader = _Ready(self.loader, self.parts.augment)
-            self.parts.augment = torch.nn.Module()
-            self.parts.augment.forward = _Ready.ready
+            self.parts.augment = _PassOn()
         self.parts.bank.update = _timed(self.parts.bank.update, "bank update", device)
         self.parts.augment.forward = _timed(self.parts.augment.forward, "augment + log-mel", device)
         self.clips = len(self.loader) * self.loader.batch_size
