@@ -117,13 +117,13 @@ def test_no_module_imports_one_that_imports_it_back():
 
 # The stack, lowest first (README, "Where things are"): the method's parts; the rooms of machinery they
 # and the recipe call on; the recipe and the protocols; the demo, the tools and the exercises; the lab,
-# which produces the evidence, and the scripts that sit beside a result (results/*/); the tests.
+# which produces the evidence (its screens' scripts in lab/screens/; results/ only holds it); the tests.
 LEVELS = [
     {"config", "losses", "model", "memory_bank", "machinery"},
     {"media", "persistence", "analysis"},
     {"data", "train", "evaluate", "protocols"},
     {"experiments", "tools", "exercises"},
-    {"lab", "results"},
+    {"lab"},
     {"tests", "conftest"},
 ]
 HANDOUT = 3  # the levels up to this one are the handout: what a student reads and runs
