@@ -209,3 +209,28 @@ def test_the_time_to_expect_is_computed_from_results_gpu_md():
     assert hours == round(epochs * videos / rate / 3600, 1)
     assert f"about {hours} hours per GPU" in " ".join((ROOT / "README.md").read_text().split())  # its summary
     assert f"50K-video subset, Sec. 5.1: {epochs * 50_000 / rate / 3600:.1f} hours" in readme
+
+
+# results/ holds evidence, and the lab makes it: no script there, and few enough files to read. Files in a
+# folder whose name holds "settings" (results/claims/settings, .../demo_settings, results/ccp_length/settings6)
+# are one run's setting each, written by the code that runs them, and are not counted.
+RESULTS_FILES = 80
+
+
+def results_files(files: list[str]) -> tuple[list[str], list[str]]:
+    """(the scripts, the files outside settings folders) among tracked paths under results/."""
+    held = [f for f in files if f.startswith("results/")]
+    scripts = [f for f in held if f.endswith((".py", ".sh"))]
+    counted = [f for f in held if not any("settings" in part for part in f.split("/")[:-1])]
+    return scripts, counted
+
+
+def test_results_holds_results_no_script_and_at_most_80_files_outside_its_settings_folders():
+    files = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    scripts, counted = results_files(files)
+    assert scripts == [], "results/ holds evidence; a script that makes it belongs in the lab (lab/screens/)"
+    assert len(counted) <= RESULTS_FILES, f"{len(counted)} files outside results/'s settings folders: merge some"
+    # what is counted and what is not, on planted paths
+    planted = ["results/a/run.sh", "results/a/b.py", "results/a/settings/s.json", "results/a/W8/demo_settings/s.json"]
+    planted += ["results/ccp_length/settings6/s.json", "results/a/settings.md", "lab/screens/x.py"]
+    assert results_files(planted) == (["results/a/run.sh", "results/a/b.py"], planted[:2] + ["results/a/settings.md"])
