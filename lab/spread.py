@@ -163,6 +163,7 @@ def evaluate_row(ckpt):
         "R@1": res["retrieval"]["R@1"],
         "R@5": res["retrieval"]["R@5"],
         "1-shot": shot(res["fewshot"], 1)[0],
+        "1-shot trials SD": shot(res["fewshot"], 1)[1],  # over the 50 trials: the evaluation's own noise
         "5-shot": shot(res["fewshot"], 5)[0],
         "AUROC": res_w["faulty_auroc"],
     }
@@ -172,7 +173,10 @@ def log_of(out):
     from persistence.runstate import read_log
 
     keep = ("epoch", "loss", "faulty_auroc", "knn_class", "xmodal_class", "own_audio", "agreement", "positive_mass")
-    return [{k: r[k] for k in keep if k in r} | {"ccp_share": r["soft_share"]["ccp"]} for r in read_log(Path(out))]
+    return [
+        {k: r[k] for k in keep if k in r} | {"ccp_share": r["soft_share"]["ccp"]}
+        for r in read_log(Path(out) / "log.jsonl")
+    ]
 
 
 def write_row(out, row):

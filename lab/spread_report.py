@@ -1,0 +1,169 @@
+"""The spread's diagnosis, read out: runs/spread/ (lab/spread.py's jobs) collected into
+results/spread/diagnosis.json, and results/spread/RESULTS.md's tables answering results/spread/PLAN.md's
+four questions by the rules written there.
+
+    python -m lab.spread report
+"""
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+from scipy.stats import spearmanr
+
+CHANCE_LOSS = 2 * math.log(1 + 256)  # eq. (1)'s two directions at chance, K = 256 negatives: 11.10
+BOUND = 3.0  # points of 1-shot: the regime screen's bound on a rounding-level change
+WARMUPS = ("warm", "fork0", "fork5", "fork10", "fork20")
+
+
+def load(runs):
+    """{seed: {name: row}} from every finished job under runs/."""
+    seeds = {}
+    for folder in sorted(Path(runs).glob("seed*")):
+        got = {}
+        for row in sorted(folder.glob("*/row.json")):
+            got[row.parent.name] = json.loads(row.read_text())
+        for ev in sorted(folder.glob("eval_warm*.json")):
+            got[ev.stem] = json.loads(ev.read_text())
+        seeds[int(folder.name[4:])] = got
+    return seeds
+
+
+def shot(rows, name):
+    return rows[name]["1-shot"] if name in rows and "1-shot" in rows[name] else None
+
+
+def fmt(x, digits=1):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.mean(xs) if xs else None
+
+
+def sd(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.stdev(xs) if len(xs) > 1 else None
+
+
+def plateau_exit(log, below=0.3):
+    """The first epoch whose loss is `below` under chance (2 ln(1+K)), or None."""
+    return next((r["epoch"] for r in log if r["loss"] <= CHANCE_LOSS - below), None)
+
+
+def same_run(a, b):
+    """Whether two warm-ups' logs agree on every number kept (lab.spread.log_of: no timings)."""
+    return a == b
+
+
+def report(runs, results):
+    seeds = load(runs)
+    results = Path(results)
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "diagnosis.json").write_text(json.dumps({str(s): rows for s, rows in seeds.items()}, indent=1))
+    lines = [
+        "# The spread's diagnosis: results",
+        "",
+        "Made by `python -m lab.spread report` from the runs of `python -m lab.spread run --seeds "
+        + " ".join(map(str, seeds))
+        + "` (plan: [PLAN.md](PLAN.md); every number: [diagnosis.json](diagnosis.json)). Set `data/synth_src2p`,",
+        "`--preset demo`, 25% injected, 30-epoch xID warm-up, 24-epoch xID branch, the demo's evaluation.",
+        "",
+        "## Each seed's outcome: xID's 1-shot after the branch",
+        "",
+        "| seed | warm (2 thr) | fork0 | fork5 | fork10 | fork20 | branch 2 thr | branch seed +1 | +2 | ctl10 same |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|",
+    ]
+    for s, rows in seeds.items():
+        ctl = "-"
+        if "ctl10" in rows and "warm" in rows:
+            ctl = "yes" if same_run(rows["ctl10"]["log"], rows["warm"]["log"]) else "**no**"
+        cells = [fmt(shot(rows, f"xid_{w}")) for w in WARMUPS]
+        cells += [fmt(shot(rows, n)) for n in ("xid_t2", "xid_b1", "xid_b2")]
+        lines.append(f"| {s} | " + " | ".join(cells) + f" | {ctl} |")
+    lines += ["", "## 1-2. The warm-up's share against the branch's; the chaos", ""]
+    warm_moves = [abs(shot(r, "xid_fork0") - shot(r, "xid_warm")) for r in seeds.values() if _has(r, "fork0")]
+    branch_moves = [abs(shot(r, "xid_t2") - shot(r, "xid_warm")) for r in seeds.values() if _has(r, "t2")]
+    lines.append(
+        f"- The warm-up re-rounded (|fork0 - warm|): {', '.join(fmt(x) for x in warm_moves)}; "
+        f"mean {fmt(mean(warm_moves))} points."
+    )
+    lines.append(
+        f"- The branch re-rounded (|branch on 2 threads - on 1|): {', '.join(fmt(x) for x in branch_moves)}; "
+        f"mean {fmt(mean(branch_moves))} points."
+    )
+    if warm_moves and branch_moves:
+        a, b = mean(warm_moves), mean(branch_moves)
+        verdict = "neither is named (within a factor of 1.5)"
+        if a > 1.5 * b:
+            verdict = "the warm-up moves it more"
+        elif b > 1.5 * a:
+            verdict = "the branch moves it more"
+        lines.append(f"- Rule 1: {verdict}.")
+        chaotic = sum(x > BOUND for x in warm_moves)
+        lines.append(
+            f"- Rule 2: the warm-up's rounding change moves the outcome by more than {BOUND:.0f} points on "
+            f"{chaotic} of {len(warm_moves)} seeds: "
+            + ("chaotic at the size of the effects." if chaotic >= 2 else "not.")
+        )
+    warm_outcomes = [shot(r, "xid_warm") for r in seeds.values()]
+    lines.append(f"- Across the seeds' reference runs: SD {fmt(sd(warm_outcomes))} (n = {len(warm_outcomes)}).")
+    first = next(iter(seeds.values()), {})
+    branch_seeds = [shot(first, n) for n in ("xid_warm", "xid_b1", "xid_b2")]
+    lines.append(f"- Across 3 branch seeds on one warm-up: SD {fmt(sd(branch_seeds))} (n = 3, not judged).")
+    lines += [
+        "",
+        "## 3. When the outcome is decided",
+        "",
+        "| rounding changed from epoch | mean abs move | each seed |",
+    ]
+    lines.append("|---:|---:|---|")
+    decided = None
+    for e in (0, 5, 10, 20):
+        moves = [abs(shot(r, f"xid_fork{e}") - shot(r, "xid_warm")) for r in seeds.values() if _has(r, f"fork{e}")]
+        m = mean(moves)
+        lines.append(f"| {e} | {fmt(m)} | {', '.join(fmt(x) for x in moves)} |")
+        if m is not None:
+            decided = e if (m <= BOUND and decided is None) else (decided if m <= BOUND else None)
+    lines.append("")
+    lines.append(
+        f"Rule 3: decided from epoch {decided} on."
+        if decided is not None
+        else "Rule 3: no fork epoch keeps the move within 3 points: the outcome is not decided in the warm-up."
+    )
+    lines += _signals(seeds)
+    (results / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def _has(rows, what):
+    return shot(rows, "xid_warm") is not None and shot(rows, f"xid_{what}") is not None
+
+
+def _signals(seeds):
+    """Question 4: the warm-ups' per-epoch signals and their rank correlation with the branch's 1-shot."""
+    lines = ["", "## 4. The warm-up's signals (reported, not judged)", ""]
+    lines += ["| seed | warm-up | 1-shot after branch | loss leaves chance (epoch) | AUROC e5/10/20/29 | xmodal e29 |"]
+    lines.append("|---|---|---:|---:|---|---:|")
+    pairs = []  # (outcome, log) of every warm-up with a finished branch
+    for s, rows in seeds.items():
+        for w in WARMUPS:
+            if w in rows and f"xid_{w}" in rows:
+                log, out = rows[w]["log"], shot(rows, f"xid_{w}")
+                pairs.append((out, log))
+                au = "/".join(fmt(log[e]["faulty_auroc"], 2) for e in (5, 10, 20, 29) if e < len(log))
+                lines.append(
+                    f"| {s} | {w} | {fmt(out)} | {plateau_exit(log)} | {au} | {fmt(log[-1]['xmodal_class'], 2)} |"
+                )
+    if len(pairs) >= 5:
+        lines += ["", "Spearman's rank correlation with the branch's 1-shot, across these warm-ups:", ""]
+        lines += ["| epoch | loss | AUROC | 1-NN | xmodal |", "|---:|---:|---:|---:|---:|"]
+        for e in (2, 5, 10, 15, 20, 25, 29):
+            cells = []
+            for k in ("loss", "faulty_auroc", "knn_class", "xmodal_class"):
+                rho = spearmanr([o for o, _ in pairs], [log[e][k] for _, log in pairs]).statistic
+                cells.append(fmt(rho, 2))
+            lines.append(f"| {e} | " + " | ".join(cells) + " |")
+    return lines
