@@ -288,6 +288,8 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             if name == "synth2000"
             else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
             if name.startswith("synth")
+            else f"python -m experiments.demo --data {cfg.data} makes it first (the options: experiments/sets.py)"
+            if name == "drums"
             else 'README, "Real datasets", says how to lay one out'
         )
         raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}")

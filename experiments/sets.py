@@ -1,14 +1,17 @@
-"""The synthetic sets the project's commands name, each with the generator options that make it
-(tools/synthetic.py), and `ensure_data`, which generates one only where nothing of a user's can be
-overwritten. `make demo`'s set is `synth_src2p` (results/regime/PLAN.md); the claims ran on
+"""The generated sets the project's commands name, each with the options that make it, and `ensure_data`,
+which generates one only where nothing of a user's can be overwritten. The synthetic sets (SYNTH_SETS,
+tools/synthetic.py): `make demo`'s is `synth_src2p` (results/regime/PLAN.md); the claims ran on
 `synth2000` and `synth_cue_d`; `synth_transfer` is the transfer endpoint (experiments/demo.py --transfer).
+The sets of real recordings (RECORDED_SETS, tools/recorded.py): `drums`, Debian's hydrogen-drumkits
+rendered as `synth_src2p` is, as near its counts as 9 classes allow (results/drums/README.md).
 
     python -m tools.synthetic --out data/NAME $(options of SYNTH_SETS[NAME])   # what ensure_data runs
+    python -m tools.recorded --src SRC --out data/NAME $(options of RECORDED_SETS[NAME])
 """
 
 from pathlib import Path
 
-from tools import synthetic
+from tools import recorded, synthetic
 
 
 # the generator's options for the sets the project's commands name (others get its defaults)
@@ -49,10 +52,37 @@ SYNTH_SETS = {
 }
 
 
+# where Debian puts the drum kits (apt-get install hydrogen-drumkits), then where the command that the error
+# below gives unpacks them without installing
+DRUMKITS = ("/usr/share/hydrogen/data/drumkits", "/tmp/hydrogen/usr/share/hydrogen/data/drumkits")
+GET_DRUMKITS = "cd /tmp && apt-get download hydrogen-drumkits && dpkg -x hydrogen-drumkits_*.deb /tmp/hydrogen"
+
+
+def drumkits():
+    """The folder of Debian's hydrogen-drumkits; a SystemExit that says how to get it if it is missing."""
+    found = [d for d in DRUMKITS if Path(d).is_dir()]
+    if not found:
+        raise SystemExit(f"data/drums: hydrogen-drumkits not found in {' or '.join(DRUMKITS)}; get it: {GET_DRUMKITS}")
+    return found[0]
+
+
+# The sets of real recordings the commands name: where their recordings are (a function, asked only when
+# the set is made) and tools/recorded.py's options. drums: make demo's recipe (synth_src2p's: sources of 2
+# clips, each clip's own pitch, 8 fps, 2.5-3 s, FLAC) with 9 classes, at 112 + 34 clips a class (1008 and
+# 306, for synth_src2p's 1000 and 300) and 1000 held-out sounds
+RECORDED_SETS = {
+    "drums": (
+        drumkits,
+        "--layout hydrogen --train-per-class 112 --test-per-class 34 --clips-per-source 2 --source-pitch own "
+        "--heldout 1000 --fps 8 --seconds 2.5 3 --audio-codec flac".split(),
+    ),
+}
+
+
 def ensure_data(root, synth_args=None):
-    """Generate the synthetic set only where nothing of the user's can be overwritten: a folder
-    that does not exist, or one synthetic.py made (it holds the marker). Any other folder is used
-    as it is (scanned when it has no manifest)."""
+    """Generate a named set only where nothing of the user's can be overwritten: a folder that does not
+    exist, or one synthetic.py or recorded.py made (it holds the marker). Any other folder is used as
+    it is (scanned when it has no manifest)."""
     root = Path(root)
     synth_args = SYNTH_SETS.get(root.name, []) if synth_args is None else synth_args
     if root.exists() and not synthetic.is_synthetic(root):
@@ -60,4 +90,8 @@ def ensure_data(root, synth_args=None):
         return
     if not (root / "manifest.csv").exists() or not (root / "_heldout").is_dir():  # older sets lack the pool
         print(f"[demo] data: generating {root} (the first stage; BENCHMARKS.md has its minutes per CPU)")
-        synthetic.main(["--out", str(root), *synth_args])
+        if root.name in RECORDED_SETS:
+            where, options = RECORDED_SETS[root.name]
+            recorded.main(["--src", where(), "--out", str(root), *options])
+        else:
+            synthetic.main(["--out", str(root), *synth_args])

@@ -1,4 +1,5 @@
-"""The honesty checks of a synthetic set (Sec. 5.2's conditions, and no shortcut around the method):
+"""The honesty checks of a generated set, synthetic or of recordings (Sec. 5.2's conditions, and no
+shortcut around the method):
 - audio alone cannot tell a faulty positive from a clean one: the best AUROC of four sound statistics
   (flatness, loudness, centroid, envelope variation) stays below 0.75, for the natural faults and for
   the held-out sounds that injection uses;
@@ -9,10 +10,13 @@
   On a set whose clips come in sources, a natural sound has its source's siblings nearby and a
   held-out one may not: a shortcut a weight could take without the cross-modal mechanism under test;
 - injected audio comes from neither split: no `_heldout/` file is listed in train.txt or test.txt;
-- train and test share no video.
+- train and test share no video, and no source (ground_truth.csv's `source`, where the set has sources);
+- on a set of recordings (tools/recorded.py): no recording is heard in both splits, and no group of
+  recordings (recordings.csv: takes of one drum) is in two of train, test and the held-out pool.
 
     python -m lab.honesty data/synth2000              # prints each check; exit 1 if one fails
     python -m lab.honesty data/synth_src2p --share 0.25   # make demo's set at make demo's level
+    python -m lab.honesty data/drums --share 0.25         # the drum recordings (tools/recorded.py), the same level
 
 tests/test_synthetic.py runs the same functions on a small generated set.
 """
@@ -129,6 +133,7 @@ def check(root, n=300, seed=0, share=0.5):
     shared = len(splits["train"] & splits["test"])
     leaked = sum(1 for s in splits.values() for line in s if line.startswith("_heldout/"))
     return {
+        **crossings(root),
         f"natural faulty vs clean, best audio-only AUROC ({len(faulty)} vs {len(clean)} files)": (
             natural,
             natural < LIMIT,
@@ -143,9 +148,28 @@ def check(root, n=300, seed=0, share=0.5):
     }
 
 
+def crossings(root):
+    """{check: (count, passed)}: the sources, recordings and groups of recordings that two splits share,
+    for the kinds the set names (none for a set of single clips)."""
+    rows = list(csv.DictReader(open(root / "ground_truth.csv")))
+    out = {}
+    for column, what in (("source", "sources with clips"), ("recording", "recordings heard")):
+        if rows and column in rows[0]:
+            heard = {s: {r[column] for r in rows if r["split"] == s} for s in ("train", "test")}
+            both = len(heard["train"] & heard["test"])
+            out[f"{what} in train and test"] = (both, both == 0)
+    if (root / "recordings.csv").is_file():
+        groups = {}
+        for r in csv.DictReader(open(root / "recordings.csv")):
+            groups.setdefault(r["group"], set()).add(r["split"])
+        split = sum(len(s) > 1 for s in groups.values())
+        out[f"groups of recordings in two of train, test and _heldout/ ({len(groups)} groups)"] = (split, split == 0)
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("root", help="a set made by tools/synthetic.py")
+    p.add_argument("root", help="a set made by tools/synthetic.py or tools/recorded.py")
     p.add_argument("--n", type=int, default=300, help="files of each kind to read")
     p.add_argument("--share", type=float, default=0.5, help="the injected share of the novelty check (0 < share < 1)")
     args = p.parse_args(argv)

@@ -9,7 +9,14 @@ same rendering), for the transfer endpoint that stands in for the paper's UCF101
 
     python -m tools.synthetic --out data/transfer --family transfer --classes 5 --train-per-class 20 \
         --test-per-class 20 --heldout 0 --pool 0
+
+A third kind of sound is recorded, not synthesised: with p["recording"] (a sound file) and p["playback"]
+(its speed, a pitch factor), render_audio strikes that recording once per cycle of the motion, where the
+synthetic tone peaks, and the rest (class cue, instance cue, noise) is as for a tone: tools/recorded.py's
+sets of real sounds.
 """
+
+from functools import cache
 
 import av
 import numpy as np
@@ -133,6 +140,9 @@ def render_audio(p, rate):
         env = (np.sin(2 * np.pi * tempo * t + rng.uniform(0, 6.3)) > 0.3).astype(np.float64)
         chirp = np.sin(2 * np.pi * (f0 * t + rng.uniform(-200, 200) * t**2))
         wav = 0.3 * env * chirp + 0.3 * rng.normal(0, 1, t.shape) * (1 - env) * rng.uniform(0.2, 1)
+    elif p.get("recording"):  # a real sound, struck where the tone would peak (tools/recorded.py)
+        wav = 0.3 * p.get("class_cue", 1.0) * struck(p, t, rate)
+        wav = _with_cues(wav, p, t, rng)
     else:
         f = p["pitch"]
         ph = 2 * np.pi * f * t
@@ -161,12 +171,61 @@ def render_audio(p, rate):
             raise ValueError(f"timbre {timbre!r}: not one of the renderer's")
         env = 0.5 + 0.5 * np.sin(2 * np.pi * p["freq"] * t + p["phase"])  # beats with the motion
         wav = 0.3 * p.get("class_cue", 1.0) * env**2 * tone / np.abs(tone).max()
-        if p.get("instance_cue", 0.0) > 0:  # the stripe's height and hue as two pitches, 250-1000 and 1500-4000 Hz
-            height, hue = instance_cue(p)
-            f1, f2 = 250 * 2 ** (2 * height), 1500 * 2 ** (1.415 * hue / 0.8)
-            wav = wav + 0.15 * p["instance_cue"] * (np.sin(2 * np.pi * f1 * t) + np.sin(2 * np.pi * f2 * t))
-        wav = wav + 0.05 * p["noise"] * rng.normal(0, 1, t.shape)
+        wav = _with_cues(wav, p, t, rng)
     return np.clip(wav, -1, 1).astype(np.float32)
+
+
+def _with_cues(wav, p, t, rng):
+    """A class sound with the video's instance cue (if any) and the noise added: the same for a tone and
+    for a recording."""
+    if p.get("instance_cue", 0.0) > 0:  # the stripe's height and hue as two pitches, 250-1000 and 1500-4000 Hz
+        height, hue = instance_cue(p)
+        f1, f2 = 250 * 2 ** (2 * height), 1500 * 2 ** (1.415 * hue / 0.8)
+        wav = wav + 0.15 * p["instance_cue"] * (np.sin(2 * np.pi * f1 * t) + np.sin(2 * np.pi * f2 * t))
+    return wav + 0.05 * p["noise"] * rng.normal(0, 1, t.shape)
+
+
+RING_SECONDS = 2.0  # a strike sounds for at most this long (cymbals ring for 12 s): 1-4 strikes overlap
+
+
+@cache  # each process of the pool decodes a recording once, however many clips use it
+def recording(path, rate):
+    """A sound file as (n,) float32 mono at `rate`: from its onset (the first sample above 2% of its peak,
+    so that the strike falls on the beat), at most RING_SECONDS, peak 1, the last 20 ms faded out.
+    Raises ValueError naming the file if it cannot be decoded or is silent."""
+    try:
+        with av.open(str(path)) as c:
+            resample = av.AudioResampler(format="flt", layout="mono", rate=rate)
+            parts = [f.to_ndarray().reshape(-1) for frame in c.decode(audio=0) for f in resample.resample(frame)]
+            parts += [f.to_ndarray().reshape(-1) for f in resample.resample(None)]  # what the resampler holds
+    except (av.error.FFmpegError, IndexError, ValueError) as err:  # IndexError: no audio stream
+        raise ValueError(f"{path}: not a readable sound file ({err})") from None
+    wav = np.concatenate(parts) if parts else np.zeros(0, np.float32)  # (n,)
+    peak = float(np.abs(wav).max()) if len(wav) else 0.0
+    if peak < 1e-4:
+        raise ValueError(f"{path}: silent (peak {peak:.1e}), nothing to strike")
+    onset = int(np.argmax(np.abs(wav) > 0.02 * peak))
+    wav = wav[onset : onset + int(RING_SECONDS * rate)] / peak
+    fade = min(len(wav), int(0.02 * rate))
+    wav[len(wav) - fade :] *= np.linspace(1, 0, fade, dtype=np.float32)
+    return wav
+
+
+def struck(p, t, rate):
+    """p["recording"] played at speed p["playback"] (1.1: 10% higher and shorter) once per cycle of the
+    motion, where render_video's path is at its extreme and the synthetic tone's envelope peaks (phase
+    pi/2), strikes that began before the clip ringing into it; peak 1. t: (n,) sample times -> (n,)."""
+    sample = recording(p["recording"], rate)  # (m,)
+    speed = p.get("playback", 1.0)
+    sample = np.interp(np.arange(0, len(sample) - 1, speed), np.arange(len(sample)), sample)  # (m / speed,)
+    period = 1 / p["freq"]
+    first = ((np.pi / 2 - p["phase"]) / (2 * np.pi * p["freq"])) % period  # the first strike at or after 0
+    wav = np.zeros(len(t))
+    for when in np.arange(first - period * np.ceil(len(sample) / rate / period), t[-1] + 1 / rate, period):
+        k = int(round(when * rate))  # the strike's first sample; negative: it began before the clip
+        part = sample[max(0, -k) : max(0, len(t) - k)]
+        wav[max(0, k) : max(0, k) + len(part)] += part
+    return wav / max(float(np.abs(wav).max()), 1e-9)
 
 
 def write_mp4(path, frames, wav, fps, rate, gop=12, audio_codec="aac"):

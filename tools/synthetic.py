@@ -77,6 +77,36 @@ def add_arguments(p):
     """The generator's options, each with the values it allows (a bad one ends in one line, naming it)."""
     p.add_argument("--out", required=True, help="folder to create (or one this generator made before)")
     p.add_checked("--classes", between(1, 25), type=int, default=10, help="number of classes")
+    add_set_arguments(p)
+    p.add_checked(
+        "--pool", at_least(0), type=int, default=100, help="audio-only files that belong to no class (_pool/)"
+    )
+    p.add_checked(
+        "--instance-cue",
+        between(0, 1),
+        type=float,
+        default=0.0,
+        help="strength of a cue of each video's own that its picture and sound share (a stripe whose "
+        "height and hue set the pitches of two tones); 0, the default, leaves the set as it was",
+    )
+    p.add_checked(
+        "--class-cue",
+        Check(lambda v: 0 < v <= 1, "a value in (0, 1]"),
+        type=float,
+        default=1.0,
+        help="size of the class's shape and level of the class's sound (1: as it was)",
+    )
+    p.add_argument(
+        "--family",
+        choices=sorted(FAMILIES),
+        default="pretrain",
+        help="pretrain (every pre-training set's shapes and timbres) or transfer (shapes and timbres no "
+        "pre-training class has: the transfer endpoint's set, tools/render.py)",
+    )
+
+
+def add_set_arguments(p):
+    """The options of a rendered set that tools/recorded.py shares: sizes, splits, sources, faults, files."""
     p.add_checked("--train-per-class", at_least(1), type=int, default=50)
     p.add_checked(
         "--test-per-class", at_least(0), type=int, default=30, help="30: one test video is not one point of R@1"
@@ -87,9 +117,6 @@ def add_arguments(p):
         type=int,
         default=None,
         help="injection pool (_heldout/): sounds of videos in neither split; default: one per train video",
-    )
-    p.add_checked(
-        "--pool", at_least(0), type=int, default=100, help="audio-only files that belong to no class (_pool/)"
     )
     p.add_checked(
         "--faulty", between(0, 1), type=float, default=0.1, help="share of training videos with another video's audio"
@@ -108,21 +135,6 @@ def add_arguments(p):
         "--seconds", at_least(0.5), type=float, nargs=2, default=[3.0, 4.0], help="duration range, shortest first"
     )
     p.add_checked("--noise", between(0, 1), type=float, default=0.3, help="background clutter and audio noise")
-    p.add_checked(
-        "--instance-cue",
-        between(0, 1),
-        type=float,
-        default=0.0,
-        help="strength of a cue of each video's own that its picture and sound share (a stripe whose "
-        "height and hue set the pitches of two tones); 0, the default, leaves the set as it was",
-    )
-    p.add_checked(
-        "--class-cue",
-        Check(lambda v: 0 < v <= 1, "a value in (0, 1]"),
-        type=float,
-        default=1.0,
-        help="size of the class's shape and level of the class's sound (1: as it was)",
-    )
     p.add_checked(
         "--clips-per-source",
         at_least(1),
@@ -143,13 +155,6 @@ def add_arguments(p):
         choices=("aac", "flac"),
         default="aac",
         help="aac (what downloads have) or flac (lossless, about 5x cheaper to encode; the demo's set)",
-    )
-    p.add_argument(
-        "--family",
-        choices=sorted(FAMILIES),
-        default="pretrain",
-        help="pretrain (every pre-training set's shapes and timbres) or transfer (shapes and timbres no "
-        "pre-training class has: the transfer endpoint's set, tools/render.py)",
     )
     p.add_checked("--seed", at_least(0), type=int, default=0)
     p.add_checked(
@@ -229,8 +234,41 @@ def _make_one(job):
 
 
 def is_synthetic(folder):
-    """True if this generator made `folder` (it holds the marker file)."""
+    """True if this generator (or tools/recorded.py, which renders with it) made `folder` (it holds the
+    marker file)."""
     return (Path(folder) / MARKER).is_file()
+
+
+def claim(out, maker):
+    """The folder `out` made ready for a generated set, marked as one: it must not exist yet, be empty,
+    or hold the marker (never a user's dataset). -> Path"""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not is_synthetic(out):
+        raise FileExistsError(
+            f"{out} exists and was not made by {maker} (no {MARKER} in it): "
+            f"refusing to write into it; choose a new --out"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text(f"made by {maker}; the folder may be regenerated\n")
+    return out
+
+
+def write_set(out, jobs, splits, truth, workers=None):
+    """Render the jobs (_make_one's tuples) with `workers` processes, then write the split lists, the
+    ground truth (a dict per video) and the manifest (media/manifest.py's scan). -> the manifest's rows"""
+    from media import manifest  # the scan that writes the manifest
+
+    with Pool(workers or os.cpu_count() or 1) as processes:
+        processes.map(_make_one, jobs, chunksize=8)
+    for split, rels in splits.items():
+        (out / f"{split}.txt").write_text("\n".join(rels) + "\n")
+    with open(out / "ground_truth.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, list(truth[0]))
+        w.writeheader()
+        w.writerows(truth)
+    rows = manifest.scan(out)
+    manifest.write_manifest(rows, out / "manifest.csv")
+    return rows
 
 
 def generate(
@@ -257,8 +295,6 @@ def generate(
     family="pretrain",
 ):
     """Write the dataset described in the module docstring under `out`."""
-    from media import manifest  # the scan that writes the manifest
-
     if not 1 <= classes <= 25:
         raise ValueError(f"classes={classes}: expected 1..25 (5 shapes x 5 paths)")
     if not (0 <= instance_cue <= 1 and 0 < class_cue <= 1):
@@ -271,14 +307,7 @@ def generate(
     # Drawn from each video's seed, not from the generator's stream: at the defaults the set is the same
     # file for file as one made before these options existed.
     cues = {"instance_cue": instance_cue, "class_cue": class_cue, "audio_codec": audio_codec}
-    out = Path(out)
-    if out.exists() and any(out.iterdir()) and not is_synthetic(out):
-        raise FileExistsError(
-            f"{out} exists and was not made by synthetic.py (no {MARKER} in it): "
-            f"refusing to write into it; choose a new --out"
-        )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("made by synthetic.py; the folder may be regenerated\n")
+    out = claim(out, "synthetic.py")
     t0 = time.time()
     rng = np.random.default_rng(seed)
     jobs, truth, splits = [], [], {"train": [], "test": []}
@@ -328,16 +357,7 @@ def generate(
         c = int(held_rng.integers(classes))  # a class sound, like a natural fault's: the same renderer
         p = {**_video_params(held_rng, c, seconds, noise, family), "shape": None}
         jobs.append((out / "_heldout" / f"sound_{k:04d}.mp4", p, p, size, fps, audio_rate, gop, cues))
-    with Pool(workers or os.cpu_count() or 1) as processes:
-        processes.map(_make_one, jobs, chunksize=8)
-    for split, rels in splits.items():
-        (out / f"{split}.txt").write_text("\n".join(rels) + "\n")
-    with open(out / "ground_truth.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, list(truth[0]))
-        w.writeheader()
-        w.writerows(truth)
-    rows = manifest.scan(out)
-    manifest.write_manifest(rows, out / "manifest.csv")
+    rows = write_set(out, jobs, splits, truth, workers)
     n_faulty = sum(t["faulty_audio"] for t in truth)
     print(
         f"synthetic dataset: {classes} classes, {len(splits['train'])} train / {len(splits['test'])} test "
