@@ -109,6 +109,11 @@ def report(runs, results):
             f"{chaotic} of {len(warm_moves)} seeds: "
             + ("chaotic at the size of the effects." if chaotic >= 2 else "not.")
         )
+    signed = [shot(r, "xid_fork0") - shot(r, "xid_warm") for r in seeds.values() if _has(r, "fork0")]
+    lines.append(
+        f"- Signed, 1 thread minus 2 (fork0 - warm): {', '.join(f'{x:+.1f}' for x in signed)}; higher on 1 thread "
+        f"on {sum(x > 0 for x in signed)} of {len(signed)} seeds (not in the plan: a direction, to be checked)."
+    )
     warm_outcomes = [shot(r, "xid_warm") for r in seeds.values()]
     lines.append(f"- Across the seeds' reference runs: SD {fmt(sd(warm_outcomes))} (n = {len(warm_outcomes)}).")
     first = next(iter(seeds.values()), {})
