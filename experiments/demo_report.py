@@ -14,6 +14,7 @@ from pathlib import Path
 from statistics import mean, stdev
 
 from analysis import figures
+from experiments.reuse import described
 from losses import VARIANTS
 
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
@@ -71,7 +72,10 @@ def fmt_diff(diffs):
 def tables(results, faulty, methods, columns):
     """Mean +- std over seeds per method, then each method minus xID on the same seed."""
     show_soft = any(VARIANTS[parse_method(m)[0]].soft for m in methods)  # an all-✗ column says nothing
-    lines = [
+    last = {m: results[-1][faulty][m] for m in methods}  # a method's own settings are the same on every seed
+    said = [f"{method_name(m)}: {described(r['ran_with'], r.get('delta'))}" for m, r in last.items() if "ran_with" in r]
+    lines = [f"Each row's own settings (the rest are the command's): {'; '.join(said)}.\n"] if said else []
+    lines += [
         "| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
         "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns),
     ]
@@ -148,17 +152,21 @@ def compare(results, reference, args):
     return "\n".join(lines)
 
 
-def write_results(args, results, deltas, root, minutes, argv, reused=0):
+def write_results(args, results, deltas, root, minutes, argv, reused=0, shown=None):
+    """RESULTS/NAME.md and NAME.json, and the pictures of the run folder ROOT (the last setting trained here), of
+    which the branch folder `shown` (default: the shown method's) draws the evaluation's; NAME.md links them.
+    Returns the files written: NAME.md, NAME.json, then the pictures."""
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     name = args.figure or "demo"
-    last = root / branch_folder(shown_method(args.methods)) if root else None
+    last = root / (shown or branch_folder(shown_method(args.methods))) if root else None
+    pictures = []
     for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
         if last and (last / png).exists():
-            shutil.copy(last / png, out / f"{name}_{png}")
+            pictures.append(Path(shutil.copy(last / png, out / f"{name}_{png}")))
     if root and args.figures:  # the mechanism as it trained: curves, and the scores under the weights
         for made in figures.run_pictures(root):
-            shutil.copy(made, out / f"{name}_{made.name}")
+            pictures.append(Path(shutil.copy(made, out / f"{name}_{made.name}")))
     command = "python -m experiments.demo " + " ".join(argv if argv is not None else sys.argv[1:])
     total = len(args.seeds) * len(args.faulty)
     timing = (
@@ -185,6 +193,14 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
             }
             figures.noisy(args.faulty, curves, metric, out / png, baseline=method_name(args.methods[0]))
         text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
+        pictures += [out / f"{name}.png", out / f"{name}_5shot.png"]
+    if own := [p for p in pictures if p.name not in (f"{name}.png", f"{name}_5shot.png")]:
+        shown_name = method_name(shown_method(args.methods))
+        text += [
+            f"## Pictures of {root.name}, the last setting trained here\n",
+            f"The training of each of its runs, and {shown_name}'s evaluation (its scores and weights, retrievals).\n",
+            *(f"![{p.stem}]({p.name})\n" for p in own),
+        ]
     (out / f"{name}.md").write_text("\n".join(text) + "\n")
     (out / f"{name}.json").write_text(
         json.dumps(
@@ -198,3 +214,4 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
         )
     )
     print("\n".join(text))
+    return [out / f"{name}.md", out / f"{name}.json", *pictures]

@@ -73,3 +73,20 @@ def test_a_capped_few_shot_column_reads_the_shot_evaluate_ran():
     fewshot = {"1-shot": (0.4, 0.1), "2-shot": (0.6, 0.1), "protocol": {"capped": {"5": 2}}}
     assert shot(fewshot, 5) == (0.6, 0.1) and shot(fewshot, 1) == (0.4, 0.1)
     assert shot({"5-shot": (0.7, 0.0), "protocol": {}}, 5) == (0.7, 0.0)
+
+
+def test_the_table_links_the_pictures_it_writes_and_names_every_file(tmp_path, monkeypatch):
+    """write_results copies the last setting's pictures beside demo.md, which links each; it returns every file
+    it wrote, for the demo's last line."""
+    root = tmp_path / "runs" / "seed0_faulty25"
+    (root / "weighted").mkdir(parents=True)
+    (root / "weighted" / "scores_weights.png").write_bytes(b"png")
+    (root / "curves.png").write_bytes(b"png")
+    monkeypatch.setattr(demo_report.figures, "run_pictures", lambda folder: [folder / "curves.png"])
+    args = DemoArgs(results=str(tmp_path / "res"), methods=["xid", "weighted"])
+    rows = {0.25: {m: dict.fromkeys(demo_report.COLUMNS, 0.5) for m in args.methods}}
+    written = demo_report.write_results(args, [rows], {0.25: -0.67}, root, 1.0, [])
+    assert [p.name for p in written] == ["demo.md", "demo.json", "demo_scores_weights.png", "demo_curves.png"]
+    text = (tmp_path / "res" / "demo.md").read_text()
+    assert "![demo_scores_weights](demo_scores_weights.png)" in text and "![demo_curves](demo_curves.png)" in text
+    assert "Weighted-xID's evaluation" in text
