@@ -58,6 +58,7 @@ from experiments.demo_report import (
     branch_folder,
     compare,
     method_name,
+    paired_spread,
     parse_method,
     shown_method,
     write_results,
@@ -388,7 +389,8 @@ def main(argv=None):
     shown = branch_name(args, shown_method(args.methods))  # the branch whose evaluation pictures demo.md shows
     table, numbers, *pictures = write_results(args, results, deltas, root, minutes, argv, reused, shown)
     if args.compare:
-        print(compare(results, json.loads(Path(args.compare).read_text()), args))
+        spread = paired_spread({faulty: setting_key(args, faulty) for faulty in args.faulty})
+        print(compare(results, json.loads(Path(args.compare).read_text()), args, spread))
     print("\n" + time_split(split["data"], [ran for _, _, ran in done if ran], time.time() - t0))
     beside = f", and beside it {len(pictures)} pictures it links: {', '.join(p.name for p in pictures)}"
     print(f"\n[demo] wrote {table} (the table; its numbers: {numbers.name}){beside if pictures else ''}")
