@@ -331,7 +331,7 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
 
 
 def log_epoch(record: dict[str, Any], out: Path, timing: str = "") -> None:
-    """The epoch's line (the columns: README, "The epoch line"), then its record in OUT/log.jsonl; `timing`, the
+    """The epoch's line (its columns: TOUR.md, step 7), then its record in OUT/log.jsonl; `timing`, the
     time per epoch and the time left, is only shown."""
     print(
         "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "

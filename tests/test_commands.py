@@ -196,6 +196,10 @@ def commands(tmp: Path) -> list[list[str]]:
             "15",
             *demo_small,
         ],
+        # TOUR.md, step 9: a sweep from make demo's runs (its warm-up and default branch reused)
+        ["-m", "lab.sweep", "lambda", "--values", "0.3", "0.5", "--faulty", "0.25", "--seeds", "0"]
+        + ["--runs", "runs/make_demo", "--results", "runs/lam03", "--data", data, "--warmup-epochs", "1"]
+        + ["--epochs", "1", "--trials", "2", "--num-negatives", "15", *SMALL],
         # README.md: the earlier regime's demo (width 0.25, 4 frames at 4 fps), in miniature
         [
             "-m",
