@@ -48,7 +48,7 @@ def same_injection(state: dict[str, Any], injected: torch.Tensor, path: str | Pa
     saved = state["instances"]["injected"]
     if saved is not None and not allow and not torch.equal(saved.cpu(), injected):
         raise SystemExit(
-            f"{path} was trained with other injected faulty positives than this run's (another "
+            f"train.py: {path} was trained with other injected faulty positives than this run's (another "
             f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); "
             f"use another --out, or --allow-config-change"
         )
@@ -91,7 +91,7 @@ def load_resumable(ckpt_path: Path, rank: int) -> dict[str, Any]:
         prev = checkpoint.previous(ckpt_path)
         if not prev.is_file():
             raise SystemExit(
-                f"{err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
+                f"train.py: {err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
                 f"aside to start afresh, or use another --out"
             ) from err
         state = checkpoint.load_checkpoint(prev)
@@ -118,7 +118,7 @@ def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> d
     slots, num_items = state["bank"]["video"].shape[0], len(instances["paths"])
     if slots != num_items:
         raise SystemExit(
-            f"--init {init}: its memory bank has {slots} slots, "
+            f"train.py: --init {init}: its memory bank has {slots} slots, "
             f"the training set {num_items} videos; use the same data and manifest"
         )
     same_injection(state, instances["injected"], init, allow)
