@@ -42,9 +42,12 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from statistics import NormalDist
 
@@ -402,14 +405,28 @@ def resume_command(argv):
 
 
 def cli(argv=None):
-    """main, where Ctrl-C says in one line what is kept and how to go on, not in a traceback."""
+    """main, where Ctrl-C says in one line what is kept and how to go on, not in a traceback. Ctrl-C reaches the
+    side-by-side processes too, which end at once (jobs._job_init): the parent may see their pool break first."""
     argv = sys.argv[1:] if argv is None else argv
+    stopped = []
+
+    def interrupted(*_):
+        stopped.append(True)
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGINT, interrupted) if main_thread else None
     try:
         main(argv)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BrokenProcessPool) as err:
+        if not (stopped or isinstance(err, KeyboardInterrupt)):
+            raise
         said = f"[demo] stopped by Ctrl-C; the finished epochs are kept, and this goes on: {resume_command(argv)}"
         print("\n" + said, file=sys.stderr)
         raise SystemExit(130) from None
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
 
 
 if __name__ == "__main__":

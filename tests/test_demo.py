@@ -402,3 +402,11 @@ def test_ctrl_c_is_one_line_naming_the_command_that_goes_on_without_fresh(monkey
         "[demo] stopped by Ctrl-C; the finished epochs are kept, and this goes on: "
         ".venv/bin/python -m experiments.demo --runs 'runs/my demo'"
     ]
+    from concurrent.futures.process import BrokenProcessPool
+
+    def broken(argv):  # a side-by-side process that died without a Ctrl-C: not taken for one
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(demo, "main", broken)
+    with pytest.raises(BrokenProcessPool):
+        demo.cli([])
