@@ -6,14 +6,21 @@ PY := $(VENV)/bin/python
 
 .PHONY: test lint format test-all mutation demo gpu-check venv clean
 
-venv: $(VENV)/.installed
+# The stamp .venv/.installed holds requirements.txt's checksum: the venv is updated in place when the file's
+# content changes, not when a checkout only makes it newer (a fresh clone's). An empty stamp, which the rule
+# before this one wrote, is taken as made from the requirements of now.
+REQUIREMENTS := $(shell cksum < requirements.txt)
+STAMP := $(VENV)/.installed
 
-# The stamp is rebuilt whenever requirements.txt changes, so a stale venv is updated in place.
-$(VENV)/.installed: requirements.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	touch $@
+venv:
+	@if [ -f $(STAMP) ] && [ ! -s $(STAMP) ]; then echo "$(REQUIREMENTS)" > $(STAMP); fi
+	@if [ "$$(cat $(STAMP) 2>/dev/null)" != "$(REQUIREMENTS)" ]; then \
+		set -e; \
+		test -x $(PY) || $(PYTHON) -m venv $(VENV); \
+		$(PY) -m pip install --quiet --upgrade pip; \
+		$(PY) -m pip install --quiet -r requirements.txt; \
+		echo "$(REQUIREMENTS)" > $(STAMP); \
+	fi
 
 # The default suite (what .ci/run calls): lint and format checks (ruff, pyproject.toml), then the tests,
 # CPU-only, 10-15 minutes on 2 cores. `make format` rewrites the files the way the check wants them.

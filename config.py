@@ -7,8 +7,8 @@ error. `python train.py --help` prints the options grouped: data, clip, model, o
 (the paper's hyper-parameters) and engineering (workers, preload, precision, ...: they change speed,
 not results).
 
-Which fields change a run's result matters twice: a resumed run refuses to continue under other
-values of them (train.py), and `ENGINEERING` lists the ones that do not.
+Which fields change a run's result matters twice: a resumed run refuses to continue under other values
+of those its trained epochs read (result_changes), and `ENGINEERING` lists the ones that never do.
 """
 
 import argparse
@@ -39,9 +39,8 @@ def at_least(lo: float) -> Check:
 
 def between(lo: float, hi: float, hi_open: bool = False) -> Check:
     """lo <= v <= hi, or lo <= v < hi with hi_open (a share: [0, 1))."""
-    return Check(
-        lambda v: lo <= v < hi if hi_open else lo <= v <= hi, f"a value in [{lo:g}, {hi:g}{')' if hi_open else ']'}"
-    )
+    words = f"a value in [{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    return Check(lambda v: lo <= v < hi if hi_open else lo <= v <= hi, words)
 
 
 POSITIVE = Check(lambda v: v > 0, "a value above 0")
@@ -57,19 +56,14 @@ def _opt(default: Any, text: str, group: str, check: Check = ANY) -> Any:
     return field(default=default, metadata={"help": text, "group": group, "check": check})
 
 
-FAULTY_SOURCES = ("heldout", "train", "noise")
+FAULTY_SOURCES, LAYOUTS = ("heldout", "train", "noise"), ("ucf101", "hmdb51", "kinetics", "folder")
 
 
 @dataclass
 class Config:
     # data
     data: str = _opt("data/synth", "dataset root", "data")
-    layout: str = _opt(
-        "folder",
-        "ucf101 | hmdb51 | kinetics | folder (media/manifest.py)",
-        "data",
-        check=one_of("ucf101", "hmdb51", "kinetics", "folder"),
-    )
+    layout: str = _opt("folder", " | ".join(LAYOUTS) + " (media/manifest.py)", "data", check=one_of(*LAYOUTS))
     split: str = _opt("train", "split to pre-train on", "data")
     fold: int = _opt(1, "split 1-3 of UCF101 / HMDB51", "data", check=between(1, 3))
     annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", "data")
@@ -116,7 +110,7 @@ class Config:
     video_depth: int = _opt(
         9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model", check=Check(lambda v: v in (9, 18), "9 or 18")
     )
-    width: float = _opt(1.0, "channel multiplier (paper: 1.0; the demo uses 0.25)", "model", check=POSITIVE)
+    width: float = _opt(1.0, "channel multiplier (paper: 1.0; make demo: 0.125)", "model", check=POSITIVE)
     # optimisation
     batch_size: int = _opt(
         224,
@@ -244,17 +238,14 @@ class Config:
 
 
 # Fields a resume may change, because they change speed or bookkeeping but not what the run computes:
-#   out, allow_config_change, max_bad_fraction  where and whether the run goes on, not its steps
+#   out, allow_config_change, max_bad_fraction, save_every  where and whether the run goes on, what is kept
 #   init           read only when OUT has no checkpoint yet; a resume starts from the checkpoint
 #   workers, pin_workers  each item's draws are seeded by (seed, epoch, index): tests/test_data.py
-#   channels_last  the GPU's memory layout only (ignored on a CPU); kernels round as another card's would
-#   device         where the run computes; "auto" moving between a GPU and a CPU also moves amp "auto" (below)
-#   save_every     which checkpoints are kept besides the latest
+#   channels_last, device  where the run computes and the GPU's memory layout (kernels round as another card's)
 #   manifest       which file lists the videos; the resumed bank's size and injected set are checked
-# Two engineering options are not in it, and a resume that changes them is refused: preload (a
-# preloaded clip's audio is cut from a whole-file decode, a decoded one's after a seek, and AAC's
-# restart after a seek changes the samples slightly: tests/test_data.py) and amp (bf16 and fp16 round
-# every step; "auto" still resolves by device, so moving a run between a GPU and a CPU changes it).
+# Not preload (a preloaded clip's audio is cut from a whole-file decode, a decoded one's after a seek, and
+# AAC's restart changes the samples slightly: tests/test_data.py) nor amp (bf16 and fp16 round every step;
+# "auto" resolves by device, so moving a run between a GPU and a CPU changes it).
 NOT_RESUMABLE = {"preload", "amp"}
 ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "engineering"} - NOT_RESUMABLE | {"manifest"}
 
@@ -296,18 +287,16 @@ PRESETS = {
         preload="on",
     ),
 }
-# make demo's regime: 1000 clips in sources of 2, a model half as wide, 2 frames a clip (1 s at 2 fps, so
-# the sound's clip is unchanged), and 30 + 24 epochs (results/demo_screen/: the branch length at which the
-# methods separate at 25% injected; experiments/demo_args.py holds the level).
+# make demo's regime: 1000 clips in sources of 2, a model half as wide, 2 frames a clip (1 s at 2 fps: the same
+# sound), 30 + 24 epochs (results/demo_screen/: where the methods separate at 25% injected, demo_args.py's level).
 PRESETS["demo"] = PRESETS["demo2000"] | dict(
     data="data/synth_src2p", width=0.125, frames=2, fps=2.0, warmup_epochs=30, epochs=24
 )
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, whose errors are one line naming the program, the option and what it allows (its
-    default prints the whole usage first, and a bad value a user typed is not worth a screenful).
-    `add_checked` adds an option with the Check its values must pass when parsed (evaluate.py's)."""
+    """argparse whose errors are one line naming the program, the option and what it allows (not a screenful of
+    usage for a typo); `add_checked` adds an option with the Check its values must pass (evaluate.py's)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -435,7 +424,27 @@ def absolute_paths(values: dict[str, Any]) -> dict[str, Any]:
     return values | {k: str(Path(values[k]).resolve()) for k in PATHS if values.get(k)}
 
 
-def result_changes(old: Config, new: Config) -> dict[str, tuple[Any, Any]]:
-    """Fields, other than ENGINEERING ones, whose values differ between two Configs: {name: (old, new)}."""
+# What only the second stage reads (the warm-up is xID at a constant rate: train.lr_at), and of it what only soft
+# targets or eq. (6)'s weights read (losses.VARIANTS); the log's diagnostics read tau_s, tau_t, but no step does.
+SOFT_ONLY, WEIGHTS_ONLY = {"soft_targets", "tau_s", "tau_t", "lam", "soft_guard"}, {"kappa", "w_min", "delta"}
+SECOND_STAGE = {"loss", "epochs", "lr_min"} | SOFT_ONLY | WEIGHTS_ONLY
+
+
+def unread(cfg: Config, trained: int) -> set[str]:
+    """The fields that the first `trained` epochs of a run under cfg never read."""
+    variant = VARIANTS[cfg.loss]
+    stage = (set() if variant.soft else SOFT_ONLY) | (set() if variant.weights == "scores" else WEIGHTS_ONLY)
+    return SECOND_STAGE if trained <= cfg.warmup_epochs else stage
+
+
+def result_changes(old: Config, new: Config, trained: int | None = None) -> dict[str, tuple[Any, Any]]:
+    """Fields, other than ENGINEERING ones, whose values differ between two Configs: {name: (old, new)}. Given
+    how many epochs a checkpoint of `old` has trained (begun ones included), only the fields those epochs read
+    under both: another lam leaves a warm-up as it is, and a longer warm-up extends one still in it."""
     a, b = absolute_paths(asdict(old)), absolute_paths(asdict(new))
-    return {k: (a[k], b[k]) for k in a if k not in ENGINEERING and a[k] != b[k]}
+    changed = {k: (a[k], b[k]) for k in a if k not in ENGINEERING and a[k] != b[k]}
+    if trained is not None:
+        same = unread(old, trained) & unread(new, trained)
+        same |= {"warmup_epochs"} if trained <= min(old.warmup_epochs, new.warmup_epochs) else set()
+        changed = {k: v for k, v in changed.items() if k not in same}
+    return changed

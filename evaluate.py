@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
         "the network's own map (3x3 at 80, 2x2 at 64), not resampled (a deviation); features writes --out; "
         "report prints the checkpoint's records as the paper's table rows",
     )
-    p.add_argument("ckpt", help="train.py checkpoint")
+    p.add_argument("ckpt", help="train.py checkpoint (OUT/ckpt.pt), or its run folder OUT")
     p.add_argument("--data", help="evaluation dataset root (default: the pre-training data)")
     p.add_checked("--layout", one_of("ucf101", "hmdb51", "kinetics", "folder"), help="the evaluation set's layout")
     p.add_checked(
@@ -283,6 +283,10 @@ def main(argv: list[str] | None = None) -> None:
         "the cores; the numbers do not depend on it)",
     )
     args = p.parse_args(argv)
+    if Path(args.ckpt).is_dir():  # a run folder stands for its checkpoint
+        if not (Path(args.ckpt) / "ckpt.pt").is_file():
+            p.error(f"{args.ckpt}: a folder without a ckpt.pt; expected a train.py checkpoint or its run folder")
+        args.ckpt = str(Path(args.ckpt) / "ckpt.pt")
     if args.task == "report":
         try:
             print(report.report(args.ckpt))
@@ -363,10 +367,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"evaluate.py: {err}") from err
     except ValueError as err:  # a dataset that holds nothing usable, a split that lost videos: one line
         raise SystemExit(f"evaluate.py: {err}") from None
-    if len(by_fold) > 1:
+    if by_fold:  # in %, as the tables; the fractions and protocols are in the records
         print(report.fold_table(by_fold))
-    elif by_fold:
-        print(json.dumps(next(iter(by_fold.values())), indent=1))
+        print(f"in %; every number with its protocol: {Path(args.ckpt).parent / 'eval.json'}, `evaluate.py report`")
 
 
 if __name__ == "__main__":

@@ -263,6 +263,7 @@ def run(
     random.seed(cfg.seed + rank)
     if cfg.init and not Path(cfg.init).is_file():  # before the data is read
         raise SystemExit(f"train.py: --init {cfg.init}: no such checkpoint (a train.py run's OUT/ckpt.pt)")
+    runstate.refuse_other_settings(cfg)  # a resume under settings that change what it trained: also before
     dataset = data.build_train_set(cfg, device)
     sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
     parts, instances = build_parts(cfg, dataset, device), dataset.instances()

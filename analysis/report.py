@@ -159,22 +159,28 @@ def report(ckpt: str | Path) -> str:
     return "\n".join(out)
 
 
-def fold_table(by_fold: dict[int, dict[str, Any]]) -> str:
-    """The rows of a run over several folds ({fold: evaluate's results}): every task's numbers (retrieval
-    R@k, few-shot n-shot, fine-tune top-1), then their mean ± SD over the folds, in %."""
+WEIGHTS = {"faulty_auroc": "weights' AUROC", "mean_weight_faulty": "mean w faulty", "mean_weight_clean": "mean w clean"}
+
+
+def fold_table(by_fold: dict[int | None, dict[str, Any]]) -> str:
+    """The rows of a run over one or several folds ({fold: evaluate's results}, None: the set has none): every
+    task's numbers (retrieval R@k, few-shot n-shot, fine-tune top-1, the analysis' weights), in % as the
+    tables give them, then over several folds their mean ± SD."""
     rows = {
-        fold: {
+        fold or "-": {
             (f"{task} {k}" if task == "finetune" else k): v
             for task, part in res.items()
             if isinstance(part, dict) and "protocol" in part
             for k, v in numbers(part).items()
         }
+        | {shown: res["weights"][k] for k, shown in WEIGHTS.items() if res.get("weights", {}).get(k) is not None}
         for fold, res in by_fold.items()
     }
     names = list(dict.fromkeys(k for row in rows.values() for k in row))  # every fold's, in order
     lines = ["| fold | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     cells = [[f"{100 * row[k]:.1f}" if k in row else "-" for k in names] for row in rows.values()]
     lines += [f"| {fold} | " + " | ".join(c) + " |" for fold, c in zip(rows, cells)]
-    means = [percent([row[k] for row in rows.values() if k in row]) for k in names]
-    lines.append("| mean ± SD | " + " | ".join(means) + " |")
+    if len(rows) > 1:
+        means = [percent([row[k] for row in rows.values() if k in row]) for k in names]
+        lines.append("| mean ± SD | " + " | ".join(means) + " |")
     return "\n".join(lines)

@@ -26,7 +26,10 @@ set from the known noise level (`paper_delta`): the weight function's midpoint s
 the injected share, the one a user knows. `weighted@shares` is the named deviation that adds the
 natural share, which only the generator knows. Every run resumes: rerunning a command continues where
 it stopped, and a finished (seed, level) is kept as RESULTS/NAME_settings/seedS_faultyF.json, so that a
-later run (on another machine, its runs/ folder gone) only adds what is missing.
+later run (on another machine, its runs/ folder gone) only adds what is missing. A rerun with other settings
+reuses a run folder only where the settings that shape it are the same (experiments/reuse.py): another --lam
+trains Soft- and Robust-xID anew in folders of their own (soft_lam0.3) from the same warm-up, and demo.md says
+what each row ran with.
 
 `--transfer DATA` also evaluates each branch on a set whose classes pre-training never saw (the paper
 judges transfer to UCF101 and HMDB51): `--transfer data/synth_transfer` generates the synthetic one.
@@ -37,29 +40,35 @@ files of their own.
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from statistics import NormalDist
 
 import data
 import evaluate
 import train
-from config import PRESETS, config_from_dict, parse_config, result_changes
-from experiments import jobs
+from config import PRESETS, parse_config
+from experiments import jobs, reuse
 from experiments.demo_args import parse_args
 from experiments.demo_report import (
     branch_folder,
     compare,
     method_name,
+    paired_spread,
     parse_method,
     shown_method,
     write_results,
 )
 from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
+from experiments.reuse import own_settings
 from experiments.sets import SYNTH_SETS, ensure_data  # noqa: F401  (demo.SYNTH_SETS: the tests, the docs)
 from persistence import checkpoint
 
@@ -146,38 +155,44 @@ def finished_settings(folder):
     return [json.loads(p.read_text()) for p in sorted(Path(folder).glob("seed*_faulty*.json"))]
 
 
-def run_setting(args, seed, faulty):
-    """Warm-up and one branch per method for one seed and noise level; returns {method: metrics}."""
+def finished(args, seed, faulty, quiet=False):
+    """A finished setting as its settings file keeps it (the same key and methods), or None."""
     done = setting_file(args, seed, faulty)
     if done.exists():
         saved = json.loads(done.read_text())
         if saved["key"] == setting_key(args, faulty) and all(m in saved["rows"] for m in args.methods):
-            print(f"[demo] seed {seed} faulty {faulty:.0%}: done, from {done}")
-            return {m: saved["rows"][m] for m in args.methods}, saved["delta"], None
-        print(f"[demo] {done} was made with other settings or methods: running this setting again")
+            return saved
+        if not quiet:
+            print(f"[demo] {done} was made with other settings or methods: running this setting again")
+    return None
+
+
+def run_setting(args, seed, faulty):
+    """Warm-up and one branch per method for one seed and noise level; returns {method: metrics}."""
+    if saved := finished(args, seed, faulty):
+        print(f"[demo] seed {seed} faulty {faulty:.0%}: done, from {setting_file(args, seed, faulty)}")
+        rows = {m: {"ran_with": own_settings(own_config(args, m)[0])} | saved["rows"][m] for m in args.methods}
+        return rows, saved["delta"], None
+    check_setting(args, seed, faulty)  # one line, before anything trains, where its folders cannot be reused
     split = {}  # seconds per phase of this setting: its warm-up, each branch's training, evaluation
     progress = Progress(f"seed {seed}, {faulty:.0%}", args.warmup_epochs, args.epochs, len(args.methods))
     with timed(split, "warm-up"):
         root, common, delta = warm_up(args, seed, faulty, progress)
-    branches = {}  # method: (its folder, its train.py options, its delta)
-    for method in args.methods:
-        key, targets, rule = parse_method(method)
-        used = shares_delta(common) if rule == "shares" else delta
-        options = ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else [])
-        branches[method] = (branch_folder(method), options, used)
+    branches = branches_of(args, common, delta)  # method: (its folder, its train.py options, its delta)
     if (n_jobs := args.side_by_side_branches()) > 1:  # every branch (training, then evaluation) in a process
-        progress.side_by_side()
+        progress.side_by_side(n_jobs)
         calls = [(args, root, common, name, options) for name, options, _ in branches.values()]
         with timed(split, "branches and evaluations, side by side"):
             rows = dict(zip(branches, jobs.with_progress(_branch_job, calls, n_jobs, progress)))
     else:
         rows = {m: run_branch(args, root, common, b[0], b[1], split, progress) for m, b in branches.items()}
     for method in args.methods:
-        rows[method]["delta"] = branches[method][2]
+        rows[method] |= {"delta": branches[method][2], "ran_with": own_settings(own_config(args, method)[0])}
         print(
             f"[demo] seed {seed} faulty {faulty:.0%} {method_name(method)}: "
             + json.dumps({k: rows[method][k] for k in args.columns})
         )
+    done = setting_file(args, seed, faulty)
     done.parent.mkdir(parents=True, exist_ok=True)
     tmp = done.with_suffix(".tmp")
     tmp.write_text(
@@ -190,9 +205,8 @@ def run_setting(args, seed, faulty):
     return rows, delta, root
 
 
-def warm_up(args, seed, faulty, progress=None):
-    """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
-    Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
+def setting_configs(args, seed, faulty):
+    """One (seed, noise level)'s folder, the train.py options its runs share, and its warm-up's Config."""
     root = Path(args.runs) / setting_name(seed, faulty)
     common = (
         ["--preset", args.preset, "--data", args.data, "--seed", str(seed), "--faulty-fraction", str(faulty)]
@@ -200,9 +214,54 @@ def warm_up(args, seed, faulty, progress=None):
         + (["--workers", str(args.workers)] if args.workers is not None else [])
         + args.train_args
     )
-    warm = parse_config(
-        common + ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs), "--epochs", "0"]
-    )
+    warm = ["--out", str(root / "warmup"), "--warmup-epochs", str(args.warmup_epochs), "--epochs", "0"]
+    return root, common, parse_config(common + warm)
+
+
+def own_config(args, method):
+    """A method's branch as far as its own settings go (experiments/reuse.py): its Config under the preset, the
+    command's train.py options and the method's, and the preset's Config for that method."""
+    key, targets, _ = parse_method(method)
+    options = ["--loss", key] + (["--soft-targets", targets] if targets else [])
+    ask = ["--preset", args.preset, "--warmup-epochs", "0", "--epochs", str(args.epochs)]
+    return parse_config(ask + args.train_args + options), parse_config(ask + options)
+
+
+def branch_name(args, method):
+    """A method's branch folder: soft, or named by its own settings where they are not the preset's (soft_lam0.3)."""
+    return reuse.branch_name(branch_folder(method), *own_config(args, method))
+
+
+def branches_of(args, common, delta):
+    """{method: (its folder, its train.py options, its delta)} for a setting whose paper delta is `delta`."""
+    branches = {}
+    for method in args.methods:
+        key, targets, rule = parse_method(method)
+        used = shares_delta(common) if rule == "shares" else delta
+        options = ["--loss", key, "--delta", f"{used:.4f}"] + (["--soft-targets", targets] if targets else [])
+        branches[method] = (branch_name(args, method), options, used)
+    return branches
+
+
+def branch_config(args, root, common, name, options):
+    """The Config of the branch ROOT/NAME: `args.epochs` epochs from the setting's warm-up, with `options`."""
+    init = ["--init", str(root / "warmup" / "ckpt.pt"), "--warmup-epochs", "0", "--epochs", str(args.epochs)]
+    return parse_config(common + ["--out", str(root / name)] + init + options)
+
+
+def check_setting(args, seed, faulty):
+    """Stop in one line where a setting's warm-up or a branch was trained with settings that shape it otherwise."""
+    root, common, warm = setting_configs(args, seed, faulty)
+    reuse.check_warm_up(root, warm)
+    for name, options, _ in branches_of(args, common, paper_delta(faulty)).values():
+        reuse.check_branch(root / name, branch_config(args, root, common, name, options))
+
+
+def warm_up(args, seed, faulty, progress=None):
+    """The xID warm-up that every branch of one (seed, noise level) starts from (resumed if it exists).
+    Returns its folder, the train.py options the branches share, and the paper's delta (paper_delta)."""
+    root, common, warm = setting_configs(args, seed, faulty)
+    reuse.check_warm_up(root, warm)  # also for the lab's sweeps and claims, which call this directly
     ckpt = root / "warmup" / "ckpt.pt"
     if progress is not None and ckpt.exists():  # epochs an earlier run did: done, but not timed here
         progress.skipped(epochs=checkpoint.load_checkpoint(ckpt)["epoch"] + 1)
@@ -244,29 +303,13 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
     evaluation seconds to `split`."""
     split = {} if split is None else split
     out = root / name
-    cfg = parse_config(
-        common
-        + [
-            "--out",
-            str(out),
-            "--init",
-            str(root / "warmup" / "ckpt.pt"),
-            "--warmup-epochs",
-            "0",
-            "--epochs",
-            str(args.epochs),
-        ]
-        + options
-    )
+    cfg = branch_config(args, root, common, name, options)
+    reuse.check_branch(out, cfg)
     ckpt = out / "ckpt.pt"
     state = checkpoint.load_checkpoint(ckpt) if ckpt.exists() else None
     if progress is not None and state is not None:  # epochs an earlier run did
         progress.skipped(epochs=min(args.epochs, state["epoch"] + 1))
-    if (
-        state is None
-        or state["epoch"] + 1 < args.epochs
-        or result_changes(config_from_dict(state["config"], str(ckpt)), cfg)
-    ):
+    if state is None or state["epoch"] + 1 < args.epochs:  # check_setting refused other settings
         with timed(split, f"branch {name}"):
             # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
             train.main(cfg, on_epoch=progress and (lambda e: progress.trained(f"{name} epoch {e + 1}/{args.epochs}")))
@@ -282,7 +325,7 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
             shots=(1, 5),
             trials=args.trials,
             finetune_args={"epochs": args.finetune_epochs},
-            figures=args.figures and name == branch_folder(shown_method(args.methods)),  # the ones it shows
+            figures=args.figures and name == branch_name(args, shown_method(args.methods)),  # the ones it shows
             clips=args.eval_clips,
         )
     if progress is not None:
@@ -334,6 +377,9 @@ def main(argv=None):
         if args.transfer:
             ensure_data(args.transfer)
     settings = [(seed, faulty) for seed in args.seeds for faulty in args.faulty]
+    for seed, faulty in settings:  # every setting's folders checked before any trains
+        if not finished(args, seed, faulty, quiet=True):
+            check_setting(args, seed, faulty)
     done = side_by_side(run_setting, [(args, seed, faulty) for seed, faulty in settings], args.jobs)
     results, deltas, root, reused = [], {}, None, 0
     for (_seed, faulty), (rows, delta, ran) in zip(settings, done):
@@ -343,11 +389,45 @@ def main(argv=None):
         root = ran or root
         reused += ran is None
     minutes = (time.time() - t0) / 60
-    write_results(args, results, deltas, root, minutes, argv, reused)
+    shown = branch_name(args, shown_method(args.methods))  # the branch whose evaluation pictures demo.md shows
+    table, numbers, *pictures = write_results(args, results, deltas, root, minutes, argv, reused, shown)
     if args.compare:
-        print(compare(results, json.loads(Path(args.compare).read_text()), args))
+        spread = paired_spread({faulty: setting_key(args, faulty) for faulty in args.faulty})
+        print(compare(results, json.loads(Path(args.compare).read_text()), args, spread))
     print("\n" + time_split(split["data"], [ran for _, _, ran in done if ran], time.time() - t0))
+    beside = f", and beside it {len(pictures)} pictures it links: {', '.join(p.name for p in pictures)}"
+    print(f"\n[demo] wrote {table} (the table; its numbers: {numbers.name}){beside if pictures else ''}")
+
+
+def resume_command(argv):
+    """The command that goes on from where a stopped demo was: its own, less --fresh (which would delete it)."""
+    return " ".join([".venv/bin/python -m experiments.demo", *(shlex.quote(a) for a in argv if a != "--fresh")])
+
+
+def cli(argv=None):
+    """main, where Ctrl-C says in one line what is kept and how to go on, not in a traceback. Ctrl-C reaches the
+    side-by-side processes too, which end at once (jobs._job_init): the parent may see their pool break first."""
+    argv = sys.argv[1:] if argv is None else argv
+    stopped = []
+
+    def interrupted(*_):
+        stopped.append(True)
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGINT, interrupted) if main_thread else None
+    try:
+        main(argv)
+    except (KeyboardInterrupt, BrokenProcessPool) as err:
+        if not (stopped or isinstance(err, KeyboardInterrupt)):
+            raise
+        said = f"[demo] stopped by Ctrl-C; the finished epochs are kept, and this goes on: {resume_command(argv)}"
+        print("\n" + said, file=sys.stderr)
+        raise SystemExit(130) from None
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
 
 
 if __name__ == "__main__":
-    main()
+    cli()

@@ -70,7 +70,7 @@ class DemoArgs:
     )
     seeds: list[int] = opt([0], "one setting per seed and share", type=int, nargs="+")
     faulty: list[float] = opt(
-        [0.25], "shares of injected faulty positives (make demo: 25%, results/demo_screen/)", type=float, nargs="+"
+        [0.25], "shares of injected faulty positives (make demo: 25%%, results/demo_screen/)", type=float, nargs="+"
     )
     warmup_epochs: int = opt(DEMO["warmup_epochs"], "epochs of the xID warm-up every branch starts from", type=int)
     epochs: int = opt(DEMO["epochs"], "epochs of each branch", type=int)

@@ -14,6 +14,7 @@ from pathlib import Path
 from statistics import mean, stdev
 
 from analysis import figures
+from experiments.reuse import described
 from losses import VARIANTS
 
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
@@ -71,7 +72,10 @@ def fmt_diff(diffs):
 def tables(results, faulty, methods, columns):
     """Mean +- std over seeds per method, then each method minus xID on the same seed."""
     show_soft = any(VARIANTS[parse_method(m)[0]].soft for m in methods)  # an all-✗ column says nothing
-    lines = [
+    last = {m: results[-1][faulty][m] for m in methods}  # a method's own settings are the same on every seed
+    said = [f"{method_name(m)}: {described(r['ran_with'], r.get('delta'))}" for m, r in last.items() if "ran_with" in r]
+    lines = [f"Each row's own settings (the rest are the command's): {'; '.join(said)}.\n"] if said else []
+    lines += [
         "| Method | Weights | " + ("Soft targets | " if show_soft else "") + " | ".join(columns) + " |",
         "|---|:-:|" + (":-:|" if show_soft else "") + "---:|" * len(columns),
     ]
@@ -115,9 +119,10 @@ def tables(results, faulty, methods, columns):
     return "\n".join(lines)
 
 
-def compare(results, reference, args):
-    """This run's means beside a reference's (a committed demo.json made with the same settings), and
-    whether each difference is within the seed spread that the reference's runs showed."""
+def compare(results, reference, args, spread=None):
+    """This run's means beside a reference's (a committed demo.json made with the same settings), then each
+    method's difference from xID beside the range that difference took over the seeds of the committed settings
+    files at this regime (`spread`: paired_spread's), and whether it lies outside it."""
     lines = [f"\nThis run beside the reference ({args.compare}), in %: this / reference (difference)."]
     for faulty in args.faulty:
         ref = [r[str(faulty)] for r in reference["results"] if str(faulty) in r]
@@ -140,25 +145,100 @@ def compare(results, reference, args):
                 a, b = 100 * mean(mine), 100 * mean(theirs)
                 cells.append(f"{a:.1f} / {b:.1f} ({a - b:+.1f})")
             lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
+    lines += noise(results, args, spread or {})
     lines.append(
-        "\nThe same seed on another machine or thread count differs by float rounding, which grows over "
-        "training: a difference of a few points on one seed is within what seeds alone move "
-        "(README, claims); the reference's demo.md has its command and timing."
+        "\nThe same seed on another machine or thread count also differs by float rounding, which grows over "
+        "training; the reference's demo.md has its command and timing. Over seeds: `python -m lab.sweep` (README)."
     )
     return "\n".join(lines)
 
 
-def write_results(args, results, deltas, root, minutes, argv, reused=0):
+SPREAD_FROM = ("results/demo_screen/*/demo_settings", "results/claims/settings")  # committed, under the root
+SAME_REGIME_BUT = {"transfer", "finetune_epochs", "train_args"}  # in a key, but not what sets the regime's noise
+DIFF_COLUMNS = COLUMNS[:-1]  # AUROC aside: xID has no weights to compare
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def regime(key):
+    return {k: v for k, v in key.items() if k not in SAME_REGIME_BUT}
+
+
+def paired_spread(keys, root=ROOT):
+    """{(level, method, column): [method - xID, one per seed]} over the committed settings files (SPREAD_FROM)
+    whose key is `keys[level]` but for SAME_REGIME_BUT, each seed once; and the folders they came from."""
+    per_seed, sources = {}, set()
+    for path in (p for folder in SPREAD_FROM for p in sorted(root.glob(f"{folder}/seed*_faulty*.json"))):
+        saved = json.loads(path.read_text())
+        key, rows = keys.get(saved["faulty"]), saved["rows"]
+        if key is None or regime(saved["key"]) != regime(key) or "xid" not in rows:
+            continue
+        sources.add(str(path.parent.relative_to(root)))
+        for m, row in rows.items():
+            for c in DIFF_COLUMNS:
+                if m != "xid" and row.get(c) is not None:
+                    per_seed.setdefault((saved["faulty"], m, c), {}).setdefault(saved["seed"], row[c] - rows["xid"][c])
+    return {k: list(v.values()) for k, v in per_seed.items()}, sorted(sources)
+
+
+def seed_range(diffs):
+    """Where 95% of the seeds' paired differences fall, from those measured: Student's prediction interval for
+    one more seed, mean ± t SD sqrt(1 + 1/n) (figures.ci95 is t SD / sqrt(n)); None below two seeds."""
+    if len(diffs) < 2:
+        return None
+    half = figures.ci95(diffs) * (len(diffs) + 1) ** 0.5
+    return mean(diffs) - half, mean(diffs) + half
+
+
+def noise(results, args, spread):
+    """Lines: each method's difference from xID on this run, beside where the committed seeds put it."""
+    measured, sources = spread or ({}, [])
+    lines = []
+    for faulty in args.faulty:
+        methods = [m for m in args.methods if m != "xid" and any((faulty, m, c) in measured for c in DIFF_COLUMNS)]
+        if "xid" not in args.methods or not methods:
+            lines.append(f"\n{faulty:.0%}: no committed settings at this regime measure the seeds' spread")
+            continue
+        seeds = max(len(measured.get((faulty, m, c), [])) for m in methods for c in DIFF_COLUMNS)
+        other = f" (they ran without this run's {' '.join(args.train_args)})" if args.train_args else ""
+        lines += [
+            f"\nEach method's difference from xID on this run, in points, beside the range that 95% of seeds' "
+            f"differences fall in, from the (up to) {seeds} seeds at {faulty:.0%} in {', '.join(sources)}{other}: "
+            "paired (same seed, same warm-up), a prediction interval, from runs of older code (CLAIMS.md). "
+            "Inside it, a difference is what seeds alone give.",
+            "",
+            "| Method - xID | " + " | ".join(DIFF_COLUMNS) + " |",
+            "|---|" + "---:|" * len(DIFF_COLUMNS),
+        ]
+        for m in methods:
+            cells = []
+            for c in DIFF_COLUMNS:
+                seen = measured.get((faulty, m, c), [])
+                d = 100 * mean(r[faulty][m][c] - r[faulty]["xid"][c] for r in results)
+                if (band := seed_range(seen)) is None:
+                    cells.append("-")
+                    continue
+                lo, hi = 100 * band[0], 100 * band[1]
+                where = "inside" if lo <= d <= hi else "OUTSIDE"
+                cells.append(f"{d:+.1f}, {where} {lo:+.1f} … {hi:+.1f} ({len(seen)} seeds)")
+            lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def write_results(args, results, deltas, root, minutes, argv, reused=0, shown=None):
+    """RESULTS/NAME.md and NAME.json, and the pictures of the run folder ROOT (the last setting trained here), of
+    which the branch folder `shown` (default: the shown method's) draws the evaluation's; NAME.md links them.
+    Returns the files written: NAME.md, NAME.json, then the pictures."""
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     name = args.figure or "demo"
-    last = root / branch_folder(shown_method(args.methods)) if root else None
+    last = root / (shown or branch_folder(shown_method(args.methods))) if root else None
+    pictures = []
     for png in ("scores_weights.png", "retrievals.png"):  # plots of the last seed and level's run
         if last and (last / png).exists():
-            shutil.copy(last / png, out / f"{name}_{png}")
+            pictures.append(Path(shutil.copy(last / png, out / f"{name}_{png}")))
     if root and args.figures:  # the mechanism as it trained: curves, and the scores under the weights
         for made in figures.run_pictures(root):
-            shutil.copy(made, out / f"{name}_{made.name}")
+            pictures.append(Path(shutil.copy(made, out / f"{name}_{made.name}")))
     command = "python -m experiments.demo " + " ".join(argv if argv is not None else sys.argv[1:])
     total = len(args.seeds) * len(args.faulty)
     timing = (
@@ -185,6 +265,14 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
             }
             figures.noisy(args.faulty, curves, metric, out / png, baseline=method_name(args.methods[0]))
         text += [f"![{name}]({name}.png) ![{name} 5-shot]({name}_5shot.png)", ""]
+        pictures += [out / f"{name}.png", out / f"{name}_5shot.png"]
+    if own := [p for p in pictures if p.name not in (f"{name}.png", f"{name}_5shot.png")]:
+        shown_name = method_name(shown_method(args.methods))
+        text += [
+            f"## Pictures of {root.name}, the last setting trained here\n",
+            f"The training of each of its runs, and {shown_name}'s evaluation (its scores and weights, retrievals).\n",
+            *(f"![{p.stem}]({p.name})\n" for p in own),
+        ]
     (out / f"{name}.md").write_text("\n".join(text) + "\n")
     (out / f"{name}.json").write_text(
         json.dumps(
@@ -198,3 +286,4 @@ def write_results(args, results, deltas, root, minutes, argv, reused=0):
         )
     )
     print("\n".join(text))
+    return [out / f"{name}.md", out / f"{name}.json", *pictures]

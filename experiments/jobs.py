@@ -8,6 +8,7 @@ one progress line in this process.
 
 import multiprocessing
 import os
+import signal
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -29,7 +30,9 @@ def side_by_side(fn, calls, jobs):
 
 
 def _job_init(slots, jobs):
-    """A process of --jobs: an equal share of the CPU threads and, with several GPUs, one of them."""
+    """A process of --jobs: an equal share of the CPU threads and, with several GPUs, one of them. Ctrl-C, which
+    reaches every process of the terminal's group, ends it without a traceback: the parent says what to do."""
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))  # checkpoints are written atomically: none is torn
     with slots.get_lock():
         slot, slots.value = slots.value, slots.value + 1
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))

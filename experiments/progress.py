@@ -4,10 +4,11 @@ One (seed, noise level) of experiments/demo.py is a warm-up of W epochs, then pe
 epochs and an evaluation. Work is counted in epochs: every training epoch of a setting costs about the
 same (one pass over the same videos with the same model), and an evaluation costs EVAL_EPOCHS of them
 until the first one has been timed, then what it measured. The time left is the work left at the pace
-of the last epochs run in this process (the first is left out: it also decodes the data into memory);
-work found already done (a resumed warm-up, a finished branch) counts as done and not as time. Once
-the branches run side by side (side_by_side), the pace is the wall time per unit of work that any of
-them finished since then.
+of the last epochs run in this process, once two have run (the first is left out: it also decodes the data
+into memory); work found already done (a resumed warm-up, a finished branch) counts as done and not as time.
+Once the branches run side by side (side_by_side), the pace is the wall time per unit of work that any of
+them finished after each had finished its first (their start-up, as the warm-up's first epoch, is left out);
+until then, the warm-up's pace. So the estimate does not swing with a start-up's seconds.
 
     [demo] seed 0, 50%: warm-up epoch 12/25 | 39% done | about 9 min left
 
@@ -22,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+
+from machinery.tally import duration
 
 # An evaluation (retrieval, few-shot SVMs, the bank analysis) in epochs of the demo's training, until
 # one is timed: BENCHMARKS.md's `make demo` split (Xeon) gives 1.2 min per evaluation and 0.33 min per
@@ -50,11 +53,20 @@ class Progress:
         self.mark = clock()
         self.together: float | None = None  # since when the work runs side by side
         self.together_units = 0.0  # epochs (an evaluation: EVAL_EPOCHS) finished side by side
+        self.processes, self.before = 1, None  # side by side: how many at once; the warm-up's pace
+        self.round: tuple[float, float] | None = None  # (when, units) once each had finished a unit
 
-    def side_by_side(self) -> None:
-        """From here, several branches train and evaluate at once: events interleave, so the pace is
-        the wall time per unit of work done by any of them (an evaluation counts EVAL_EPOCHS units)."""
+    def side_by_side(self, processes: int) -> None:
+        """From here, `processes` branches train and evaluate at once: events interleave, so the pace is
+        the wall time per unit of work done by any of them (an evaluation counts EVAL_EPOCHS units), measured
+        from when each has finished its first; until then, the pace of the epochs before."""
+        self.processes, self.before = processes, self.pace()  # before `together`: the pace of the epochs so far
         self.together, self.together_units, self.mark = self.clock(), 0.0, self.clock()
+
+    def _done_together(self, units: float) -> None:
+        self.together_units += units
+        if self.together is not None and self.round is None and self.together_units >= self.processes:
+            self.round = (self.clock(), self.together_units)
 
     def skipped(self, epochs: int = 0, evals: int = 0) -> None:
         """Work found already done: out of what is left, not into the pace."""
@@ -69,7 +81,7 @@ class Progress:
         self.spent += now - self.mark
         self.mark = now
         self.train_left -= 1
-        self.together_units += 1
+        self._done_together(1)
         self.say(self.line(stage))
 
     def evaluating(self, name: str) -> None:
@@ -84,19 +96,21 @@ class Progress:
         self.spent += now - self.mark
         self.mark = now
         self.evals_left -= 1
-        self.together_units += EVAL_EPOCHS
+        self._done_together(EVAL_EPOCHS)
         self.say(self.line(f"{name} evaluated"))
 
     def pace(self) -> float | None:
-        """Seconds per training epoch: the mean of the last five run here, leaving out the first
-        while there are others (it also pays for decoding the data into memory)."""
-        runs = self.epoch_seconds[1:] if len(self.epoch_seconds) > 1 else self.epoch_seconds
+        """Seconds per training epoch: the mean of the last five run here, the first left out (it also
+        pays for decoding the data into memory); None before two were timed. Side by side, the pace before."""
+        if self.together is not None:
+            return self.before
+        runs = self.epoch_seconds[1:]
         return sum(runs[-5:]) / len(runs[-5:]) if runs else None
 
     def left_seconds(self) -> float | None:
-        """The time left at the pace measured so far; None before a training epoch was timed."""
-        if self.together is not None and self.together_units > 0:
-            per_unit = (self.clock() - self.together) / self.together_units
+        """The time left at the pace measured so far; None before one was."""
+        if self.round is not None and self.together_units > self.round[1]:
+            per_unit = (self.clock() - self.round[0]) / (self.together_units - self.round[1])
             return (self.train_left + EVAL_EPOCHS * self.evals_left) * per_unit
         pace = self.pace()
         if pace is None:
@@ -110,11 +124,7 @@ class Progress:
         if left is None:
             return f"[demo] {self.name}: {stage} | time left: measuring"
         share = self.spent / (self.spent + left) if self.spent + left > 0 else 1.0
-        return f"[demo] {self.name}: {stage} | {100 * share:.0f}% done | about {_minutes(left)} left"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+        return f"[demo] {self.name}: {stage} | {100 * share:.0f}% done | about {duration(left)} left"
 
 
 @contextmanager

@@ -147,6 +147,11 @@ def bench_model_and_step(args):
         table.append(_bench_setting(args, name, amp, cl))
         if gpu:  # the setting's model and bank are gone with its function: free their memory
             torch.cuda.empty_cache()
+    blank = ([] if gpu else ["peak GiB (torch tracks the peak memory on a GPU only)"]) + (
+        [] if args.cmd == "step" else ["step clips/s and step/model (`lab.bench step` times train.train_step)"]
+    )
+    if blank:  # say why a column is empty, not leave a reader to guess
+        print("  nan: " + "; ".join(blank))
     return table
 
 

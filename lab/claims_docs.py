@@ -13,6 +13,8 @@ from pathlib import Path
 from lab import claims_report as cr
 
 README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
+# The code the settings files were made with, as CLAIMS.md says: a rerun on today's code changes this line.
+RAN_ON = "run on the code before the faster epoch (0756166) and not rerun on today's (CLAIMS.md says how it differs)"
 
 
 def readme_rows(res):
@@ -75,7 +77,7 @@ def summary(folder, res):
     fw_held = ", ".join(n for n, p in family.items() if p < cr.ALPHA) or "none"
     waiting = [n for n, v in verdicts.items() if v.startswith("incomplete")]
     text = (
-        f"{complete} of {len(claims)} claims have all their planned seeds, {where}. "
+        f"{complete} of {len(claims)} claims have all their planned seeds, {where}, {RAN_ON}. "
         f"**Held**: {named('holds')}. **Contradicted or worse**: {named('contradicted', 'worse')}. "
         f"**Not shown**: {named('not shown')}. **Inconclusive**: {named('inconclusive')}. "
         f"**Untestable here**: {named('untestable')}. "

@@ -13,12 +13,14 @@ paired difference over seeds with a 95% t-interval.
     python -m lab.sweep delta                        # seeds 0-2: runs/demo/delta.md, delta.png
     python -m lab.sweep lambda
     python -m lab.sweep delta --values -2 0 known --faulty 0.5 --seeds 0 1 2 3 4
+    python -m lab.sweep lambda --values 0.3 0.5 --faulty 0.25 --runs runs/make_demo --results runs/lam03
+                                     # make demo's seed 0 reused: lam 0.3 against 0.5 and xID, seeds 0-2
 
-Warm-ups and default branches are demo.py's, in the same runs/ folder: after `python -m experiments.demo
---figure noisy` (and Table 2's command for lambda) a sweep trains only its new values. Finished points
-are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's settings (RESULTS is
-runs/demo unless --results says otherwise), and a later run adds only what is missing. Other options go
-to train.py, as in demo.py.
+Warm-ups and default branches are demo.py's, in the same runs/ folder, whose regime (set, epochs) is the
+default: after `make demo` or `python -m experiments.demo --figure noisy` a sweep trains only its new
+values. Finished points are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's
+settings (RESULTS is runs/demo unless --results says otherwise), and a later run adds only what is missing.
+Other options go to train.py, as in demo.py.
 """
 
 import argparse
@@ -161,23 +163,43 @@ def tables(points, knob_name, values, faulty):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("knob", choices=sorted(KNOBS))
-    p.add_argument("--values", nargs="+", help="the grid (default: the appendix's, see above)")
-    p.add_argument("--faulty", type=float, nargs="+", help="shares of injected faulty positives")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--data", default="data/synth2000")
-    p.add_argument("--runs", default="runs/demo", help="demo.py's: its warm-ups and branches are reused")
+    p = argparse.ArgumentParser(
+        prog="python -m lab.sweep",
+        description=__doc__.split("\n\n")[0],
+        epilog="Other options go to train.py, as in experiments.demo. Examples: python -m lab.sweep lambda; "
+        "python -m lab.sweep delta --values -2 0 known --faulty 0.5 --seeds 0 1 2 3 4",
+    )
+    each = "; ".join
+    p.add_argument(
+        "knob",
+        choices=sorted(KNOBS),
+        help=each(f"{k}: {VARIANTS[v.method].name}'s {v.flag}" for k, v in KNOBS.items()),
+    )
+    grids = each(f"{k}: {' '.join(v.values)}" for k, v in KNOBS.items())
+    p.add_argument(
+        "--values",
+        nargs="+",
+        help=f"the grid, the appendix's by default ({grids}); 'known' is delta from the known injected share, "
+        "the paper's rule and the demo's default",
+    )
+    levels = each(f"{k}: {' '.join(str(f) for f in v.faulty)}" for k, v in KNOBS.items())
+    p.add_argument("--faulty", type=float, nargs="+", help=f"shares of injected faulty positives (default {levels})")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one paired point per seed (default 0 1 2)")
+    demo_is = DemoArgs()  # make demo's regime, so that its warm-ups and default branches are reused
+    p.add_argument("--data", default=demo_is.data, help=f"the demo's set (default {demo_is.data})")
+    reused = "demo.py's, whose warm-ups and branches are reused (default runs/demo; make demo's: runs/make_demo)"
+    p.add_argument("--runs", default="runs/demo", help=reused)
     p.add_argument(
         "--results",
         default="runs/demo",
         help="where KNOB.md, KNOB.png and KNOB_settings/ go (default: beside the runs, never the tracked "
         "results/; the claims' sweeps are `python -m lab.claims run`'s)",
     )
-    p.add_argument("--warmup-epochs", type=int, default=25)
-    p.add_argument("--epochs", type=int, default=6)
-    p.add_argument("--trials", type=int, default=50)
-    p.add_argument("--workers", type=int, default=1)
+    warm, each_branch = demo_is.warmup_epochs, demo_is.epochs
+    p.add_argument("--warmup-epochs", type=int, default=warm, help=f"the xID warm-up's (default {warm}, make demo's)")
+    p.add_argument("--epochs", type=int, default=each_branch, help=f"a branch's (default {each_branch}, make demo's)")
+    p.add_argument("--trials", type=int, default=50, help="few-shot SVM trials (default 50)")
+    p.add_argument("--workers", type=int, default=1, help="DataLoader workers (default 1)")
     ns, train_args = p.parse_known_args(argv)
     knob = KNOBS[ns.knob]
     ns.values = ns.values or list(knob.values)

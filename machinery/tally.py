@@ -7,6 +7,8 @@ epoch got, which the checkpoint keeps (`partial`) and a resumed run continues fr
     tally.partial(epoch, steps_done)       # on a stop: what the checkpoint keeps
     tally.means(steps, world)              # at the epoch's end: the log record's averages
 
+duration(seconds) writes a time as the epoch line and the demo's progress line show it.
+
 Tests: tests/test_train.py (resume after a stop mid-epoch), tests/test_faults.py
 """
 
@@ -72,3 +74,10 @@ class Tally:
             "data_wait": self.waited / max(1e-9, seconds),
             "skipped": skipped,
         }
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: 40 s, 12 min, 3.5 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

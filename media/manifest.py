@@ -67,6 +67,8 @@ def list_split(
 ) -> tuple[list[tuple[str, int]], list[str]]:
     """Videos of one split as ([(relative path, label)], class names). Paths are relative to root."""
     root = Path(root)
+    if not root.is_dir():  # named as the folder it is, not as the first list file missing in it
+        raise FileNotFoundError(f"dataset folder not found: {root} (--data)")
     if layout == "ucf101":
         ann = Path(annotations or root / LISTS["ucf101"])
         classes = [line.split()[1] for line in _lines(ann / "classInd.txt")]

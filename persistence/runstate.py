@@ -5,6 +5,7 @@
       .restore     resume OUT/ckpt.pt (or ckpt.pt.prev when ckpt.pt is unreadable)
       .save        the checkpoint after an epoch (rank 0 writes; every rank's RNG; the log so far)
       .stop_requested   whether SIGTERM asked for a stop; under DDP the ranks agree on it
+    refuse_other_settings  a resume under settings that change what OUT/ckpt.pt trained: one line, before the data
     rewrite_log    OUT/log.jsonl rebuilt from the checkpoint, so each epoch is logged once
     log_epoch      the epoch's line on the terminal and in log.jsonl
     read_log       the records of a log.jsonl, in order (for the tools that read runs)
@@ -37,6 +38,7 @@ import torch.distributed as dist
 
 from config import Config, absolute_paths, config_from_dict, result_changes
 from machinery.devices import any_rank
+from machinery.tally import duration
 from media import in_memory
 from persistence import checkpoint
 
@@ -46,10 +48,38 @@ def same_injection(state: dict[str, Any], injected: torch.Tensor, path: str | Pa
     saved = state["instances"]["injected"]
     if saved is not None and not allow and not torch.equal(saved.cpu(), injected):
         raise SystemExit(
-            f"{path} was trained with other injected faulty positives than this run's (another "
+            f"train.py: {path} was trained with other injected faulty positives than this run's (another "
             f"seed, share or data, or an older injection draw: data.INJECTION_STREAM); "
             f"use another --out, or --allow-config-change"
         )
+
+
+def other_settings(state: dict[str, Any], cfg: Config, path: str | Path) -> str | None:
+    """Why a checkpoint cannot resume under cfg (the settings its trained epochs read differ: another lam does
+    not stop a warm-up, a longer --warmup-epochs extends one), or None."""
+    trained = state["epoch"] + 1 + bool(state.get("partial"))  # a stopped epoch has begun
+    changed = result_changes(config_from_dict(state["config"], str(path)), cfg, trained)
+    if not changed:
+        return None
+    return (
+        f"train.py: {path} was trained with other settings: "
+        + ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        + ". Use another --out, or --allow-config-change to resume under the new ones."
+    )
+
+
+def refuse_other_settings(cfg: Config) -> None:
+    """other_settings of OUT/ckpt.pt, before the data is read: one line and exit. An unreadable checkpoint is
+    left to Run.restore, which falls back to the one before it."""
+    ckpt = Path(cfg.out) / "ckpt.pt"
+    if cfg.allow_config_change or not ckpt.is_file():
+        return
+    try:  # mmap: the tensors stay on disk
+        state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 -- truncated or corrupt: Run.restore names it
+        return
+    if refusal := other_settings(state, cfg, ckpt):
+        raise SystemExit(refusal)
 
 
 def load_resumable(ckpt_path: Path, rank: int) -> dict[str, Any]:
@@ -61,7 +91,7 @@ def load_resumable(ckpt_path: Path, rank: int) -> dict[str, Any]:
         prev = checkpoint.previous(ckpt_path)
         if not prev.is_file():
             raise SystemExit(
-                f"{err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
+                f"train.py: {err}, and there is no earlier checkpoint ({prev}) to fall back to: move it "
                 f"aside to start afresh, or use another --out"
             ) from err
         state = checkpoint.load_checkpoint(prev)
@@ -88,7 +118,7 @@ def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> d
     slots, num_items = state["bank"]["video"].shape[0], len(instances["paths"])
     if slots != num_items:
         raise SystemExit(
-            f"--init {init}: its memory bank has {slots} slots, "
+            f"train.py: --init {init}: its memory bank has {slots} slots, "
             f"the training set {num_items} videos; use the same data and manifest"
         )
     same_injection(state, instances["injected"], init, allow)
@@ -160,6 +190,7 @@ class Run:
         self.history = rewrite_log(history, self.out, self.start) if self.master else []  # rank 0 keeps the log
         self.sigterm = SigtermStop()  # SIGTERM stops the run at a step boundary, resumably
         self.stop = self.sigterm.__enter__()
+        self.began, self.timed = time.monotonic(), 0  # this process's epochs: the time per epoch and left
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -185,7 +216,10 @@ class Run:
         except (checkpoint.CheckpointError, OSError) as err:
             raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
         if self.master and record is not None:
-            log_epoch(record, self.out)
+            self.timed += 1
+            per = (time.monotonic() - self.began) / self.timed
+            left = per * (self.cfg.warmup_epochs + self.cfg.epochs - epoch - 1)
+            log_epoch(record, self.out, f" | {per:.1f} s/epoch, {duration(left)} left")
             if self.on_epoch is not None:
                 self.on_epoch(epoch)
         if stopped or self.stop_requested(0):
@@ -199,13 +233,8 @@ class Run:
         self.resumed = ckpt_path.exists()
         if self.resumed:  # rerunning the same command resumes
             state = load_resumable(ckpt_path, self.rank)
-            changed = result_changes(config_from_dict(state["config"], str(ckpt_path)), cfg)
-            if changed and not cfg.allow_config_change:
-                raise SystemExit(
-                    f"{ckpt_path} was trained with other settings: "
-                    + ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
-                    + ". Use another --out, or --allow-config-change to resume under the new ones."
-                )
+            if (refusal := other_settings(state, cfg, ckpt_path)) and not cfg.allow_config_change:
+                raise SystemExit(refusal)
             same_injection(state, injected, ckpt_path, cfg.allow_config_change)  # same settings, older draw
             # the scaler's state is empty when saved without fp16 (bf16 or fp32): load_state_dict skips it
             self.parts.load_state_dict({k: state[k] for k in ("model", "bank", "optimizer", "scaler")})
@@ -301,16 +330,19 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
-def log_epoch(record: dict[str, Any], out: Path) -> None:
+def log_epoch(record: dict[str, Any], out: Path, timing: str = "") -> None:
+    """The epoch's line (its columns: TOUR.md, step 7), then its record in OUT/log.jsonl; `timing`, the
+    time per epoch and the time left, is only shown."""
     print(
         "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
         "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s{wait} | auroc {auroc} | 1-nn {knn_class:.2f} "
-        "xmodal {xmodal_class:.2f}{agree}{bad}".format(
+        "xmodal {xmodal_class:.2f}{agree}{bad}{timing}".format(
             **record,
             wait=f", {record['data_wait']:.0%} waiting for data" if "data_wait" in record else "",
             agree=f" | agree {record['agreement']:.3f}" if record.get("agreement") is not None else "",
             auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
             bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else "",
+            timing=timing,
         )
     )
     with open(out / "log.jsonl", "a") as f:

@@ -1,6 +1,7 @@
 """Smoke runs of bench.py at CPU sizes: every figure's command works and prints its table."""
 
 import pytest
+import torch
 
 from lab import bench
 from tools import synthetic
@@ -17,6 +18,14 @@ def test_step_and_model_benchmarks_run_on_cpu(capsys):
     assert abs(tflops - gflop * model_rate / 1e3) < 0.02 * tflops + 1e-3
     rounding = ratio * (0.05 / step_rate + 0.05 / model_rate)  # the rates are printed to 0.1 clips/s
     assert abs(ratio - step_rate / model_rate) < 0.02 * ratio + 0.01 + rounding  # the columns must agree
+    if not torch.cuda.is_available():  # an empty column says why
+        assert "nan: peak GiB (torch tracks the peak memory on a GPU only)" in out
+
+
+def test_the_model_benchmark_says_why_its_step_columns_are_empty(capsys):
+    bench.main(["model", "--preset", "demo", "--batch", "2", "--steps", "1", "--bank", "100"])
+    out = capsys.readouterr().out
+    assert "step clips/s and step/model (`lab.bench step` times train.train_step)" in out
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,12 @@ the tree: each runs, and afterwards `git status` is clean (runs write under runs
 commands that remake the committed evidence write tracked files, and they write them unchanged). Every
 documented program has its miniature (a fast test); running them is slow (a few minutes): `make test-all`."""
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -196,6 +198,10 @@ def commands(tmp: Path) -> list[list[str]]:
             "15",
             *demo_small,
         ],
+        # TOUR.md, step 9: a sweep from make demo's runs (its warm-up and default branch reused)
+        ["-m", "lab.sweep", "lambda", "--values", "0.3", "0.5", "--faulty", "0.25", "--seeds", "0"]
+        + ["--runs", "runs/make_demo", "--results", "runs/lam03", "--data", data, "--warmup-epochs", "1"]
+        + ["--epochs", "1", "--trials", "2", "--num-negatives", "15", *SMALL],
         # README.md: the earlier regime's demo (width 0.25, 4 frames at 4 fps), in miniature
         [
             "-m",
@@ -338,3 +344,28 @@ def test_the_documented_commands_run_and_leave_a_clone_clean(tmp_path):
         assert res.returncode == 0, (cmd, res.stdout[-2000:], res.stderr[-3000:])
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout
     assert status == "", status
+
+
+def test_the_venv_is_rebuilt_when_requirements_change_not_when_a_checkout_makes_them_newer(tmp_path):
+    """make venv compares requirements.txt's checksum with the stamp's: a newer file of the same content (a fresh
+    clone's checkout) installs nothing, other content installs, and an empty stamp of the older rule is kept."""
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    (tmp_path / "requirements.txt").write_text("torch\n")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    log = tmp_path / "pip.log"
+    (bin_dir / "python").write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    (bin_dir / "python").chmod(0o755)
+
+    def installs():
+        res = subprocess.run(["make", "-s", "venv"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        return log.read_text().count("install --quiet -r requirements.txt") if log.exists() else 0
+
+    assert installs() == 1  # no stamp: installed
+    os.utime(tmp_path / "requirements.txt", (time.time() + 60, time.time() + 60))  # a checkout: newer, the same
+    assert installs() == 1
+    (tmp_path / "requirements.txt").write_text("torch\nnumpy\n")
+    assert installs() == 2
+    (tmp_path / ".venv" / ".installed").write_text("")  # the older rule's stamp
+    assert installs() == 2 and (tmp_path / ".venv" / ".installed").read_text().strip()

@@ -171,8 +171,9 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, c
         assert (tmp_path / "runs" / f"seed{seed}_faulty50" / "oracle" / "ckpt.pt").exists()
         split = json.loads((tmp_path / "runs" / f"seed{seed}_faulty50" / "time_split.json").read_text())
         assert set(split) == {"warm-up", "branch xid", "branch oracle", "evaluation"}
-    line = capsys.readouterr().out.strip().splitlines()[-1]
+    *_, line, _, wrote = capsys.readouterr().out.strip().splitlines()
     assert line.startswith("Time split: data generation") and "branch oracle" in line and "min in all" in line
+    assert wrote == f"[demo] wrote {tmp_path / 'res' / 'demo.md'} (the table; its numbers: demo.json)"  # no figures
 
 
 @pytest.mark.slow
@@ -229,7 +230,8 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
     done.write_text(json.dumps({"key": demo.setting_key(args, 0.25), "delta": -0.5, "rows": rows}))
     monkeypatch.setattr(demo.train, "main", lambda cfg: pytest.fail("a finished setting was trained again"))
     got, delta, root = demo.run_setting(args, 1, 0.25)
-    assert got == {"xid": {"R@1": 0.4}, "oracle": {"R@1": 0.5}} and delta == -0.5 and root is None
+    assert {m: row["R@1"] for m, row in got.items()} == {"xid": 0.4, "oracle": 0.5} and delta == -0.5 and root is None
+    assert got["xid"]["ran_with"] == {"lr_min": 1e-4}  # what the row ran with, beside its numbers
 
     class Ran(Exception):
         pass
@@ -384,3 +386,27 @@ def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_s
     key = demo.setting_key(replace(args, data=str(tmp_path)), 0.0)
     assert key["transfer"] == "data/t"
     assert "transfer" not in demo.setting_key(replace(args, data=str(tmp_path), transfer=None), 0.0)
+
+
+def test_ctrl_c_is_one_line_naming_the_command_that_goes_on_without_fresh(monkeypatch, capsys):
+    """Ctrl-C: no traceback; the command printed resumes (without --fresh, which would delete what was done)."""
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "main", interrupted)
+    with pytest.raises(SystemExit) as stop:
+        demo.cli(["--fresh", "--runs", "runs/my demo"])
+    assert stop.value.code == 130
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "[demo] stopped by Ctrl-C; the finished epochs are kept, and this goes on: "
+        ".venv/bin/python -m experiments.demo --runs 'runs/my demo'"
+    ]
+    from concurrent.futures.process import BrokenProcessPool
+
+    def broken(argv):  # a side-by-side process that died without a Ctrl-C: not taken for one
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(demo, "main", broken)
+    with pytest.raises(BrokenProcessPool):
+        demo.cli([])

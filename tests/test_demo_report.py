@@ -73,3 +73,45 @@ def test_a_capped_few_shot_column_reads_the_shot_evaluate_ran():
     fewshot = {"1-shot": (0.4, 0.1), "2-shot": (0.6, 0.1), "protocol": {"capped": {"5": 2}}}
     assert shot(fewshot, 5) == (0.6, 0.1) and shot(fewshot, 1) == (0.4, 0.1)
     assert shot({"5-shot": (0.7, 0.0), "protocol": {}}, 5) == (0.7, 0.0)
+
+
+def test_the_table_links_the_pictures_it_writes_and_names_every_file(tmp_path, monkeypatch):
+    """write_results copies the last setting's pictures beside demo.md, which links each; it returns every file
+    it wrote, for the demo's last line."""
+    root = tmp_path / "runs" / "seed0_faulty25"
+    (root / "weighted").mkdir(parents=True)
+    (root / "weighted" / "scores_weights.png").write_bytes(b"png")
+    (root / "curves.png").write_bytes(b"png")
+    monkeypatch.setattr(demo_report.figures, "run_pictures", lambda folder: [folder / "curves.png"])
+    args = DemoArgs(results=str(tmp_path / "res"), methods=["xid", "weighted"])
+    rows = {0.25: {m: dict.fromkeys(demo_report.COLUMNS, 0.5) for m in args.methods}}
+    written = demo_report.write_results(args, [rows], {0.25: -0.67}, root, 1.0, [])
+    assert [p.name for p in written] == ["demo.md", "demo.json", "demo_scores_weights.png", "demo_curves.png"]
+    text = (tmp_path / "res" / "demo.md").read_text()
+    assert "![demo_scores_weights](demo_scores_weights.png)" in text and "![demo_curves](demo_curves.png)" in text
+    assert "Weighted-xID's evaluation" in text
+
+
+def test_the_comparison_puts_each_difference_from_xid_beside_where_the_committed_seeds_put_it(tmp_path):
+    """The footer of --compare: each method's difference from xID on this run, inside or outside the 95% range
+    of the paired differences over the committed settings files of the same regime (other regimes left out)."""
+    import json
+
+    key = {"data": "d", "epochs": 24, "train_args": []}
+    folder = tmp_path / "results" / "claims" / "settings"
+    folder.mkdir(parents=True)
+    for seed, (x, s) in enumerate([(0.30, 0.35), (0.40, 0.47), (0.20, 0.24)]):  # soft - xid: 5, 7, 4 points
+        rows = {m: dict.fromkeys(demo_report.COLUMNS, v) for m, v in (("xid", x), ("soft", s))}
+        saved = {"key": key | {"transfer": "t"}, "seed": seed, "faulty": 0.25, "rows": rows}
+        (folder / f"seed{seed}_faulty25.json").write_text(json.dumps(saved))
+    other = {"key": key | {"epochs": 8}, "seed": 9, "faulty": 0.25, "rows": rows}  # another regime
+    (folder / "seed9_faulty25.json").write_text(json.dumps(other))
+    spread = demo_report.paired_spread({0.25: key | {"train_args": ["--lam", "0.3"]}}, root=tmp_path)
+    assert sorted(round(100 * d) for d in spread[0][(0.25, "soft", "R@1")]) == [4, 5, 7]
+    assert spread[1] == ["results/claims/settings"]
+    args = DemoArgs(faulty=[0.25], methods=["xid", "soft"], compare="r", train_args=["--lam", "0.3"])
+    mine = [{0.25: {"xid": dict.fromkeys(demo_report.COLUMNS, 0.30), "soft": dict.fromkeys(demo_report.COLUMNS, 0.27)}}]
+    text = demo_report.compare(mine, {"results": [{"0.25": mine[0][0.25]}]}, args, spread)
+    # mean 5.3, SD 1.5, t(0.975, 2) = 4.303: 5.3 ± 4.303 x 1.53 x sqrt(1 + 1/3) = -2.3 ... +12.9
+    assert "| Soft-xID | -3.0, OUTSIDE -2.3 … +12.9 (3 seeds) |" in text
+    assert "they ran without this run's --lam 0.3" in text and "in results/claims/settings" in text

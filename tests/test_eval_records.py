@@ -416,3 +416,27 @@ def test_an_evaluation_reads_its_split_lists_once_and_hands_every_protocol_those
     assert sorted(calls) == ["test", "train"]  # the audio encoder's rows too: the records' audio decides
     f = np.load(out)
     assert [Path(p).name for p, heard in zip(f["path"], f["has_audio"]) if not heard] == [UCF_SILENT]
+
+
+def test_a_run_folder_stands_for_its_checkpoint_and_the_numbers_print_in_percent(
+    ucf_data, video_manifest, ckpt, capsys
+):
+    """evaluate.py RUN_DIR reads RUN_DIR/ckpt.pt, and prints its numbers in %, as the tables give them."""
+    evaluate.main(["retrieval", str(ckpt.parent), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)])
+    out = capsys.readouterr().out
+    assert "| fold | R@1 | R@5 | R@20 |" in out and "in %; every number with its protocol" in out
+    cells = [float(c) for c in next(x for x in out.splitlines() if x.startswith("| 1 |")).strip("| ").split("|")[1:]]
+    assert cells[-1] == 100.0  # R@20 of 2 classes: every query finds its class, 100 in %, not 1.0
+    with pytest.raises(SystemExit):
+        evaluate.main(["retrieval", str(ckpt.parent / "nothing_here")])
+
+
+def test_a_missing_dataset_root_is_named_as_such_not_as_a_missing_list(ckpt, tmp_path, capsys):
+    missing = tmp_path / "UCF101"
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(["retrieval", str(ckpt), "--data", str(missing), "--layout", "ucf101", *FAST])
+    assert str(stop.value.code) == f"evaluate.py: dataset folder not found: {missing} (--data)"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(["retrieval", str(tmp_path / "empty")])
+    assert "a folder without a ckpt.pt" in capsys.readouterr().err

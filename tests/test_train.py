@@ -2,10 +2,12 @@
 equivalence, the resume guard, --init, and the oracle's weights."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import torch
 
 import data
 import train
-from config import Config, parse_config
+from config import Config, parse_config, result_changes
 from machinery import devices
 from persistence import checkpoint, records, runstate
 
@@ -234,16 +236,41 @@ def test_a_soft_branch_logs_the_label_free_signals_from_the_bank_it_was_given(ti
     assert all(0 < r["positive_mass"] <= 1 for r in warm + soft)
 
 
-def test_resuming_under_other_settings_stops_and_names_them(tiny_data, tmp_path):
-    run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0")
-    proc = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--faulty-fraction", "0.25", wait=False)
-    text, _ = proc.communicate(timeout=300)
-    assert proc.returncode != 0
-    assert "faulty_fraction 0.0 -> 0.25" in text and "warmup_epochs 1 -> 2" in text and "--allow-config-change" in text
-    assert len(log(tmp_path)) == 1  # nothing was trained under the new settings
-    # engineering settings may change, and the flag lets a user continue anyway
-    text = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--allow-config-change", "--workers", "0")
+def test_a_longer_warm_up_resumes_and_a_changed_setting_stops_in_one_line_before_the_data(tiny_data, tmp_path):
+    """Extending the warm-up resumes it (lam is not read by a warm-up either); a setting its trained epochs read
+    stops the run in one train.py line, before the data is read, and the flag lets a user continue anyway. Each
+    epoch line says the time per epoch and the time left."""
+    first = run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0")
+    assert re.search(r"s/epoch, \d+ s left", first)
+    text = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--lam", "0.3")
     assert "resuming from" in text and len(log(tmp_path)) == 2
+    proc = run(tiny_data, tmp_path, "--warmup-epochs", "3", "--epochs", "0", "--faulty-fraction", "0.25", wait=False)
+    text, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0 and len(log(tmp_path)) == 2  # nothing was trained under the new settings
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("train.py: ") and "faulty_fraction 0.0 -> 0.25" in last and "--allow-config-change" in last
+    assert "warmup_epochs" not in last and "Traceback" not in text
+    assert "data in memory" not in text and "scan" not in text  # refused before the data was read
+    text = run(tiny_data, tmp_path, "--warmup-epochs", "3", "--epochs", "0", "--allow-config-change", "--workers", "0")
+    assert "resuming from" in text and len(log(tmp_path)) == 3
+
+
+def test_a_resume_is_refused_only_for_the_settings_its_trained_epochs_read():
+    """config.result_changes given the epochs a checkpoint trained: a warm-up reads none of the second stage's
+    settings and may grow; a branch reads only its variant's (soft targets: lam, tau_s...; weights: kappa...)."""
+    warm = Config(warmup_epochs=2, epochs=0)
+    assert result_changes(warm, replace(warm, lam=0.3, loss="soft", epochs=5, kappa=0.7), trained=2) == {}
+    assert result_changes(warm, replace(warm, warmup_epochs=3), trained=2) == {}
+    assert set(result_changes(warm, replace(warm, warmup_epochs=1), trained=2)) == {"warmup_epochs"}
+    assert set(result_changes(warm, replace(warm, tau=0.1), trained=2)) == {"tau"}
+    soft = Config(warmup_epochs=0, epochs=3, loss="soft")
+    assert set(result_changes(soft, replace(soft, lam=0.3, kappa=0.7), trained=1)) == {"lam"}
+    assert set(result_changes(soft, replace(soft, epochs=4), trained=1)) == {"epochs"}  # the cosine's length
+    xid = replace(soft, loss="xid")
+    assert result_changes(xid, replace(xid, lam=0.3, kappa=0.7, tau_s=0.05), trained=1) == {}
+    weighted = replace(soft, loss="weighted")
+    assert set(result_changes(weighted, replace(weighted, lam=0.3, kappa=0.7), trained=1)) == {"kappa"}
+    assert set(result_changes(warm, replace(warm, lam=0.3))) == {"lam"}  # without the epochs: every field
 
 
 def test_a_checkpoint_made_with_other_injected_positives_is_refused():

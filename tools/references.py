@@ -18,6 +18,7 @@ tracked Python file (and the Makefile and the settings files):
     python -m tools.references          # prints each dead reference as FILE:LINE: what; exit 1 if any
 """
 
+import argparse
 import re
 import subprocess
 import sys
@@ -215,7 +216,9 @@ def dead_references(root: Path = ROOT, files: list[str] | None = None) -> list[s
     return problems
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m tools.references", description=__doc__.split("\n\n")[0])
+    p.parse_args(argv)  # no options: --help says what it checks
     problems = dead_references()
     print("\n".join(problems) or "no dead references")
     sys.exit(1 if problems else 0)
