@@ -1,0 +1,49 @@
+"""What every rank of a torchrun job must decide together, on 2 gloo processes (conftest.on_ranks): the exit on a
+non-finite loss that one rank alone sees, and the
+--preload path chosen by rank 0's view of the memory. A rank left behind would wait in a collective
+the others never reach (a hang under NCCL), or train alone."""
+
+import math
+
+import torch
+
+import train
+from config import Config, parse_config
+from conftest import on_ranks
+from persistence import runstate
+from test_train import TINY
+
+CPU = torch.device("cpu")
+
+
+def tiny_run(rank, tiny_data, out, *more):
+    """train.py's run on this rank of the group on_ranks made (train.main's, less the folder lock)."""
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(out), *map(str, more), *TINY, "--workers", "0"]
+    return train.run(parse_config(argv), True, rank, 2, CPU)
+
+
+def nan_on_rank_1(rank, tiny_data, out):
+    real = train.train_step
+
+    def step(*args):
+        loss, stats = real(*args)
+        return (loss * math.nan if rank == 1 else loss), stats
+
+    train.train_step = step
+    tiny_run(rank, tiny_data, out, "--warmup-epochs", "1", "--epochs", "0")
+
+
+def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(tiny_data, tmp_path):
+    got = on_ranks(nan_on_rank_1, tiny_data, tmp_path)
+    assert {r: how for r, (how, _) in got.items()} == {0: "exit", 1: "exit"}, got
+    assert all("at or before step 0 (epoch 0)" in what for _, what in got.values()), got
+
+
+def preload_answer(rank, out):
+    # each rank's own view of the memory would answer differently
+    runstate.in_memory.choose = lambda *args: "on" if rank == 0 else "off"
+    return runstate.preload_path(Config(preload="auto", out=str(out)), [], None, CPU)
+
+
+def test_every_rank_takes_the_preload_path_rank_0_chose(tmp_path):
+    assert on_ranks(preload_answer, tmp_path) == {0: ("returned", "on"), 1: ("returned", "on")}
