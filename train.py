@@ -286,7 +286,7 @@ def run(
                     record.update(watch.signals(epoch))
                 r.end_epoch(epoch, record, stopped)
                 watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
-    except SystemExit:  # a SIGTERM stop or a non-finite loss: exits every rank takes together
+    except SystemExit:  # a SIGTERM stop, a non-finite loss, an unwritable checkpoint: exits every rank takes together
         leave_group(parts, ddp)
         raise
     leave_group(parts, ddp)

@@ -177,12 +177,11 @@ class Run:
         (rank 0; on_epoch), then exit if a stop was asked for."""
         if record is not None:
             self.history.append(record)
+        every = self.cfg.save_every
+        keep = record is not None and bool(every) and (epoch + 1) % every == 0
         try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
-            self.save(epoch if record else epoch - 1, partial=stopped)
-            every = self.cfg.save_every
-            if self.master and record is not None and every and (epoch + 1) % every == 0:
-                checkpoint.keep_as(self.ckpt, self.out / checkpoint.kept_name(epoch))
-        except (checkpoint.CheckpointError, OSError) as err:
+            self.save(epoch if record else epoch - 1, partial=stopped, keep=keep)
+        except checkpoint.CheckpointError as err:  # raised on every rank together (save)
             raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
         if self.master and record is not None:
             log_epoch(record, self.out)
@@ -219,10 +218,11 @@ class Run:
             return state["epoch"] + 1, state["log"], state["partial"]  # partial: where a stopped epoch stopped
         return 0, [], None
 
-    def save(self, epoch: int, partial: dict[str, Any] | None = None) -> None:
+    def save(self, epoch: int, partial: dict[str, Any] | None = None, keep: bool = False) -> None:
         """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
-        log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
-        `epoch` is the last whole one and `partial` says how far the next one got."""
+        log records so far (the log file is rewritten from them on resume), and with `keep` a copy named
+        for the epoch (--save-every). After a stop mid-epoch, `epoch` is the last whole one and `partial`
+        says how far the next one got. A write that fails raises CheckpointError on every rank."""
         rngs = [checkpoint.rng_state()]
         if dist.is_initialized():
             # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
@@ -231,22 +231,35 @@ class Run:
                 dist.broadcast(buf, src=0)
             rngs = [None] * dist.get_world_size()
             dist.all_gather_object(rngs, checkpoint.rng_state())
+        failed = None
         if self.master:
-            checkpoint.save_checkpoint(
-                self.ckpt,
-                model_args=checkpoint.model_args(self.cfg),
-                clip=self.clip,
-                config=absolute_paths(asdict(self.cfg)),  # the data wherever the checkpoint is read from
-                **self.parts.state_dict(),
-                instances=self.instances,
-                epoch=epoch,
-                step=(epoch + 1) * self.steps,
-                rng=rngs,
-                log=self.history,
-                partial=partial,
-            )
+            try:
+                checkpoint.save_checkpoint(
+                    self.ckpt,
+                    model_args=checkpoint.model_args(self.cfg),
+                    clip=self.clip,
+                    config=absolute_paths(asdict(self.cfg)),  # the data wherever the checkpoint is read from
+                    **self.parts.state_dict(),
+                    instances=self.instances,
+                    epoch=epoch,
+                    step=(epoch + 1) * self.steps,
+                    rng=rngs,
+                    log=self.history,
+                    partial=partial,
+                )
+                if keep:
+                    checkpoint.keep_as(self.ckpt, self.out / checkpoint.kept_name(epoch))
+            except (checkpoint.CheckpointError, OSError) as err:
+                failed = str(err)
         if dist.is_initialized():
-            dist.barrier()  # no rank starts the next epoch before the checkpoint is written
+            # in place of a barrier (no rank starts the next epoch before the checkpoint is written), rank 0
+            # says whether it was: a failure raised on rank 0 alone would let its way out (end_distributed's
+            # barrier) pair with this one, and the others train on into a collective rank 0 never reaches
+            box = [failed]
+            dist.broadcast_object_list(box, src=0)
+            failed = box[0]
+        if failed:
+            raise checkpoint.CheckpointError(failed)
 
     def stop_requested(self, i: int) -> bool:
         """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th

@@ -1,5 +1,5 @@
 """What every rank of a torchrun job must decide together, on 2 gloo processes (conftest.on_ranks): the exit on a
-non-finite loss that one rank alone sees, and the
+non-finite loss that one rank alone sees, the exit on a checkpoint that rank 0 cannot write, and the
 --preload path chosen by rank 0's view of the memory. A rank left behind would wait in a collective
 the others never reach (a hang under NCCL), or train alone."""
 
@@ -10,7 +10,7 @@ import torch
 import train
 from config import Config, parse_config
 from conftest import on_ranks
-from persistence import runstate
+from persistence import checkpoint, runstate
 from test_train import TINY
 
 CPU = torch.device("cpu")
@@ -37,6 +37,20 @@ def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(tiny_da
     got = on_ranks(nan_on_rank_1, tiny_data, tmp_path)
     assert {r: how for r, (how, _) in got.items()} == {0: "exit", 1: "exit"}, got
     assert all("at or before step 0 (epoch 0)" in what for _, what in got.values()), got
+
+
+def unwritable_checkpoint(rank, tiny_data, out):
+    def full_disk(path, **state):
+        raise checkpoint.CheckpointError(f"could not write the checkpoint {path}: the disk is full")
+
+    checkpoint.save_checkpoint = full_disk  # called on rank 0 alone
+    tiny_run(rank, tiny_data, out, "--warmup-epochs", "2", "--epochs", "0")
+
+
+def test_a_checkpoint_rank_0_cannot_write_stops_every_rank_after_the_same_epoch(tiny_data, tmp_path):
+    got = on_ranks(unwritable_checkpoint, tiny_data, tmp_path)
+    assert {r: how for r, (how, _) in got.items()} == {0: "exit", 1: "exit"}, got
+    assert all(what.startswith("train.py, after epoch 0: could not write") for _, what in got.values()), got
 
 
 def preload_answer(rank, out):
