@@ -138,7 +138,8 @@ HARD_TWIN = {"soft": "xid", "robust": "weighted"}  # a soft-target variant with 
 def guarded(stage: str, records: list[dict[str, Any]], soft_guard: bool) -> str:
     """The variant an epoch trains: `stage`, or with --soft-guard, once the rule has fired on the run's log
     records (at any epoch so far), its twin without soft targets. Worked out from the log, so a resumed run
-    takes the same turn; every rank reads the same records of the same (synchronised) bank."""
+    takes the same turn; every rank reads the same records (persistence/runstate.Run hands each the checkpoint's
+    and rank 0's of every epoch since), so every rank trains the same objective."""
     if not (soft_guard and VARIANTS[stage].soft):
         return stage
     fired = any(drift_warning(records[: k + 1]) for k in range(len(records)))

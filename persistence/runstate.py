@@ -157,7 +157,9 @@ class Run:
 
     def __enter__(self) -> "Run":
         self.start, history, self.resume = self.restore()
-        self.history = rewrite_log(history, self.out, self.start) if self.master else []  # rank 0 keeps the log
+        # every rank holds the run's records (each restored the same checkpoint): --soft-guard's stage is read
+        # from them (train.stage_at), and a rank without them would train another objective after a resume
+        self.history = rewrite_log(history, self.out, self.start) if self.master else history
         self.sigterm = SigtermStop()  # SIGTERM stops the run at a step boundary, resumably
         self.stop = self.sigterm.__enter__()
         return self
@@ -176,6 +178,10 @@ class Run:
         (and keep it as OUT/ckpt_epochNNNN.pt after every --save-every'th), then log the epoch's record
         (rank 0; on_epoch), then exit if a stop was asked for."""
         if record is not None:
+            if dist.is_initialized():  # rank 0's, the one logged, on every rank (each timed its own epoch)
+                box = [record]
+                dist.broadcast_object_list(box, src=0)
+                record = box[0]
             self.history.append(record)
         every = self.cfg.save_every
         keep = record is not None and bool(every) and (epoch + 1) % every == 0
