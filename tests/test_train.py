@@ -234,6 +234,25 @@ def test_a_soft_branch_logs_the_label_free_signals_from_the_bank_it_was_given(ti
     assert all(0 < r["positive_mass"] <= 1 for r in warm + soft)
 
 
+def test_a_guarded_branch_stopped_inside_its_first_epoch_keeps_the_start_its_init_bank_gave(
+    tiny_data, tmp_path, monkeypatch
+):
+    """The start is measured before the branch's first step and logged with its first epoch: a stop before that
+    epoch's end keeps it in the checkpoint, so the resumed run's rule measures from the same start as an unstopped
+    run's, not from the end of epoch 0."""
+    run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path / "soft"), "--warmup-epochs", "0"]
+    argv += ["--epochs", "1", "--loss", "soft", "--soft-guard", "--init", str(tmp_path / "warm" / "ckpt.pt")]
+    monkeypatch.setattr(runstate.Run, "stop_requested", lambda self, i: True)  # SIGTERM during the first step
+    with pytest.raises(SystemExit):
+        train.main(parse_config([*argv, *TINY, "--workers", "0"]))
+    assert weights(tmp_path / "soft")["partial"]["steps"] == 1
+    monkeypatch.undo()
+    train.main(parse_config([*argv, *TINY, "--workers", "0"]))
+    warm, soft = log(tmp_path / "warm"), log(tmp_path / "soft")
+    assert soft[0]["drift_start"] == {k: warm[-1][k] for k in ("agreement", "positive_mass")}
+
+
 def test_resuming_under_other_settings_stops_and_names_them(tiny_data, tmp_path):
     run(tiny_data, tmp_path, "--warmup-epochs", "1", "--epochs", "0")
     proc = run(tiny_data, tmp_path, "--warmup-epochs", "2", "--epochs", "0", "--faulty-fraction", "0.25", wait=False)
