@@ -96,16 +96,22 @@ def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> d
 
 
 def preload_path(cfg: Config, records: list, spec: Any, device: torch.device) -> str:
-    """--preload as this run applies it (data.build_train_set): on or off as given; auto, the path OUT/ckpt.pt
-    took (a resume keeps it, as config.NOT_RESUMABLE asks, whatever memory is free now), else rank 0's answer
-    for the memory it sees, on every rank (each reading its own while the others preload could split them)."""
+    """--preload as this run applies it (data.build_train_set): on or off as given; auto, the path taken by the
+    checkpoint a resume restores (load_resumable's: OUT/ckpt.pt, or OUT/ckpt.pt.prev where ckpt.pt cannot be
+    read), which a resume keeps, as config.NOT_RESUMABLE asks, whatever memory is free now; else rank 0's
+    answer for the memory it sees, on every rank (each reading its own while the others preload could split them)."""
     if cfg.preload != "auto":
         return in_memory.choose(cfg.preload, records, spec, device)
-    try:  # the saved config alone: mmap leaves the tensors on disk
-        saved = torch.load(Path(cfg.out) / "ckpt.pt", map_location="cpu", weights_only=True, mmap=True)["config"]
-        saved = {True: "on", False: "off"}.get(saved.get("preload"), saved.get("preload"))
-    except Exception:  # noqa: BLE001 -- none yet, or unreadable: Run.restore names that
-        saved = None
+    saved, ckpt = None, Path(cfg.out) / "ckpt.pt"
+    for path in (ckpt, checkpoint.previous(ckpt)) if ckpt.exists() else ():
+        try:  # read as the restore reads it, its tensors left on disk: the config is all this needs
+            saved = checkpoint.load_checkpoint(path, mmap=True)["config"].get("preload")
+            break
+        except checkpoint.CheckpointError:  # unreadable: the restore falls back to the one before it
+            continue
+        except (OSError, ValueError):  # no checkpoint before it, or not one of train.py's: the restore says so
+            break
+    saved = {True: "on", False: "off"}.get(saved, saved)
     if saved in ("on", "off"):
         return saved
     rank0 = not dist.is_initialized() or dist.get_rank() == 0
