@@ -79,6 +79,7 @@ def evaluate(
     allow_missing: bool = False,
     keep_cache: bool = False,
     pre: Pretrained | None = None,
+    preload: str = "auto",
 ) -> dict[str, Any]:
     """Run `tasks` on a checkpoint, with `clips` per video for the retrieval and few-shot features (the
     paper's 10; fewer is a named deviation, stored in the protocol) of the `modality` encoder; returns
@@ -87,7 +88,8 @@ def evaluate(
     allow_missing. It writes only files of its own beside the checkpoint (feature caches, eval.json
     under its own lock, plots, a fine-tune's state and result), so a run still training in that folder does
     not stop it; then it removes the feature caches of other versions of the checkpoint file, unless keep_cache.
-    `pre`: the checkpoint as read already (every fold of one command: one version of a file still written)."""
+    `pre`: the checkpoint as read already (every fold of one command: one version of a file still written).
+    `preload`: --preload for the evaluated splits (auto: each split held decoded where it fits in memory now)."""
     if not Path(ckpt).is_file():
         raise FileNotFoundError(f"checkpoint not found: {ckpt}")
     if modality == "audio" and {"finetune", "analysis"} & set(tasks):
@@ -105,6 +107,8 @@ def evaluate(
     cfg, model, bank, instances = pre[:4]
     for k, v in (overrides or {}).items():
         setattr(cfg, k, v)
+    # the checkpoint's preload is the training set's path (train.py saves it resolved): these splits decide their own
+    cfg.preload = preload
     splits = resolve(cfg, need_audio=modality == "audio", allow_missing=allow_missing)  # the lists, read once
     results = {}
     if {"retrieval", "fewshot", "analysis"} & set(tasks):
@@ -237,6 +241,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--out", help="features: the .npz to write (a new file, or one features wrote)")
     p.add_argument("--keep-cache", action="store_true", help="keep the feature caches of other checkpoint versions")
+    p.add_checked(
+        "--preload",
+        one_of("auto", "on", "off"),
+        default="auto",
+        help="hold each evaluated split decoded in memory: auto where it fits in half the free memory now "
+        "(never the training run's choice), on, or off (clips read from the files)",
+    )
     p.add_checked("--trials", at_least(1), type=int, default=50, help="few-shot trials (paper: 50)")
     p.add_argument("--standardise", action="store_true", help="few-shot on standardised features (paper: raw)")
     p.add_checked("--finetune-epochs", at_least(1), type=int, default=FINETUNE["epochs"], help="paper: 200")
@@ -341,7 +352,7 @@ def main(argv: list[str] | None = None) -> None:
         for fold in folds:
             fold_overrides = {**overrides, **({"fold": fold} if fold else {})}
             if args.task == "features":
-                for k, v in fold_overrides.items():
+                for k, v in {**fold_overrides, "preload": args.preload}.items():
                     setattr(pre.cfg, k, v)
                 splits = resolve(pre.cfg, allow_missing=args.allow_missing)
                 n = export(args.ckpt, pre, pre.cfg, splits, args.out, device, workers, args.clips)
@@ -362,6 +373,7 @@ def main(argv: list[str] | None = None) -> None:
                 allow_missing=args.allow_missing,
                 keep_cache=args.keep_cache,
                 pre=pre,
+                preload=args.preload,
             )
     except (CheckpointError, FileNotFoundError) as err:
         raise SystemExit(f"evaluate.py: {err}") from err

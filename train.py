@@ -272,7 +272,7 @@ def run(
         with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
             if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
                 parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
-            watch = DriftWatch(parts.bank, cfg, fresh=not r.resumed, master=rank == 0)  # a branch's start: its bank
+            watch = DriftWatch(parts.bank, cfg, not r.resumed, rank == 0, r.resume)  # a branch's start: its bank
             if ddp:  # after the restore: DDP starts every replica from rank 0's weights
                 parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
             for epoch, resume in r.epochs():
@@ -285,9 +285,9 @@ def run(
                 if record is not None:  # log only: bank_report reads the ground truth, the drift signals need none
                     record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
                     record.update(watch.signals(epoch))
-                r.end_epoch(epoch, record, stopped)
+                r.end_epoch(epoch, record, watch.keep(stopped))  # a stopped branch keeps its start
                 watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
-    except SystemExit:  # a SIGTERM stop or a non-finite loss: exits every rank takes together
+    except SystemExit:  # a SIGTERM stop, a non-finite loss, an unwritable checkpoint: exits every rank takes together
         leave_group(parts, ddp)
         raise
     leave_group(parts, ddp)

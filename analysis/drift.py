@@ -25,8 +25,9 @@ labels; these need none, so they work on a user's own data:
                     record, prints the rule's line on rank 0
 
 The start is the last xID epoch's record in the same run; for a branch off a warm-up (--init) it is the
-bank it was given, measured before its first step and kept in its first record as `drift_start`; for a
-branch resumed inside its first epoch (neither is in the log), its first epoch's value.
+bank it was given, measured before its first step and kept in its first record as `drift_start` (and in the
+checkpoint of a stop before that record: DriftWatch.keep); where neither is in the log (a checkpoint stopped
+inside its first epoch by an older train.py), its first epoch's value.
 
 Why MARGIN 0.02 and PATIENCE 2 (chosen, not fitted): on the demo screen's branches (results/demo_screen/
 PLAN.md: 25% injected, 30-epoch warm-up, seeds 700-702 at 8 epochs, 700-701 at 12) agreement, computed
@@ -138,7 +139,8 @@ HARD_TWIN = {"soft": "xid", "robust": "weighted"}  # a soft-target variant with 
 def guarded(stage: str, records: list[dict[str, Any]], soft_guard: bool) -> str:
     """The variant an epoch trains: `stage`, or with --soft-guard, once the rule has fired on the run's log
     records (at any epoch so far), its twin without soft targets. Worked out from the log, so a resumed run
-    takes the same turn; every rank reads the same records of the same (synchronised) bank."""
+    takes the same turn; every rank reads the same records (persistence/runstate.Run hands each the checkpoint's
+    and rank 0's of every epoch since), so every rank trains the same objective."""
     if not (soft_guard and VARIANTS[stage].soft):
         return stage
     fired = any(drift_warning(records[: k + 1]) for k in range(len(records)))
@@ -147,12 +149,16 @@ def guarded(stage: str, records: list[dict[str, Any]], soft_guard: bool) -> str:
 
 class DriftWatch:
     """train.py's hold on the signals for one run. Made after the restore (or --init), so that a run that
-    begins in a soft-target stage (fresh: not resumed) measures the bank it was given before training on it."""
+    begins in a soft-target stage (fresh: not resumed) measures the bank it was given before training on it;
+    resumed inside that first epoch, it takes the measure the checkpoint kept (`resume`, its partial state)."""
 
-    def __init__(self, bank: "MemoryBank", cfg: "Config", fresh: bool, master: bool) -> None:
+    def __init__(
+        self, bank: "MemoryBank", cfg: "Config", fresh: bool, master: bool, resume: dict[str, Any] | None = None
+    ) -> None:
         self.bank, self.cfg, self.master = bank, cfg, master
         begins_soft = fresh and cfg.warmup_epochs == 0 and VARIANTS[cfg.loss].soft
-        self.start = bank_signals(bank, cfg) if begins_soft else None
+        # resumed, the bank it was given is gone: only its measure survives the restart (keep)
+        self.start = bank_signals(bank, cfg) if begins_soft else (resume or {}).get("drift_start")
 
     def signals(self, epoch: int) -> dict[str, Any]:
         """The bank's signals at an epoch's end, and the stage's start with the first epoch's."""
@@ -160,6 +166,13 @@ class DriftWatch:
         if epoch == 0 and self.start is not None:
             out["drift_start"] = self.start
         return out
+
+    def keep(self, stopped: dict[str, Any] | None) -> dict[str, Any] | None:
+        """How far a stopped epoch got (train.train_epoch's), with the start when its record is still to come:
+        what the checkpoint keeps, so that the resumed run's first record holds the same start."""
+        if stopped is not None and stopped["epoch"] == 0 and self.start is not None:
+            return {**stopped, "drift_start": self.start}
+        return stopped
 
     def warn(self, history: list[dict[str, Any]]) -> None:
         """Rank 0, after an epoch's record was logged: the rule's line on stderr when it starts to fire (once,

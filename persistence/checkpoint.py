@@ -119,14 +119,16 @@ def write_atomically(path: str | Path, write: Callable[[BinaryIO], None]) -> Non
         tmp.unlink(missing_ok=True)
 
 
-def load_checkpoint(path: str | Path, raw: bytes | None = None) -> dict[str, Any]:
-    """The checkpoint's dict (from `raw`, the file's bytes, when the caller has read them). A file that
-    cannot be read (truncated, corrupt) or was written in another format raises CheckpointError naming it."""
+def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = False) -> dict[str, Any]:
+    """The checkpoint's dict (from `raw`, the file's bytes, when the caller has read them; with `mmap`, its
+    tensors left on disk until used). A file that cannot be read (truncated, corrupt) or was written in
+    another format raises CheckpointError naming it."""
     path = Path(path)
     if raw is None and not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
-        state = torch.load(io.BytesIO(raw) if raw is not None else path, map_location="cpu", weights_only=True)
+        source = io.BytesIO(raw) if raw is not None else path
+        state = torch.load(source, map_location="cpu", weights_only=True, mmap=mmap and raw is None)
     except Exception as err:
         raise CheckpointError(
             f"the checkpoint {path} cannot be read ({type(err).__name__}: "

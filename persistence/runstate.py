@@ -126,16 +126,22 @@ def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> d
 
 
 def preload_path(cfg: Config, records: list, spec: Any, device: torch.device) -> str:
-    """--preload as this run applies it (data.build_train_set): on or off as given; auto, the path OUT/ckpt.pt
-    took (a resume keeps it, as config.NOT_RESUMABLE asks, whatever memory is free now), else rank 0's answer
-    for the memory it sees, on every rank (each reading its own while the others preload could split them)."""
+    """--preload as this run applies it (data.build_train_set): on or off as given; auto, the path taken by the
+    checkpoint a resume restores (load_resumable's: OUT/ckpt.pt, or OUT/ckpt.pt.prev where ckpt.pt cannot be
+    read), which a resume keeps, as config.NOT_RESUMABLE asks, whatever memory is free now; else rank 0's
+    answer for the memory it sees, on every rank (each reading its own while the others preload could split them)."""
     if cfg.preload != "auto":
         return in_memory.choose(cfg.preload, records, spec, device)
-    try:  # the saved config alone: mmap leaves the tensors on disk
-        saved = torch.load(Path(cfg.out) / "ckpt.pt", map_location="cpu", weights_only=True, mmap=True)["config"]
-        saved = {True: "on", False: "off"}.get(saved.get("preload"), saved.get("preload"))
-    except Exception:  # noqa: BLE001 -- none yet, or unreadable: Run.restore names that
-        saved = None
+    saved, ckpt = None, Path(cfg.out) / "ckpt.pt"
+    for path in (ckpt, checkpoint.previous(ckpt)) if ckpt.exists() else ():
+        try:  # read as the restore reads it, its tensors left on disk: the config is all this needs
+            saved = checkpoint.load_checkpoint(path, mmap=True)["config"].get("preload")
+            break
+        except checkpoint.CheckpointError:  # unreadable: the restore falls back to the one before it
+            continue
+        except (OSError, ValueError):  # no checkpoint before it, or not one of train.py's: the restore says so
+            break
+    saved = {True: "on", False: "off"}.get(saved, saved)
     if saved in ("on", "off"):
         return saved
     rank0 = not dist.is_initialized() or dist.get_rank() == 0
@@ -187,7 +193,9 @@ class Run:
 
     def __enter__(self) -> "Run":
         self.start, history, self.resume = self.restore()
-        self.history = rewrite_log(history, self.out, self.start) if self.master else []  # rank 0 keeps the log
+        # every rank holds the run's records (each restored the same checkpoint): --soft-guard's stage is read
+        # from them (train.stage_at), and a rank without them would train another objective after a resume
+        self.history = rewrite_log(history, self.out, self.start) if self.master else history
         self.sigterm = SigtermStop()  # SIGTERM stops the run at a step boundary, resumably
         self.stop = self.sigterm.__enter__()
         self.began, self.timed = time.monotonic(), 0  # this process's epochs: the time per epoch and left
@@ -207,13 +215,16 @@ class Run:
         (and keep it as OUT/ckpt_epochNNNN.pt after every --save-every'th), then log the epoch's record
         (rank 0; on_epoch), then exit if a stop was asked for."""
         if record is not None:
+            if dist.is_initialized():  # rank 0's, the one logged, on every rank (each timed its own epoch)
+                box = [record]
+                dist.broadcast_object_list(box, src=0)
+                record = box[0]
             self.history.append(record)
+        every = self.cfg.save_every
+        keep = record is not None and bool(every) and (epoch + 1) % every == 0
         try:  # the checkpoint first: the log never holds an epoch that the checkpoint does not
-            self.save(epoch if record else epoch - 1, partial=stopped)
-            every = self.cfg.save_every
-            if self.master and record is not None and every and (epoch + 1) % every == 0:
-                checkpoint.keep_as(self.ckpt, self.out / checkpoint.kept_name(epoch))
-        except (checkpoint.CheckpointError, OSError) as err:
+            self.save(epoch if record else epoch - 1, partial=stopped, keep=keep)
+        except checkpoint.CheckpointError as err:  # raised on every rank together (save)
             raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
         if self.master and record is not None:
             self.timed += 1
@@ -248,10 +259,11 @@ class Run:
             return state["epoch"] + 1, state["log"], state["partial"]  # partial: where a stopped epoch stopped
         return 0, [], None
 
-    def save(self, epoch: int, partial: dict[str, Any] | None = None) -> None:
+    def save(self, epoch: int, partial: dict[str, Any] | None = None, keep: bool = False) -> None:
         """Checkpoint after an epoch: rank 0 writes the unwrapped model, every rank's RNG state, and the
-        log records so far (the log file is rewritten from them on resume). After a stop mid-epoch,
-        `epoch` is the last whole one and `partial` says how far the next one got."""
+        log records so far (the log file is rewritten from them on resume), and with `keep` a copy named
+        for the epoch (--save-every). After a stop mid-epoch, `epoch` is the last whole one and `partial`
+        says how far the next one got. A write that fails raises CheckpointError on every rank."""
         rngs = [checkpoint.rng_state()]
         if dist.is_initialized():
             # DDP broadcasts BatchNorm statistics before each forward, so after the last one each rank
@@ -260,22 +272,35 @@ class Run:
                 dist.broadcast(buf, src=0)
             rngs = [None] * dist.get_world_size()
             dist.all_gather_object(rngs, checkpoint.rng_state())
+        failed = None
         if self.master:
-            checkpoint.save_checkpoint(
-                self.ckpt,
-                model_args=checkpoint.model_args(self.cfg),
-                clip=self.clip,
-                config=absolute_paths(asdict(self.cfg)),  # the data wherever the checkpoint is read from
-                **self.parts.state_dict(),
-                instances=self.instances,
-                epoch=epoch,
-                step=(epoch + 1) * self.steps,
-                rng=rngs,
-                log=self.history,
-                partial=partial,
-            )
+            try:
+                checkpoint.save_checkpoint(
+                    self.ckpt,
+                    model_args=checkpoint.model_args(self.cfg),
+                    clip=self.clip,
+                    config=absolute_paths(asdict(self.cfg)),  # the data wherever the checkpoint is read from
+                    **self.parts.state_dict(),
+                    instances=self.instances,
+                    epoch=epoch,
+                    step=(epoch + 1) * self.steps,
+                    rng=rngs,
+                    log=self.history,
+                    partial=partial,
+                )
+                if keep:
+                    checkpoint.keep_as(self.ckpt, self.out / checkpoint.kept_name(epoch))
+            except (checkpoint.CheckpointError, OSError) as err:
+                failed = str(err)
         if dist.is_initialized():
-            dist.barrier()  # no rank starts the next epoch before the checkpoint is written
+            # in place of a barrier (no rank starts the next epoch before the checkpoint is written), rank 0
+            # says whether it was: a failure raised on rank 0 alone would let its way out (end_distributed's
+            # barrier) pair with this one, and the others train on into a collective rank 0 never reaches
+            box = [failed]
+            dist.broadcast_object_list(box, src=0)
+            failed = box[0]
+        if failed:
+            raise checkpoint.CheckpointError(failed)
 
     def stop_requested(self, i: int) -> bool:
         """Whether the run stops after step i: on SIGTERM, at once in one process; under DDP every 10th

@@ -2,12 +2,17 @@
 (pytest.ini puts the repository root on the path)."""
 
 import shutil
+import tempfile
+import time
 from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 from config import Config
 from media import manifest
@@ -162,3 +167,52 @@ def video_manifest(ucf_data, tmp_path_factory):
 
 def ucf(ucf_data, *args):
     return ["--data", str(ucf_data), "--layout", "ucf101", *map(str, args), *FAST]
+
+
+# ----------------------------------------------------------------------------- several ranks
+# What each of several processes in one gloo group does, for the exits and choices every rank must take
+# together (tests/test_ranks_agree.py, tests/test_train_ddp.py).
+
+
+def _rank_main(rank, world, init_file, collective_s, fn, args, box):
+    torch.set_num_threads(1)  # two ranks on a CPU or two
+    # a timeout on every collective: ranks that part ways then fail the test instead of hanging it
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world, timeout=timedelta(seconds=collective_s)
+    )
+    try:
+        outcome = ("returned", fn(rank, *args))
+    except SystemExit as stop:
+        outcome = ("exit", stop.code)
+    except Exception as err:  # noqa: BLE001 -- what the rank met is the test's evidence
+        outcome = ("error", f"{type(err).__name__}: {str(err)[:300]}")
+    box.put((rank, outcome))
+    if dist.is_initialized():  # train.py's way out destroys the group; a plain function leaves it
+        dist.destroy_process_group()
+
+
+def on_ranks(fn, *args, world=2, collective_s=30, limit_s=300):
+    """fn(rank, *args) in each of `world` spawned processes of one gloo group (fn and args picklable: a test
+    module's function, paths). -> {rank: (how, what)}: ("returned", value), ("exit", SystemExit's code) or
+    ("error", the exception in one line); a rank that died without saying is missing."""
+    spawn = mp.get_context("spawn")
+    box = spawn.SimpleQueue()
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [
+            spawn.Process(target=_rank_main, args=(r, world, f"{tmp}/init", collective_s, fn, args, box))
+            for r in range(world)
+        ]
+        for p in procs:
+            p.start()
+        deadline = time.time() + limit_s
+        for p in procs:
+            p.join(max(1.0, deadline - time.time()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    outcomes = {}
+    while not box.empty():
+        rank, outcome = box.get()
+        outcomes[rank] = outcome
+    return outcomes

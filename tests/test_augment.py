@@ -84,6 +84,19 @@ def test_one_draw_per_clip_shared_by_its_frames():
     assert len({round(float(c.sum()), 2) for c in out}) == 16  # clips differ from each other
 
 
+def test_training_augment_never_writes_into_a_callers_float_clips():
+    """The training path scales and augments in place: a float32 batch (a caller's own, in [0, 255]) is copied
+    first, left as it was, and augmented as the same clips in uint8 are."""
+    video = torch.randint(0, 256, (4, 3, 4, 16, 16)).float()  # (B, 3, T, H, W)
+    before = video.clone()
+    aug = augment.ClipAugment(ClipSpec(size=16, audio_seconds=0.0), p_jitter=1.0, p_grey=0.5, p_blur=0.5)
+    torch.manual_seed(1)
+    out, _ = aug(video)
+    assert torch.equal(video, before)
+    torch.manual_seed(1)
+    torch.testing.assert_close(out, aug(before.to(torch.uint8))[0])
+
+
 def test_eval_mode_only_normalises_and_keeps_the_clip_axis():
     spec = ClipSpec(n_mels=40, n_time=40)
     video = torch.randint(0, 256, (2, 10, 3, 8, 16, 16), dtype=torch.uint8)  # (B, clips, 3, T, H, W)

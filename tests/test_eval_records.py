@@ -306,21 +306,44 @@ def test_hmdb51_on_a_folder_without_its_lists_names_the_missing_lists(ucf_data, 
     assert "\n" not in said and f"split lists not found: no {ucf_data}/testTrainMulti_7030_splits/" in said, said
 
 
-def test_evaluation_on_a_set_larger_than_the_free_memory_streams_its_clips(ucf_data, video_manifest, ckpt, monkeypatch):
-    """The checkpoint's --preload auto, with a free-memory budget below the splits' decoded size: no file is
-    decoded whole (the clips are read by the loader); with room to spare the same command preloads."""
+@pytest.fixture(scope="module")
+def trained_preload_on(tiny_data, tmp_path_factory):
+    """A checkpoint as users have one: train.py saves --preload resolved, here "on" (as the demo presets set it)."""
+    from test_train import run
+
+    out = tmp_path_factory.mktemp("preloaded_run")
+    run(tiny_data, out, "--warmup-epochs", "1", "--epochs", "0", "--preload", "on", "--workers", "0")
+    return out / "ckpt.pt"
+
+
+def test_evaluation_decides_its_own_preload_never_the_training_runs(
+    ucf_data, video_manifest, trained_preload_on, tmp_path, monkeypatch
+):
+    """A checkpoint trained with --preload on, evaluated where the splits do not fit in the free memory: no
+    split is decoded whole (retrieval, features), since --preload auto answers for the evaluated split; with
+    room to spare auto preloads, and --preload on preloads whatever the memory."""
+    ckpt = Path(shutil.copy(trained_preload_on, tmp_path / "ckpt.pt"))
+    assert torch.load(ckpt, weights_only=True)["config"]["preload"] == "on"
     held, real = [], data.hold
     monkeypatch.setattr(data, "hold", lambda videos, *a: held.append(len(videos)) or real(videos, *a))
     argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)]
-    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)  # bytes: far below any split
-    evaluate.main(argv)
+
+    def evaluate_with(free, *more):
+        monkeypatch.setattr(in_memory, "free_bytes", lambda device: free)
+        for cache in ckpt.parent.glob("features_*.pt"):
+            cache.unlink()
+        held.clear()
+        evaluate.main([*argv, *more])
+        return list(held)
+
+    assert evaluate_with(1000) == []  # bytes: far below any split
     assert records.load(ckpt.parent / "eval.json")[0]["results"]["R@1"] >= 0
-    assert held == []
-    for cache in ckpt.parent.glob("features_*.pt"):
-        cache.unlink()
-    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2**40)
-    evaluate.main(argv)
-    assert len(held) == 2  # both splits: the spy sees a preload when there is one
+    features = ["features", str(ckpt), *argv[2:], "--out", str(tmp_path / "f.npz")]
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)
+    evaluate.main(features)
+    assert held == [] and (tmp_path / "f.npz").is_file()
+    assert len(evaluate_with(1000, "--preload", "on")) == 2  # both splits: the spy sees a preload when there is one
+    assert len(evaluate_with(2**40)) == 2
 
 
 @pytest.mark.parametrize("name", ["ckpt.pt.prev", "avid.k400.pt"])

@@ -214,9 +214,32 @@ def test_a_resumed_run_keeps_the_path_its_checkpoint_took_whatever_memory_is_fre
     cfg = parse_config([*argv, "--preload", "auto"])
     data.build_train_set(cfg)
     assert cfg.preload == "off"  # a fresh run: the memory decides
-    torch.save({"config": {"preload": "on"}}, tmp_path / "ckpt.pt")  # the started run's setting, as saved
+    from persistence.checkpoint import CHECKPOINT_FORMAT
+
+    started = {"format": CHECKPOINT_FORMAT, "config": {"preload": "on"}, "model": {}}  # as the restore reads it
+    torch.save(started, tmp_path / "ckpt.pt")  # the started run's setting, as saved
     cfg = parse_config([*argv, "--preload", "auto"])
     assert data.build_train_set(cfg).memory is not None and cfg.preload == "on"
+
+
+def test_a_resume_from_the_previous_checkpoint_keeps_the_path_that_checkpoint_took(tiny_data, tmp_path, monkeypatch):
+    """--preload auto with ckpt.pt unreadable (truncated) and 1 kB free now: the resume restores ckpt.pt.prev, and
+    takes its path ("on"), not a new answer that the restore would refuse ("preload 'on' -> 'off'")."""
+    import train
+    from config import parse_config
+    from persistence import checkpoint
+    from test_train import TINY, log
+
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path), "--warmup-epochs", "2"]
+    argv += ["--epochs", "0", "--preload", "auto", *TINY, "--workers", "0"]
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 2**40)
+    train.main(parse_config(argv))  # ckpt.pt after epoch 1, ckpt.pt.prev after epoch 0: both "on"
+    ckpt = tmp_path / "ckpt.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:1000])
+    monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)
+    train.main(parse_config(argv))  # the same command: epoch 1 again, from ckpt.pt.prev
+    assert checkpoint.load_checkpoint(ckpt)["config"]["preload"] == "on"
+    assert [r["epoch"] for r in log(tmp_path)] == [0, 1]
 
 
 def test_preload_auto_counts_the_padded_tables_and_the_decoded_copy_beside_them(tmp_path, monkeypatch):

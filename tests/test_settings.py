@@ -104,6 +104,7 @@ def test_help_under_a_preset_shows_the_values_that_preset_runs_with(capsys):
         (["--fold", "0"], "--fold 0"),
         (["--layout", "nope"], "--layout 'nope'"),
         (["--jobs", "0"], "--jobs 0"),
+        (["--preload", "maybe"], "--preload 'maybe'"),
     ],
 )
 def test_a_bad_evaluation_option_ends_in_one_line_naming_it(capsys, argv, words):

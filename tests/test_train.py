@@ -236,6 +236,25 @@ def test_a_soft_branch_logs_the_label_free_signals_from_the_bank_it_was_given(ti
     assert all(0 < r["positive_mass"] <= 1 for r in warm + soft)
 
 
+def test_a_guarded_branch_stopped_inside_its_first_epoch_keeps_the_start_its_init_bank_gave(
+    tiny_data, tmp_path, monkeypatch
+):
+    """The start is measured before the branch's first step and logged with its first epoch: a stop before that
+    epoch's end keeps it in the checkpoint, so the resumed run's rule measures from the same start as an unstopped
+    run's, not from the end of epoch 0."""
+    run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path / "soft"), "--warmup-epochs", "0"]
+    argv += ["--epochs", "1", "--loss", "soft", "--soft-guard", "--init", str(tmp_path / "warm" / "ckpt.pt")]
+    monkeypatch.setattr(runstate.Run, "stop_requested", lambda self, i: True)  # SIGTERM during the first step
+    with pytest.raises(SystemExit):
+        train.main(parse_config([*argv, *TINY, "--workers", "0"]))
+    assert weights(tmp_path / "soft")["partial"]["steps"] == 1
+    monkeypatch.undo()
+    train.main(parse_config([*argv, *TINY, "--workers", "0"]))
+    warm, soft = log(tmp_path / "warm"), log(tmp_path / "soft")
+    assert soft[0]["drift_start"] == {k: warm[-1][k] for k in ("agreement", "positive_mass")}
+
+
 def test_a_longer_warm_up_resumes_and_a_changed_setting_stops_in_one_line_before_the_data(tiny_data, tmp_path):
     """Extending the warm-up resumes it (lam is not read by a warm-up either); a setting its trained epochs read
     stops the run in one train.py line, before the data is read, and the flag lets a user continue anyway. Each

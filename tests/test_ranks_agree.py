@@ -1,0 +1,99 @@
+"""What every rank of a torchrun job must decide together, on 2 gloo processes (conftest.on_ranks): the exit on a
+non-finite loss that one rank alone sees, the exit on a checkpoint that rank 0 cannot write, and the
+--preload path chosen by rank 0's view of the memory. A rank left behind would wait in a collective
+the others never reach (a hang under NCCL), or train alone."""
+
+import math
+import signal
+
+import torch
+
+import train
+from config import Config, parse_config
+from conftest import on_ranks
+from persistence import checkpoint, runstate
+from test_train import TINY, log
+
+CPU = torch.device("cpu")
+
+
+def tiny_run(rank, tiny_data, out, *more):
+    """train.py's run on this rank of the group on_ranks made (train.main's, less the folder lock)."""
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(out), *map(str, more), *TINY, "--workers", "0"]
+    return train.run(parse_config(argv), True, rank, 2, CPU)
+
+
+def nan_on_rank_1(rank, tiny_data, out):
+    real = train.train_step
+
+    def step(*args):
+        loss, stats = real(*args)
+        return (loss * math.nan if rank == 1 else loss), stats
+
+    train.train_step = step
+    tiny_run(rank, tiny_data, out, "--warmup-epochs", "1", "--epochs", "0")
+
+
+def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(tiny_data, tmp_path):
+    got = on_ranks(nan_on_rank_1, tiny_data, tmp_path)
+    assert {r: how for r, (how, _) in got.items()} == {0: "exit", 1: "exit"}, got
+    assert all("at or before step 0 (epoch 0)" in what for _, what in got.values()), got
+
+
+def unwritable_checkpoint(rank, tiny_data, out):
+    def full_disk(path, **state):
+        raise checkpoint.CheckpointError(f"could not write the checkpoint {path}: the disk is full")
+
+    checkpoint.save_checkpoint = full_disk  # called on rank 0 alone
+    tiny_run(rank, tiny_data, out, "--warmup-epochs", "2", "--epochs", "0")
+
+
+def test_a_checkpoint_rank_0_cannot_write_stops_every_rank_after_the_same_epoch(tiny_data, tmp_path):
+    got = on_ranks(unwritable_checkpoint, tiny_data, tmp_path)
+    assert {r: how for r, (how, _) in got.items()} == {0: "exit", 1: "exit"}, got
+    assert all(what.startswith("train.py, after epoch 0: could not write") for _, what in got.values()), got
+
+
+def preload_answer(rank, out):
+    # each rank's own view of the memory would answer differently
+    runstate.in_memory.choose = lambda *args: "on" if rank == 0 else "off"
+    return runstate.preload_path(Config(preload="auto", out=str(out)), [], None, CPU)
+
+
+def test_every_rank_takes_the_preload_path_rank_0_chose(tmp_path):
+    assert on_ranks(preload_answer, tmp_path) == {0: ("returned", "on"), 1: ("returned", "on")}
+
+
+def guarded_run(rank, tiny_data, out, stop_after):
+    """--soft-guard with the drift rule made to fire (the bank's agreement logged 0.1 lower every epoch), stopped
+    on every rank after epoch `stop_after` (None: to the end). -> (the stage this rank trained each epoch, its exit)."""
+    from analysis.drift import DriftWatch
+
+    DriftWatch.signals = lambda self, epoch: {"agreement": 0.8 - 0.1 * epoch, "positive_mass": 0.5}
+    stages, real_stage, real_end = [], train.stage_at, runstate.Run.end_epoch
+
+    def stage_at(epoch, cfg, history=()):
+        stages.append((epoch, real_stage(epoch, cfg, history)))
+        return stages[-1][1]
+
+    def end_epoch(self, epoch, record, stopped):
+        self.stop["requested"] |= epoch == stop_after  # as SIGTERM on every rank would
+        real_end(self, epoch, record, stopped)
+
+    train.stage_at, runstate.Run.end_epoch = stage_at, end_epoch
+    try:
+        tiny_run(rank, tiny_data, out, "--warmup-epochs", "1", "--epochs", "4", "--loss", "soft", "--soft-guard")
+    except SystemExit as stop:
+        return stages, stop.code
+    return stages, 0
+
+
+def test_a_soft_guarded_run_stopped_and_resumed_trains_the_same_stage_on_every_rank_every_epoch(tiny_data, tmp_path):
+    """The rule fires on epoch 2's record, so from epoch 3 on the guard trains Soft-xID's hard twin (xID): after a
+    stop and a resume, on rank 1 too, which reads the same records of the run as rank 0."""
+    first = on_ranks(guarded_run, tiny_data, tmp_path, 2)
+    assert first[0] == first[1] == ("returned", ([(0, "xid"), (1, "soft"), (2, "soft")], 128 + signal.SIGTERM))
+    resumed = on_ranks(guarded_run, tiny_data, tmp_path, None)
+    assert resumed[0] == ("returned", ([(3, "xid"), (4, "xid")], 0)), resumed
+    assert resumed[1] == resumed[0]
+    assert [r["stage"] for r in log(tmp_path)] == ["xid", "soft", "soft", "xid", "xid"]
