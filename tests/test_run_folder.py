@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from persistence import records, runstate
+from persistence import folder_lock, records
 from test_train import ROOT, log, run
 from test_train_ddp import torchrun_cmd
 
@@ -29,7 +29,7 @@ def wait_until(condition, proc, seconds=120):
 
 def holder_pid(out):
     try:
-        return json.loads((out / runstate.LOCK_NAME).read_text())["pid"]
+        return json.loads((out / folder_lock.LOCK_NAME).read_text())["pid"]
     except (FileNotFoundError, ValueError, KeyError):
         return None
 
@@ -38,18 +38,18 @@ def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(
     probe = [
         sys.executable,
         "-c",
-        "import sys; sys.path.insert(0, '.'); from persistence import runstate\n"
-        f"with runstate.hold_folder({str(tmp_path)!r}, 'other'): pass",
+        "import sys; sys.path.insert(0, '.'); from persistence import folder_lock\n"
+        f"with folder_lock.hold_folder({str(tmp_path)!r}, 'other'): pass",
     ]
-    with runstate.hold_folder(tmp_path, "first"):
-        with pytest.raises(runstate.FolderHeld, match=f"first on host {socket.gethostname()}, pid {os.getpid()}"):
-            with runstate.hold_folder(tmp_path, "second"):
+    with folder_lock.hold_folder(tmp_path, "first"):
+        with pytest.raises(folder_lock.FolderHeld, match=f"first on host {socket.gethostname()}, pid {os.getpid()}"):
+            with folder_lock.hold_folder(tmp_path, "second"):
                 pass
         # the refused second try did not release the first: another process is still kept out
         other = subprocess.run(probe, cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr, other.stderr
-    with runstate.hold_folder(tmp_path, "third"):
-        assert json.loads((tmp_path / runstate.LOCK_NAME).read_text())["who"] == "third"
+    with folder_lock.hold_folder(tmp_path, "third"):
+        assert json.loads((tmp_path / folder_lock.LOCK_NAME).read_text())["who"] == "third"
 
 
 def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_logs_each_epoch_once(tiny_data, tmp_path):
@@ -113,7 +113,7 @@ def test_every_torchrun_rank_stops_when_the_folder_is_held(tiny_data, tmp_path):
     """Rank 0 holds the folder for the job; when it cannot, it tells the others, and none waits in a
     collective for a rank that left."""
     cmd = torchrun_cmd(tiny_data, tmp_path, 1, 0, script=ROOT / "train.py")
-    with runstate.hold_folder(tmp_path, "a test"):
+    with folder_lock.hold_folder(tmp_path, "a test"):
         res = subprocess.run(
             cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"}
         )
