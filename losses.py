@@ -4,6 +4,7 @@ Equation numbers are the ones printed in the paper; the LaTeX source's labels ar
     xid_loss         eqs. (1)-(2) [avid]    cross-modal instance discrimination against bank targets
     soft_targets     eqs. (8)-(14) [bts-trg] T = (1 - lam) onehot + lam S; S by bootstrapping (10),
                                             swapped (11), neighbour (12), CCP (13)-(14) or oracle labels
+    ccp_similarity   eqs. (13)-(14)         CCP's softening scores S, which soft_targets mixes into T
     soft_xid_loss    eq. (7) [soft-xID]     cross-entropy against the soft targets
     sample_weights   eq. (6) [weigths]      down-weight likely faulty positives from the bank scores
     weighted_mean    eq. (5) [wavid]        sum_i w_i L_i / sum_i w_i
@@ -117,11 +118,7 @@ def soft_targets(
         S_v = torch.softmax(candidate_dot(vbar_i, vbar) / tau_s, dim=1)  # (B, 1+K)
         S_a = torch.softmax(candidate_dot(abar_i, abar) / tau_s, dim=1)  # (B, 1+K)
     elif strategy == "ccp":  # eqs. (13)-(14): swapped prediction, favouring candidates that correspond well
-        self_i = (vbar_i * abar_i).sum(1, keepdim=True)  # vbar_i . abar_i: (B, 1)
-        self_j = (vbar * abar).sum(2)  # vbar_j . abar_j: (B, 1+K)
-        # self_i / tau_t is the same for every j and cancels in the softmax; kept to match the paper.
-        S_v = torch.softmax(self_i / tau_t + candidate_dot(abar_i, vbar) / tau_s + self_j / tau_t, dim=1)
-        S_a = torch.softmax(self_i / tau_t + candidate_dot(vbar_i, abar) / tau_s + self_j / tau_t, dim=1)
+        S_v, S_a = ccp_similarity(vbar, abar, tau_s, tau_t)  # (B, 1+K) each
     else:  # "oracle" (Table 1): uniform over the candidates of the sample's own class (uses labels)
         if labels is None:
             raise ValueError("soft target strategy 'oracle' needs labels (B, 1+K)")
@@ -132,6 +129,23 @@ def soft_targets(
     T_v = (1 - lam) * one_hot + lam * S_v  # (B, 1+K)
     T_a = (1 - lam) * one_hot + lam * S_a  # (B, 1+K)
     return T_v, T_a
+
+
+def ccp_similarity(vbar: Tensor, abar: Tensor, tau_s: float, tau_t: float) -> tuple[Tensor, Tensor]:
+    """eqs. (13)-(14), cycle consistent prediction: the swapped prediction, favouring candidates whose two
+    memories correspond well.
+
+        S_v(j|i) = softmax_j(vbar_i.abar_i / tau_t + abar_i.vbar_j / tau_s + vbar_j.abar_j / tau_t)
+        S_a(j|i) = the same with vbar_i.abar_j in the middle term
+
+    vbar, abar (B, 1+K, D), column 0 the sample itself. -> (S_v, S_a), each (B, 1+K), rows summing to 1."""
+    vbar_i, abar_i = vbar[:, 0], abar[:, 0]  # (B, D) each
+    self_i = (vbar_i * abar_i).sum(1, keepdim=True)  # vbar_i . abar_i: (B, 1)
+    self_j = (vbar * abar).sum(2)  # vbar_j . abar_j: (B, 1+K)
+    # self_i / tau_t is the same for every j and cancels in the softmax; kept to match the paper.
+    S_v = torch.softmax(self_i / tau_t + candidate_dot(abar_i, vbar) / tau_s + self_j / tau_t, dim=1)
+    S_a = torch.softmax(self_i / tau_t + candidate_dot(vbar_i, abar) / tau_s + self_j / tau_t, dim=1)
+    return S_v, S_a
 
 
 @_float32

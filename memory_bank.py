@@ -93,7 +93,7 @@ class MemoryBank(nn.Module):
 
     @torch.no_grad()
     def update(self, idx: Tensor, v: Tensor, a: Tensor, keep: Tensor | None = None) -> None:
-        """AVID's EMA rule m_i <- normalize(momentum m_i + (1 - momentum) f_i) for the batch.
+        """AVID's EMA rule (ema_rows) for the batch's slots of both modalities.
 
         Call it after the step's loss and weights were computed from the old memory. Under DDP the
         indices and embeddings of every rank are gathered first, so all replicas apply the same
@@ -111,8 +111,13 @@ class MemoryBank(nn.Module):
         if keep is not None:
             idx, v, a = idx[keep], v[keep], a[keep]  # (B', ...)
         for bank, f in ((self.video, v), (self.audio, a)):
-            m = self.momentum * bank[idx] + (1 - self.momentum) * f  # (B, D)
-            bank[idx] = F.normalize(m, dim=1)
+            bank[idx] = ema_rows(bank[idx], f, self.momentum)  # (B, D)
+
+
+def ema_rows(rows: Tensor, features: Tensor, momentum: float) -> Tensor:
+    """AVID's EMA rule for the rows of a batch: normalize(momentum m_i + (1 - momentum) f_i), each row to
+    unit length. rows (the memories m_i), features (the encoder outputs f_i): (B, D) -> (B, D)."""
+    return F.normalize(momentum * rows + (1 - momentum) * features, dim=1)
 
 
 def set_aside_failed(bank: MemoryBank, batch: dict[str, Tensor]) -> tuple[Tensor | None, int]:
