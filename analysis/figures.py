@@ -50,7 +50,7 @@ def scores_and_weights(scores, w, faulty, cfg, path):
     ax2.plot(s[order], w.cpu().numpy()[order], "k-", label="weight")
     ax2.set_ylim(0, 1.05)
     ax2.set_ylabel(rf"$w_i$, eq. (6) ($\delta$={cfg.delta:.2f}, $\kappa$={cfg.kappa}, $w_{{min}}$={cfg.w_min})")
-    ax.legend(loc="upper left", fontsize=8)
+    legend_below(fig, ax, ax2)
     _save(fig, path)
 
 
@@ -121,8 +121,8 @@ def noisy(levels, curves, metric, path, chance=None, baseline=None):
         ax.set_ylabel(f"paired difference in {metric} (points)")
     for ax in axes[0]:
         ax.set_xlabel("injected faulty positives (%)")
-        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
+    legend_below(fig, *axes[0])
     _save(fig, path)
 
 
@@ -162,8 +162,8 @@ def sweep(values, curves, baselines, metric, path, xlabel):
     for ax in axes:
         ax.set_xticks(xs, values)
         ax.set_xlabel(xlabel)
-        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
+    legend_below(fig, *axes)
     _save(fig, path)
 
 
@@ -188,9 +188,27 @@ def ci95(values):
     return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
 
 
+def legend_below(fig, *axes, fontsize=8):
+    """One legend for the figure's panels, under them: outside every axes, so it covers no curve (inside,
+    a legend sat on the soft-target branches' late epochs). Labels shared by several panels appear once."""
+    seen = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    rows = -(-len(seen) // 4)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 4), fontsize=fontsize)
+    fig.legend_rows = rows  # _save leaves this many lines free under the panels
+
+
+def layout(fig):
+    """The panels laid out above the room their legend needs (legend_below)."""
+    inches = 0.12 + 0.2 * getattr(fig, "legend_rows", 0)  # the legend's height under the panels
+    fig.tight_layout(rect=(0, min(0.45, inches / fig.get_size_inches()[1]), 1, 1))
+
+
 def _save(fig, path):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    layout(fig)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -218,7 +236,7 @@ def training_curves(runs, path):
     for ax in axes:
         ax.set_xlabel("epoch (warm-up, then the branches)")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    legend_below(fig, axes[0])
     _save(fig, path)
 
 
@@ -248,7 +266,7 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5):
         ax.set_title(f"epoch {r['epoch']}: AUROC {auroc}", fontsize=9)
         ax.set_xlabel("bank score")
     axes[0, 0].set_ylabel("instances")
-    axes[0, 0].legend(fontsize=7, loc="upper left")
+    legend_below(fig, axes[0, 0], fontsize=7)
     fig.suptitle(
         rf"bank scores and the weights of eq. (6) ($\delta$={delta:.2f}, $\kappa$={kappa}, "
         rf"$w_{{min}}$={w_min}) as the warm-up goes",
@@ -283,7 +301,7 @@ def soft_targets_over_training(runs, path):
     ax.set_ylabel("soft-target mass on the anchor's class (%)")
     ax.set_title("how much of S(j|i), j != i, goes to faulty negatives (lam = 1)", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="center right")
+    legend_below(fig, ax, fontsize=7)
     _save(fig, path)
     return True
 

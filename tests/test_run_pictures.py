@@ -4,7 +4,9 @@ weights at several epochs, and the share of CCP's soft-target mass on the anchor
 
 import subprocess
 import sys
+from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
@@ -51,6 +53,7 @@ def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tm
     assert res.returncode == 0, res.stderr
     for png in ("curves.png", "scores_over_training.png", "soft_targets.png"):
         assert (tmp_path / png).stat().st_size > 10_000
+    assert_legends_cover_no_axes(tmp_path)
     bad = subprocess.run(
         [sys.executable, "-m", "analysis.figures", str(tmp_path / "nothing")],
         cwd=ROOT,
@@ -69,3 +72,32 @@ def test_figures_help_prints_the_usage_and_draws_nothing(capsys, tmp_path, monke
         figures.main(["--help"])
     assert stop.value.code == 0 and "run_dir" in capsys.readouterr().out
     assert list(tmp_path.iterdir()) == []  # not taken for a run folder
+
+
+def assert_legends_cover_no_axes(run_dir):
+    """Every figure analysis.figures draws for a run keeps its legends off every panel (a legend inside the
+    axes once sat on the soft-target branches' late epochs)."""
+    from analysis import figures
+
+    checked = []
+
+    def check(fig, path):
+        figures.layout(fig)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+        assert legends, f"{path}: no legend"
+        for legend in legends:
+            box = legend.get_window_extent(renderer)
+            for ax in fig.axes:
+                assert not box.overlaps(ax.get_window_extent(renderer)), f"{path}: a legend over a panel"
+        checked.append(Path(path).name)
+        plt.close(fig)
+
+    real = figures._save
+    figures._save = check
+    try:
+        figures.main([str(run_dir)])
+    finally:
+        figures._save = real
+    assert {"curves.png", "scores_over_training.png", "soft_targets.png"} <= set(checked), checked
