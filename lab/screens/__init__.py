@@ -13,3 +13,13 @@ runs it, from the repository root; the files it writes name that command.
 | faults_screen | faults_screen/a.json |
 | merged | the format of the merged files above (keyed JSON, logs in sections) |
 """
+
+
+def help_asked(doc: str) -> None:
+    """`--help` or `-h` anywhere on the command line: the module's docstring, exit 0, nothing run or written
+    (the screens take positional words, so argparse would not see the flag)."""
+    import sys
+
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(doc)
+        raise SystemExit(0)

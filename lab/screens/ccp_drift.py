@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from analysis.drift import drift_warning
-from lab.screens import merged
+from lab.screens import help_asked, merged
 
 HERE = Path("results/ccp_drift")
 COMMAND = "python -m lab.screens.ccp_drift W8 W16 W8G:W8"
@@ -94,4 +94,5 @@ def main(names):
 
 
 if __name__ == "__main__":
+    help_asked(__doc__)
     main(sys.argv[1:])

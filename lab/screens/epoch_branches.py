@@ -13,7 +13,7 @@ with the old warm-up folder copied in (the warm-up is then finished, and only th
 from statistics import mean
 
 from analysis.figures import ci95
-from lab.screens import merged
+from lab.screens import help_asked, merged
 from lab.screens.epoch_equivalence import DEMOS, HERE, METHODS, SEEDS, rows
 
 METRICS = ("1-shot", "R@5")
@@ -126,4 +126,5 @@ def addendum(seeds=(3, 4, 5, 6, 7)):
 
 
 if __name__ == "__main__":
+    help_asked(__doc__)
     main()

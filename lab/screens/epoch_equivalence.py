@@ -13,7 +13,7 @@ from pathlib import Path
 from statistics import mean
 
 from analysis.figures import ci95
-from lab.screens import merged
+from lab.screens import help_asked, merged
 
 HERE = Path("results/epoch_speed")
 DEMOS = HERE / "demos.json"  # one demo.json per run, keyed seedS_old, seedS_new, branch_seedS_new, control_seed0
@@ -87,4 +87,5 @@ def main():
 
 
 if __name__ == "__main__":
+    help_asked(__doc__)
     main()

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from experiments.sets import ensure_data
-from lab.screens import merged
+from lab.screens import help_asked, merged
 
 RECORD = Path("results/faults_screen/a.json")
 COMMAND = "python -m lab.screens.faults_screen C S DATA [train.py options] (adds or replaces C_seedS)"
@@ -64,4 +64,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    help_asked(__doc__)
     main()

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from lab import bench
+from lab.screens import help_asked
 from media import in_memory
 
 
@@ -52,6 +53,7 @@ def setup():
 MODE = sys.argv[1] if len(sys.argv) > 1 else "thread"
 
 if __name__ == "__main__":
+    help_asked(__doc__)
     if MODE not in ("off", "thread", "idle"):
         raise SystemExit(f"overlap_probe: mode {MODE!r}: expected off, thread or idle")
     if MODE != "off":
