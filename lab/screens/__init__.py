@@ -21,5 +21,6 @@ def help_asked(doc: str) -> None:
     import sys
 
     if {"-h", "--help"} & set(sys.argv[1:]):
-        print(doc)
+        name = sys.argv[0].rsplit("/", 1)[-1].removesuffix(".py")
+        print(f"usage: python -m lab.screens.{name} ... (the commands below)\n\n{doc}")
         raise SystemExit(0)
