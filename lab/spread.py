@@ -16,6 +16,8 @@ few-shot SVM trials over 2 clips per video, the AUROC of eq. (6)'s bank scores).
 
     python -m lab.spread run --seeds 1000 1001 1002 1003     # resumable; runs/spread/ (hours on 2 cores)
     python -m lab.spread report                              # results/spread/diagnosis.json and tables
+    python -m lab.spread screen --seeds 1100 1101 1102 1103  # the regime screen's stage 1 (SCREEN_PLAN.md)
+    python -m lab.spread screen-report                       # results/spread/screen.json and SCREEN.md
 
 Every job is a process of its own with OMP_NUM_THREADS set, two 1-thread jobs side by side.
 """
@@ -38,6 +40,15 @@ FORKS = (0, 5, 10, 20)  # epochs of the 2-thread warm-up before its 1-thread con
 EVAL_AT = (5, 10, 20, 30)  # the reference warm-up evaluated after these epochs
 BRANCH_SEEDS = (1, 2)  # added to the seed, on the first seed's reference warm-up (with the seed itself: 3)
 CONTROL = 10  # the resume control's epoch, on the first seed
+# The regime screen's candidates (results/spread/SCREEN_PLAN.md): options added to every run of a seed. A
+# warm-up takes them after its own epoch counts (R4's length wins), a branch before its own (its 0 wins).
+CANDIDATES = {
+    "R0": [],
+    "R1": ["--lr", "3e-3"],
+    "R2": ["--batch-size", "16"],
+    "R3": ["--num-negatives", "64"],
+    "R4": ["--warmup-epochs", "45"],
+}
 
 
 def common(seed):
@@ -46,6 +57,20 @@ def common(seed):
         "--preload-cache",
         str(RUNS / "preload"),
     ]
+
+
+def screen_jobs(cand, seed):
+    """Stage 1 of the screen for one candidate and seed: the warm-up on 2 threads and on 1 (fork0, the
+    rounding-level change), each branched to xID on 1 thread. Folders under runs/spread/screen/CAND/."""
+    root = RUNS / "screen" / cand / f"seed{seed}"
+    out = [
+        ("warm", 2, [], ["warmup", str(seed), str(root / "warm"), "2", "0", cand]),
+        ("fork0", 1, [], ["warmup", str(seed), str(root / "fork0"), "1", "0", cand]),
+    ]
+    for w in ("warm", "fork0"):
+        out.append((f"xid_{w}", 1, [w], ["branch", str(seed), str(root / w), str(root / f"xid_{w}"), "1", "0", cand]))
+    tag = f"screen/{cand}/{seed}"
+    return [(f"{tag}/{n}", t, [f"{tag}/{d}" for d in deps], argv) for n, t, deps, argv in out]
 
 
 def kept(folder, epochs):
@@ -115,7 +140,7 @@ def schedule(all_jobs, cores=2):
 # ----------------------------------------------------------------------------- one job, in its own process
 
 
-def job_warmup(seed, out, threads, fork):
+def job_warmup(seed, out, threads, fork, cand="R0"):
     """The warm-up in `out`: from scratch (fork 0), or resumed from the reference's checkpoint after
     `fork` epochs. Its thread count is the process's (OMP_NUM_THREADS)."""
     import torch
@@ -129,11 +154,12 @@ def job_warmup(seed, out, threads, fork):
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(kept(out.parent / "warm", int(fork)), out / "ckpt.pt")
     argv = common(int(seed)) + ["--out", str(out), "--warmup-epochs", str(WARMUP), "--epochs", "0", "--save-every", "5"]
+    argv += CANDIDATES[cand]
     train.main(parse_config(argv))
     write_row(out, {"threads": int(threads), "fork": int(fork), "log": log_of(out)})
 
 
-def job_branch(seed, warm, out, threads, branch_seed):
+def job_branch(seed, warm, out, threads, branch_seed, cand="R0"):
     """xID for BRANCH epochs from the warm-up in `warm`, evaluated. A branch seed B draws the branch's
     batches, augmentations and negatives from seed + B; the injected faults stay the warm-up's (the
     injection draw's stream is shifted back by B, and --init refuses any other injection)."""
@@ -146,7 +172,7 @@ def job_branch(seed, warm, out, threads, branch_seed):
     assert torch.get_num_threads() == int(threads), (torch.get_num_threads(), threads)
     seed, b = int(seed), int(branch_seed)
     data.INJECTION_STREAM -= b  # INJECTION_STREAM + (seed + b) is the warm-up's draw again
-    argv = common(seed + b) + ["--out", str(out), "--init", str(Path(warm) / "ckpt.pt")]
+    argv = common(seed + b) + CANDIDATES[cand] + ["--out", str(out), "--init", str(Path(warm) / "ckpt.pt")]
     train.main(parse_config(argv + ["--warmup-epochs", "0", "--epochs", str(BRANCH), "--loss", "xid"]))
     row = evaluate_row(Path(out) / "ckpt.pt")
     write_row(Path(out), {"threads": int(threads), "branch_seed": b, **row, "log": log_of(out)})
@@ -190,7 +216,11 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run every job of these seeds (resumable)")
     r.add_argument("--seeds", type=int, nargs="+", required=True)
+    c = sub.add_parser("screen", help="stage 1 of results/spread/SCREEN_PLAN.md (resumable; seed by seed)")
+    c.add_argument("--seeds", type=int, nargs="+", required=True)
+    c.add_argument("--candidates", nargs="+", choices=sorted(CANDIDATES), default=sorted(CANDIDATES))
     sub.add_parser("report", help="collect runs/spread/ into results/spread/diagnosis.json")
+    sub.add_parser("screen-report", help="collect runs/spread/screen/ into results/spread/screen.json")
     j = sub.add_parser("job", help="one job (what `run` starts)")
     j.add_argument("args", nargs="+")
     a = p.parse_args(argv)
@@ -199,6 +229,11 @@ def main(argv=None):
 
         ensure_data(DATA)
         schedule([job for i, s in enumerate(a.seeds) for job in jobs_for(s, i == 0)])
+    elif a.cmd == "screen":
+        from experiments.sets import ensure_data
+
+        ensure_data(DATA)
+        schedule([job for s in a.seeds for c in a.candidates for job in screen_jobs(c, s)])
     elif a.cmd == "job":
         kind, *rest = a.args
         if kind == "warmup":
@@ -210,6 +245,10 @@ def main(argv=None):
             tmp = Path(dest + ".tmp")
             tmp.write_text(json.dumps(evaluate_row(ckpt)))
             tmp.replace(dest)
+    elif a.cmd == "screen-report":
+        from lab.spread_report import screen_report
+
+        screen_report(RUNS / "screen", RESULTS)
     else:
         from lab.spread_report import report
 
