@@ -196,3 +196,172 @@ def paired_against_level(folder):
             diff = [100 * (r[m]["1-shot"] - r["xid"]["1-shot"]) for r in have]
             lines.append(f"| {level}% | {m} | {len(have)} | {fmt(sd(lvl))} | {'-' if m == 'xid' else fmt(sd(diff))} |")
     return lines
+
+
+# ----------------------------------------------------------------------------- the regime screen's stage 1
+
+DEMO_MIN = 3.8  # make demo's minutes on 2 AVX-512 cores (issue 80 (d)); a candidate's by its warm-up's ratio
+DEMO_LIMIT = 5.0
+MOVE_RULE = 5.0  # stage 1: a candidate's mean may be at most this far under R0's
+
+
+def screen_rows(runs):
+    """{candidate: {seed: {warm, fork0, xid_warm, xid_fork0: row}}} of every finished job under runs/."""
+    out = {}
+    for cand in sorted(p for p in Path(runs).iterdir() if p.is_dir()):
+        for folder in sorted(cand.glob("seed*")):
+            rows = {r.parent.name: json.loads(r.read_text()) for r in folder.glob("*/row.json")}
+            rows["s_per_epoch"] = _seconds_per_epoch(folder / "warm" / "log.jsonl")
+            out.setdefault(cand.name, {})[int(folder.name[4:])] = rows
+    return out
+
+
+def _seconds_per_epoch(log):
+    """A warm-up's mean seconds per epoch from its own clips/s (epoch 0 left out: it warms caches)."""
+    if not log.exists():
+        return None
+    recs = [json.loads(line) for line in log.read_text().splitlines() if line.strip()][1:]
+    return mean([1.0 / r["clips_per_s"] for r in recs if r.get("clips_per_s")])  # per clip; a ratio is all we use
+
+
+def screen_summary(cands):
+    """Each candidate on the seeds every candidate finished: the stage-1 numbers the plan's rule reads."""
+    done = [
+        {s for s, r in seeds.items() if shot(r, "xid_warm") is not None and shot(r, "xid_fork0") is not None}
+        for seeds in cands.values()
+    ]
+    common = sorted(set.intersection(*done)) if done else []
+    summary = {"seeds": common, "candidates": {}}
+    for c, seeds in cands.items():
+        ref = [shot(seeds[s], "xid_warm") for s in common]
+        fork = [shot(seeds[s], "xid_fork0") for s in common]
+        per_clip = [seeds[s]["s_per_epoch"] for s in common]
+        summary["candidates"][c] = {
+            "reference": ref,
+            "fork0": fork,
+            "mean": mean(ref + fork),
+            "reference SD": sd(ref),
+            "mean |fork0 - reference|": mean([abs(a - b) for a, b in zip(fork, ref)]),
+            "pooled SD": sd(ref + fork),
+            "time per clip": mean(per_clip),
+        }
+    return summary
+
+
+def screen_verdict(summary, cost):
+    """SCREEN_PLAN.md's stage-1 rule: mean at least R0's minus 5, pooled SD below R0's; the two smallest pooled
+    SDs go on (ties: the cheaper). `cost`: {candidate: projected demo minutes}. Needs 3 seeds."""
+    cs = summary["candidates"]
+    if len(summary["seeds"]) < 3 or "R0" not in cs:
+        return {"read": False, "why": f"{len(summary['seeds'])} seed(s) finished by every candidate; 3 needed"}
+    r0 = cs["R0"]
+    ok = [
+        c
+        for c, v in cs.items()
+        if c != "R0"
+        and v["mean"] >= r0["mean"] - MOVE_RULE
+        and v["pooled SD"] < r0["pooled SD"]
+        and cost.get(c, 0) <= DEMO_LIMIT
+    ]
+    ok.sort(key=lambda c: (round(cs[c]["pooled SD"], 1), cost.get(c, 0)))
+    return {"read": True, "pass": ok, "stage 2": ok[:2] or ["R0"]}
+
+
+def thread_direction(cands):
+    """The folded stage 0: fork0 - warm (1 thread minus 2) over every finished pair of every candidate."""
+    from scipy.stats import binomtest, t
+
+    d = [
+        shot(r, "xid_fork0") - shot(r, "xid_warm")
+        for seeds in cands.values()
+        for r in seeds.values()
+        if shot(r, "xid_warm") is not None and shot(r, "xid_fork0") is not None
+    ]
+    if len(d) < 2:
+        return {"pairs": d}
+    m, s = mean(d), sd(d)
+    half = t.ppf(0.975, len(d) - 1) * s / math.sqrt(len(d))
+    p = binomtest(sum(x > 0 for x in d), sum(x != 0 for x in d)).pvalue
+    return {
+        "pairs": d,
+        "mean": m,
+        "ci95": [m - half, m + half],
+        "higher on 1 thread": sum(x > 0 for x in d),
+        "sign test p": p,
+        "direction": bool(p < 0.05 and (m - half > 0 or m + half < 0)),
+    }
+
+
+def screen_report(runs, results):
+    cands = screen_rows(runs)
+    summary = screen_summary(cands)
+    r0 = summary["candidates"].get("R0", {}).get("time per clip")
+    cost = {
+        c: DEMO_MIN * v["time per clip"] / r0 if r0 and v["time per clip"] else None
+        for c, v in summary["candidates"].items()
+    }
+    cost["R4"] = cost.get("R4") and cost["R4"] + 15 / 30 * 0.8  # 15 more warm-up epochs: ~0.8 of 3.8 min is warm-up
+    verdict = screen_verdict(summary, {c: v or 0 for c, v in cost.items()})
+    threads = thread_direction(cands)
+    out = {
+        "summary": summary,
+        "projected demo min": cost,
+        "verdict": verdict,
+        "threads": threads,
+        "rows": {c: {str(s): r for s, r in seeds.items()} for c, seeds in cands.items()},
+    }
+    Path(results, "screen.json").write_text(json.dumps(out, indent=1))
+    lines = [
+        "# The regime screen, stage 1: results",
+        "",
+        "Made by `python -m lab.spread screen-report` from `python -m lab.spread screen --seeds ...` "
+        "(plan: [SCREEN_PLAN.md](SCREEN_PLAN.md), with its amendment; every number: [screen.json](screen.json)). "
+        "Set `data/synth_src2p`, `--preset demo` plus each candidate's options, 25% injected, 30-epoch xID "
+        "warm-up (R4: 45), 24-epoch xID branch on 1 thread, the demo's evaluation. xID's 1-shot (%).",
+        "",
+        "| candidate | options | seed | warm-up 2 thr | warm-up 1 thr (fork0) | move | loss leaves chance |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    from lab.spread import CANDIDATES
+
+    for c, seeds in cands.items():
+        for s, r in seeds.items():
+            a, b = shot(r, "xid_warm"), shot(r, "xid_fork0")
+            move = f"{b - a:+.1f}" if a is not None and b is not None else "-"
+            exit_ = plateau_exit(r["warm"]["log"]) if "warm" in r else None
+            lines.append(
+                f"| {c} | `{' '.join(CANDIDATES[c]) or 'none'}` | {s} | {fmt(a)} | {fmt(b)} | {move} | {exit_} |"
+            )
+    lines += [
+        "",
+        f"## Stage 1's rule, on the seeds every candidate finished: {summary['seeds']}",
+        "",
+        "| candidate | mean (all) | reference SD | mean abs move | pooled SD | projected make demo (min) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for c, v in summary["candidates"].items():
+        lines.append(
+            f"| {c} | {fmt(v['mean'])} | {fmt(v['reference SD'])} | {fmt(v['mean |fork0 - reference|'])} | "
+            f"{fmt(v['pooled SD'])} | {fmt(cost.get(c))} |"
+        )
+    lines.append("")
+    if verdict["read"]:
+        lines.append(f"Rule: passing {verdict['pass'] or 'none'}; to stage 2: {', '.join(verdict['stage 2'])}.")
+    else:
+        lines.append(f"Not read: {verdict['why']}.")
+    if "mean" in threads:
+        lo, hi = threads["ci95"]
+        lines += [
+            "",
+            "## The folded stage 0: 1 thread minus 2 over every pair",
+            "",
+            f"{len(threads['pairs'])} pairs: mean {threads['mean']:+.1f} [{lo:+.1f}, {hi:+.1f}], higher on 1 thread "
+            f"in {threads['higher on 1 thread']}; sign test p = {threads['sign test p']:.3f}. Rule: "
+            + (
+                "a direction: the 2-thread path is examined before stage 2."
+                if threads["direction"]
+                else "no direction shown."
+            ),
+        ]
+    Path(results, "SCREEN.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
