@@ -1,0 +1,49 @@
+"""The regime screen's stage-1 rule and its folded thread-direction test (lab/spread_report.py), on made-up
+rows: each part of the rule can fail, and nothing is read before 3 seeds."""
+
+from lab.spread_report import screen_summary, screen_verdict, thread_direction
+
+
+def rows(ref, fork):
+    """One seed's finished jobs, as lab.spread writes them (1-shot as fractions)."""
+    return {"xid_warm": {"1-shot": ref / 100}, "xid_fork0": {"1-shot": fork / 100}, "s_per_epoch": 1.0}
+
+
+def cands(table):
+    return {c: {1100 + i: rows(*pair) for i, pair in enumerate(pairs)} for c, pairs in table.items()}
+
+
+STEADY = [(50, 51), (52, 50), (49, 50)]
+WILD = [(30, 50), (60, 40), (45, 65)]
+
+
+def test_a_steadier_candidate_passes_and_a_wilder_one_fails():
+    summary = screen_summary(cands({"R0": WILD, "R1": STEADY, "R2": [(10, 80), (70, 20), (40, 60)]}))
+    verdict = screen_verdict(summary, {})
+    assert verdict["read"] and verdict["pass"] == ["R1"] and verdict["stage 2"] == ["R1"]
+
+
+def test_a_steady_candidate_far_below_the_control_fails():
+    low = [(a - 20, b - 20) for a, b in STEADY]
+    verdict = screen_verdict(screen_summary(cands({"R0": WILD, "R1": low})), {})
+    assert verdict["pass"] == [] and verdict["stage 2"] == ["R0"]
+
+
+def test_a_candidate_too_slow_for_the_demo_fails():
+    verdict = screen_verdict(screen_summary(cands({"R0": WILD, "R1": STEADY})), {"R1": 5.5})
+    assert verdict["pass"] == []
+
+
+def test_nothing_is_read_before_every_candidate_has_three_seeds():
+    table = cands({"R0": WILD, "R1": STEADY})
+    del table["R1"][1102]["xid_fork0"]  # one job unfinished: that seed is not common
+    summary = screen_summary(table)
+    assert summary["seeds"] == [1100, 1101]
+    assert screen_verdict(summary, {})["read"] is False
+
+
+def test_the_thread_direction_needs_a_consistent_sign():
+    assert thread_direction(cands({"R0": [(40, 45), (50, 56), (30, 33)], "R1": [(40, 44), (50, 52), (30, 37)]}))[
+        "direction"
+    ]
+    assert not thread_direction(cands({"R0": WILD, "R1": STEADY}))["direction"]
