@@ -1,0 +1,176 @@
+"""Soft targets on real recordings (issue 81): the drum set's demo runs read by results/drums/PLAN.md's
+rules, and CCP's target mass split by candidate (analysis/ccp_mass.py; paper eqs. (13)-(14)) on the drum
+set and on a synthetic run of the same recipe, at the warm-up's end and through the soft branch.
+
+    python -m lab.soft_real report     # results/drums/RESULTS.md and mass.json, from runs/drums, runs/synth_mass
+
+The runs come first (PLAN.md's commands); a checkpoint's split is computed once and kept in mass.json.
+"""
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+from scipy.stats import t
+
+SETS = {"drums": Path("runs/drums"), "synth_src2p": Path("runs/synth_mass")}
+RESULTS = Path("results/drums")
+METHODS = ("xid", "weighted", "oracle", "soft", "robust")
+SIGNAL_EPOCHS = (0, 5, 11, 17, 23)  # branch epochs read (train.py numbers from 0; --save-every 6 keeps these)
+MASS_GROUPS = ("itself", "source", "class", "other")
+
+
+def settings(runs):
+    """{seed: rows} of every finished (seed, 25%) demo setting under runs/."""
+    out = {}
+    for f in sorted(Path(runs).glob("demo_settings/seed*_faulty25.json")):
+        got = json.loads(f.read_text())
+        out[got["seed"]] = got["rows"]
+    return out
+
+
+def paired(diffs):
+    """Mean and 95% t-interval of paired differences (points), or the mean alone under 2 of them."""
+    m = statistics.mean(diffs)
+    if len(diffs) < 2:
+        return m, None
+    half = t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+    return m, (m - half, m + half)
+
+
+def verdict(diffs):
+    """PLAN.md's rule for one method against xID over the seeds."""
+    if len(diffs) < 3:
+        return f"not read ({len(diffs)} of 3 seeds)"
+    if all(d < 0 for d in diffs):
+        return "loses (negative on every seed)"
+    if sum(d > 0 for d in diffs) >= 2 and statistics.mean(diffs) > 0:
+        return "does not lose"
+    return "not settled by 3 seeds"
+
+
+def signals(run):
+    """A branch's per-epoch signals at SIGNAL_EPOCHS, from its log.jsonl."""
+    log = [json.loads(line) for line in (Path(run) / "log.jsonl").read_text().splitlines() if line.strip()]
+    keep = ("faulty_auroc", "knn_class", "xmodal_class", "agreement")
+    return {r["epoch"]: {k: r.get(k) for k in keep} | {"ccp": r["soft_share"]["ccp"]} for r in log}
+
+
+def checkpoints(root):
+    """The checkpoints to split: the warm-up's end, the soft branch's saved epochs, xID's end."""
+    out = [("warm-up end", root / "warmup" / "ckpt_epoch0029.pt")]
+    out += [(f"soft e{e + 1}", root / "soft" / f"ckpt_epoch{e:04d}.pt") for e in SIGNAL_EPOCHS[1:]]
+    out.append(("xid e24", root / "xid" / "ckpt_epoch0023.pt"))
+    return [(name, p) for name, p in out if p.exists()]
+
+
+def masses(cache_file):
+    """{set: {seed: {checkpoint name: analyse()}}}, computing only what mass.json does not hold."""
+    from analysis.ccp_mass import analyse
+
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    for name, runs in SETS.items():
+        for seed in settings(runs):
+            root = runs / f"seed{seed}_faulty25"
+            have = cache.setdefault(name, {}).setdefault(str(seed), {})
+            for label, ckpt in checkpoints(root):
+                if label not in have:
+                    print(f"[soft_real] splitting {ckpt}", flush=True)
+                    have[label] = analyse(ckpt, draws=2)
+    cache_file.write_text(json.dumps(cache, indent=1) + "\n")
+    return cache
+
+
+def fmt(x, d=1):
+    return "-" if x is None else f"{x:.{d}f}"
+
+
+def report():
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    drums = settings(SETS["drums"])
+    lines = [
+        "# Soft targets on the drum set: results",
+        "",
+        "Made by `python -m lab.soft_real report` from the runs of [PLAN.md](PLAN.md) (set and source: "
+        "[README.md](README.md); every split: [mass.json](mass.json)). `--preset demo`, 25% injected, 30-epoch "
+        "xID warm-up, 24-epoch branches, every process on 1 thread, the demo's evaluation; seeds "
+        + ", ".join(map(str, drums))
+        + ".",
+        "",
+        "## 1-shot (%) and each method's difference from xID on the same seed",
+        "",
+        "| seed | " + " | ".join(METHODS) + " |",
+        "|---|" + "---:|" * len(METHODS),
+    ]
+    for seed, rows in drums.items():
+        x = 100 * rows["xid"]["1-shot"]
+        cells = [f"{x:.1f}"] + [f"{100 * rows[m]['1-shot'] - x:+.1f}" if m in rows else "-" for m in METHODS[1:]]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    lines += ["", "| method | mean vs xID [95% CI] | Weighted's AUROC | PLAN.md's rule |", "|---|---:|---:|---|"]
+    for m in METHODS[1:]:
+        diffs = [100 * (r[m]["1-shot"] - r["xid"]["1-shot"]) for r in drums.values() if m in r]
+        if not diffs:
+            continue
+        mean, ci = paired(diffs)
+        ci_txt = f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else ""
+        auroc = statistics.mean(100 * r[m]["AUROC"] for r in drums.values() if m in r)
+        rule = verdict(diffs) if m in ("soft", "robust") else "(reported)"
+        lines.append(f"| {m} | {mean:+.1f}{ci_txt} | {auroc:.1f} | {rule} |")
+    lines += [
+        "",
+        "## The branches' signals (reported, not judged)",
+        "",
+        "Cross-modal class agreement (`xmodal`), within-modal 1-NN and CCP's same-class share of S, at branch epochs "
+        + ", ".join(str(e + 1) for e in SIGNAL_EPOCHS)
+        + ".",
+        "",
+        "| set | seed | branch | xmodal | 1-NN | CCP same-class share |",
+        "|---|---:|---|---|---|---|",
+    ]
+    for name, runs in SETS.items():
+        for seed in settings(runs):
+            for m in ("xid", "soft", "robust"):
+                run = runs / f"seed{seed}_faulty25" / m
+                if not (run / "log.jsonl").exists():
+                    continue
+                sig = signals(run)
+                cols = [
+                    "/".join(fmt(sig[e][k], 2) if e in sig else "-" for e in SIGNAL_EPOCHS)
+                    for k in ("xmodal_class", "knn_class", "ccp")
+                ]
+                lines.append(f"| {name} | {seed} | {m} | " + " | ".join(cols) + " |")
+    cache = masses(RESULTS / "mass.json")
+    lines += [
+        "",
+        "## Where CCP's mass goes (S_v, eq. (13); both directions in mass.json)",
+        "",
+        "Share of S(j|i) per candidate group, averaged over anchors (clean anchors beside all), against each "
+        "group's share of the 1+K candidates (chance). `itself` is column 0; `source` its own source's other "
+        "renders; `class` the same class from other sources; `other` other classes.",
+        "",
+        "| set | seed | checkpoint | " + " | ".join(MASS_GROUPS) + " | clean: class / other | chance: class |",
+        "|---|---:|---|" + "---:|" * len(MASS_GROUPS) + "---:|---:|",
+    ]
+    for name, by_seed in cache.items():
+        for seed, by_ckpt in by_seed.items():
+            for label, r in by_ckpt.items():
+                cells = [fmt(r["S_v"][g], 3) for g in MASS_GROUPS]
+                clean = f"{r['clean']['S_v']['class']:.3f} / {r['clean']['S_v']['other']:.3f}" if "clean" in r else "-"
+                lines.append(
+                    f"| {name} | {seed} | {label} | " + " | ".join(cells) + f" | {clean} | {r['chance']['class']:.3f} |"
+                )
+    (RESULTS / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("cmd", choices=["report"])
+    p.parse_args(argv)
+    report()
+
+
+if __name__ == "__main__":
+    main()
