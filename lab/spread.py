@@ -103,8 +103,11 @@ def jobs_for(seed, first):
 
 
 def done_file(argv):
-    """Where a job's finish is marked: its evaluation's JSON."""
-    return Path(argv[2]) if argv[0] == "evaluate" else Path(argv[2]) / "row.json"
+    """Where a job's finish is marked: an evaluation's JSON, a warm-up's or a branch's row (a branch's argv
+    names its warm-up before its own folder)."""
+    if argv[0] == "evaluate":
+        return Path(argv[2])
+    return Path(argv[3] if argv[0] == "branch" else argv[2]) / "row.json"
 
 
 def schedule(all_jobs, cores=2):

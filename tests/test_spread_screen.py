@@ -47,3 +47,12 @@ def test_the_thread_direction_needs_a_consistent_sign():
         "direction"
     ]
     assert not thread_direction(cands({"R0": WILD, "R1": STEADY}))["direction"]
+
+
+def test_a_branch_is_not_done_when_only_its_warm_up_is(tmp_path):
+    from lab.spread import done_file, screen_jobs
+
+    jobs = {name.split("/")[-1]: argv for name, _, _, argv in screen_jobs("R0", 1100)}
+    warm_row = done_file(jobs["warm"])
+    assert done_file(jobs["xid_warm"]) != warm_row  # a resumed screen once skipped every branch whose warm-up was done
+    assert done_file(jobs["xid_warm"]).parent.name == "xid_warm"
