@@ -110,9 +110,16 @@ def done_file(argv):
     return Path(argv[3] if argv[0] == "branch" else argv[2]) / "row.json"
 
 
+def seed_of(name):
+    """A job's seed, the all-digit part of its name ('screen/R0/1100/warm', '1000/xid_t2')."""
+    return next(part for part in name.split("/") if part.isdigit())
+
+
 def schedule(all_jobs, cores=2):
-    """Runs the jobs as processes, at most `cores` threads at a time, each after its dependencies; a job
-    whose row exists is skipped (so a killed run resumes)."""
+    """Runs the jobs as processes, at most `cores` threads at a time, each after its dependencies, in the
+    list's order of seeds: a 1-thread job may fill a core beside a 2-thread job that waits only if it is of
+    the same seed (else the 2-thread warm-ups starve and every seed's 1-thread jobs run first). A job whose
+    row exists is skipped (so a killed run resumes)."""
     pending = [j for j in all_jobs if not done_file(j[3]).exists()]
     finished = {j[0] for j in all_jobs} - {j[0] for j in pending}
     running = {}  # name: (Popen, threads, log file)
@@ -126,9 +133,15 @@ def schedule(all_jobs, cores=2):
                 finished.add(name)
                 print(f"[spread] {time.strftime('%H:%M:%S')} done {name}", flush=True)
         used = sum(t for _, t, _ in running.values())
+        waiting = None  # the seed of the first ready job that does not fit: no later seed's job passes it
         for job in list(pending):
             name, threads, deps, argv = job
-            if all(d in finished for d in deps) and used + threads <= cores:
+            if waiting is not None and seed_of(name) != waiting:
+                break
+            ready = all(d in finished for d in deps)
+            if ready and used + threads > cores and waiting is None:
+                waiting = seed_of(name)
+            if ready and used + threads <= cores:
                 env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
                 RUNS.mkdir(parents=True, exist_ok=True)
                 log = open(RUNS / f"{name.replace('/', '_')}.log", "a")

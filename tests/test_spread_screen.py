@@ -1,6 +1,8 @@
 """The regime screen's stage-1 rule and its folded thread-direction test (lab/spread_report.py), on made-up
 rows: each part of the rule can fail, and nothing is read before 3 seeds."""
 
+from pathlib import Path
+
 from lab.spread_report import screen_summary, screen_verdict, thread_direction
 
 
@@ -56,3 +58,34 @@ def test_a_branch_is_not_done_when_only_its_warm_up_is(tmp_path):
     warm_row = done_file(jobs["warm"])
     assert done_file(jobs["xid_warm"]) != warm_row  # a resumed screen once skipped every branch whose warm-up was done
     assert done_file(jobs["xid_warm"]).parent.name == "xid_warm"
+
+
+def test_a_waiting_warm_up_is_passed_only_by_jobs_of_its_own_seed(monkeypatch, tmp_path):
+    """Processes that each run for a few polls: the second candidate's 2-thread warm-up must start before any
+    job of the next seed, though that seed's 1-thread warm-ups are ready from the start."""
+    import lab.spread as spread
+
+    started = []  # each job's own folder, in the order the scheduler starts them
+
+    class Job:
+        def __init__(self, cmd, **_):
+            kind, argv = cmd[4], cmd[5:]
+            started.append(argv[2] if kind == "branch" else argv[1])  # argv: seed, (warm-up,) own folder, ...
+            self.polls, self.returncode = 0, None
+            # staggered so that one core frees while a 2-thread warm-up waits for the other (as real jobs do)
+            self.length = {"warm": 1, "fork0": 10, "xid_warm": 3, "xid_fork0": 5}[Path(started[-1]).name]
+
+        def poll(self):
+            self.polls += 1
+            self.returncode = 0 if self.polls > self.length else None
+            return self.returncode
+
+    monkeypatch.setattr(spread, "RUNS", tmp_path)
+    monkeypatch.setattr(spread.subprocess, "Popen", Job)
+    monkeypatch.setattr(spread.time, "sleep", lambda s: None)
+    jobs = [j for s in (1100, 1101) for c in ("R0", "R1") for j in spread.screen_jobs(c, s)]
+    spread.schedule(jobs)
+    assert len(started) == len(jobs)
+    first_next = next(i for i, f in enumerate(started) if "seed1101" in f)
+    assert all("seed1100" in f for f in started[:first_next])
+    assert any(f.endswith("R1/seed1100/warm") for f in started[:first_next])
