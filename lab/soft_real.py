@@ -4,7 +4,9 @@ set and on a synthetic run of the same recipe, at the warm-up's end and through 
 
     python -m lab.soft_real report     # results/drums/RESULTS.md and mass.json, from runs/drums, runs/synth_mass
 
-The runs come first (PLAN.md's commands); a checkpoint's split is computed once and kept in mass.json.
+The runs come first (PLAN.md's commands). What the report reads from them is kept in results/drums/runs.json
+(each setting's rows, each branch's per-epoch signals) and mass.json (each checkpoint's split), so it
+remakes itself from committed files where runs/ is gone.
 """
 
 import argparse
@@ -22,13 +24,25 @@ SIGNAL_EPOCHS = (0, 5, 11, 17, 23)  # branch epochs read (train.py numbers from 
 MASS_GROUPS = ("itself", "source", "class", "other")
 
 
-def settings(runs):
-    """{seed: rows} of every finished (seed, 25%) demo setting under runs/."""
-    out = {}
-    for f in sorted(Path(runs).glob("demo_settings/seed*_faulty25.json")):
-        got = json.loads(f.read_text())
-        out[got["seed"]] = got["rows"]
-    return out
+def collect(kept):
+    """{set: {"settings": {seed: rows}, "signals": {seed: {branch: signals}}}}: what runs/ holds now, over
+    what `kept` (results/drums/runs.json) held, so the report remakes itself from committed files alone."""
+    for name, runs in SETS.items():
+        got = kept.setdefault(name, {"settings": {}, "signals": {}})
+        for f in sorted(Path(runs).glob("demo_settings/seed*_faulty25.json")):
+            setting = json.loads(f.read_text())
+            seed = str(setting["seed"])
+            got["settings"][seed] = setting["rows"]
+            for m in ("xid", "soft", "robust"):
+                run = Path(runs) / f"seed{seed}_faulty25" / m
+                if (run / "log.jsonl").exists():
+                    got["signals"].setdefault(seed, {})[m] = signals(run)
+    return kept
+
+
+def settings(kept, name):
+    """{seed: rows} of one set's finished (seed, 25%) demo settings."""
+    return {int(s): rows for s, rows in sorted(kept.get(name, {}).get("settings", {}).items())}
 
 
 def paired(diffs):
@@ -55,7 +69,7 @@ def signals(run):
     """A branch's per-epoch signals at SIGNAL_EPOCHS, from its log.jsonl."""
     log = [json.loads(line) for line in (Path(run) / "log.jsonl").read_text().splitlines() if line.strip()]
     keep = ("faulty_auroc", "knn_class", "xmodal_class", "agreement")
-    return {r["epoch"]: {k: r.get(k) for k in keep} | {"ccp": r["soft_share"]["ccp"]} for r in log}
+    return {str(r["epoch"]): {k: r.get(k) for k in keep} | {"ccp": r["soft_share"]["ccp"]} for r in log}
 
 
 def checkpoints(root):
@@ -66,13 +80,13 @@ def checkpoints(root):
     return [(name, p) for name, p in out if p.exists()]
 
 
-def masses(cache_file):
+def masses(cache_file, kept):
     """{set: {seed: {checkpoint name: analyse()}}}, computing only what mass.json does not hold."""
     from analysis.ccp_mass import analyse
 
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     for name, runs in SETS.items():
-        for seed in settings(runs):
+        for seed in settings(kept, name):
             root = runs / f"seed{seed}_faulty25"
             have = cache.setdefault(name, {}).setdefault(str(seed), {})
             for label, ckpt in checkpoints(root):
@@ -89,26 +103,35 @@ def fmt(x, d=1):
 
 def report():
     RESULTS.mkdir(parents=True, exist_ok=True)
-    drums = settings(SETS["drums"])
+    kept_file = RESULTS / "runs.json"
+    kept = collect(json.loads(kept_file.read_text()) if kept_file.exists() else {})
+    kept_file.write_text(json.dumps(kept, indent=1) + "\n")
+    drums = settings(kept, "drums")
     lines = [
         "# Soft targets on the drum set: results",
         "",
         "Made by `python -m lab.soft_real report` from the runs of [PLAN.md](PLAN.md) (set and source: "
-        "[README.md](README.md); every split: [mass.json](mass.json)). `--preset demo`, 25% injected, 30-epoch "
+        "[README.md](README.md); each seed's rows and signals: [runs.json](runs.json); every split: "
+        "[mass.json](mass.json)). `--preset demo`, 25% injected, 30-epoch "
         "xID warm-up, 24-epoch branches, every process on 1 thread, the demo's evaluation; seeds "
         + ", ".join(map(str, drums))
         + ".",
         "",
         "## 1-shot (%) and each method's difference from xID on the same seed",
         "",
-        "| seed | " + " | ".join(METHODS) + " |",
+        "| drums seed | " + " | ".join(METHODS) + " |",
         "|---|" + "---:|" * len(METHODS),
     ]
     for seed, rows in drums.items():
         x = 100 * rows["xid"]["1-shot"]
         cells = [f"{x:.1f}"] + [f"{100 * rows[m]['1-shot'] - x:+.1f}" if m in rows else "-" for m in METHODS[1:]]
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
-    lines += ["", "| method | mean vs xID [95% CI] | Weighted's AUROC | PLAN.md's rule |", "|---|---:|---:|---|"]
+    for seed, rows in settings(kept, "synth_src2p").items():  # the decomposition's synthetic run, xID and Soft only
+        x = 100 * rows["xid"]["1-shot"]
+        cells = [f"{x:.1f}"] + [f"{100 * rows[m]['1-shot'] - x:+.1f}" if m in rows else "-" for m in METHODS[1:]]
+        lines.append(f"| synth_src2p {seed} | " + " | ".join(cells) + " |")
+    lines += ["", "Drum set only:", ""]
+    lines += ["| method | mean vs xID [95% CI] | bank AUROC | PLAN.md's rule |", "|---|---:|---:|---|"]
     for m in METHODS[1:]:
         diffs = [100 * (r[m]["1-shot"] - r["xid"]["1-shot"]) for r in drums.values() if m in r]
         if not diffs:
@@ -129,19 +152,15 @@ def report():
         "| set | seed | branch | xmodal | 1-NN | CCP same-class share |",
         "|---|---:|---|---|---|---|",
     ]
-    for name, runs in SETS.items():
-        for seed in settings(runs):
-            for m in ("xid", "soft", "robust"):
-                run = runs / f"seed{seed}_faulty25" / m
-                if not (run / "log.jsonl").exists():
-                    continue
-                sig = signals(run)
+    for name in SETS:
+        for seed, branches in sorted(kept[name]["signals"].items()):
+            for m, sig in branches.items():
                 cols = [
-                    "/".join(fmt(sig[e][k], 2) if e in sig else "-" for e in SIGNAL_EPOCHS)
+                    "/".join(fmt(sig[str(e)][k], 2) if str(e) in sig else "-" for e in SIGNAL_EPOCHS)
                     for k in ("xmodal_class", "knn_class", "ccp")
                 ]
                 lines.append(f"| {name} | {seed} | {m} | " + " | ".join(cols) + " |")
-    cache = masses(RESULTS / "mass.json")
+    cache = masses(RESULTS / "mass.json", kept)
     lines += [
         "",
         "## Where CCP's mass goes (S_v, eq. (13); both directions in mass.json)",
