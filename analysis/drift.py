@@ -129,7 +129,7 @@ def drift_warning(records: list[dict[str, Any]], margin: float = MARGIN, patienc
     return (
         f"train.py: warning: the bank's cross-modal agreement (label-free, analysis/drift.py) is {epochs}, "
         f"below {reference:.3f} at the soft-target stage's start by more than {margin}: the soft targets may "
-        f"be drifting from a weak bank (README: When soft targets hurt); compare an xID branch from the same warm-up"
+        f"be drifting (README: When soft targets help and when they hurt); compare an xID branch from the same warm-up"
     )
 
 
@@ -179,4 +179,8 @@ class DriftWatch:
         not every epoch it holds)."""
         line = drift_warning(history) if self.master else None
         if line and not drift_warning(history[:-1]):
-            print(line, file=sys.stderr)
+            # branches trained side by side share one terminal: the line names the run it is about
+            print(
+                line.replace("train.py: warning:", f"train.py: warning: {self.cfg.out} ({self.cfg.loss}):", 1),
+                file=sys.stderr,
+            )

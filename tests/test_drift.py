@@ -121,7 +121,19 @@ def test_the_start_is_the_warmups_last_epoch_or_the_given_banks_or_else_the_firs
 
 
 def test_drift_watch_measures_a_fresh_branchs_bank_before_training_and_only_rank_0_prints(capsys):
-    cfg = parse_config(["--preset", "demo", "--num-negatives", "16", "--warmup-epochs", "0", "--loss", "soft"])
+    argv = [
+        "--preset",
+        "demo",
+        "--num-negatives",
+        "16",
+        "--warmup-epochs",
+        "0",
+        "--loss",
+        "soft",
+        "--out",
+        "runs/s1/soft",
+    ]
+    cfg = parse_config(argv)
     bank = MemoryBank(40, dim=8, seed=0)
     video, audio = paired(n=40, d=8, noise=0.1)
     bank.video.copy_(video), bank.audio.copy_(audio)
@@ -133,7 +145,9 @@ def test_drift_watch_measures_a_fresh_branchs_bank_before_training_and_only_rank
     assert "drift_start" not in watch.signals(1)
     log = [{"epoch": e, "stage": "soft", **watch.signals(e)} for e in (0, 1)]
     watch.warn(log)
-    assert capsys.readouterr().err.startswith("train.py: warning:")
+    assert capsys.readouterr().err.startswith(
+        "train.py: warning: runs/s1/soft (soft):"
+    )  # which of the side-by-side runs
     watch.warn(log + [{"epoch": 2, "stage": "soft", **watch.signals(2)}])  # still below: said once already
     assert capsys.readouterr().err == ""
     DriftWatch(bank, cfg, fresh=True, master=False).warn(log)
