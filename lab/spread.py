@@ -264,7 +264,7 @@ def main(argv=None):
     elif a.cmd == "screen-report":
         from lab.spread_report import screen_report
 
-        screen_report(RUNS / "screen", RESULTS)
+        screen_report(RUNS / "screen", RESULTS, CANDIDATES)
     else:
         from lab.spread_report import report
 

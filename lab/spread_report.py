@@ -49,9 +49,9 @@ def sd(xs):
     return statistics.stdev(xs) if len(xs) > 1 else None
 
 
-def plateau_exit(log, below=0.3):
+def plateau_exit(log, below=0.3, chance=CHANCE_LOSS):
     """The first epoch whose loss is `below` under chance (2 ln(1+K)), or None."""
-    return next((r["epoch"] for r in log if r["loss"] <= CHANCE_LOSS - below), None)
+    return next((r["epoch"] for r in log if r["loss"] <= chance - below), None)
 
 
 def same_run(a, b):
@@ -292,7 +292,8 @@ def thread_direction(cands):
     }
 
 
-def screen_report(runs, results):
+def screen_report(runs, results, candidates):
+    """Stage 1 read out. `candidates`: lab.spread.CANDIDATES, each one's options (passed in: spread imports us)."""
     cands = screen_rows(runs)
     summary = screen_summary(cands)
     r0 = summary["candidates"].get("R0", {}).get("time per clip")
@@ -322,15 +323,15 @@ def screen_report(runs, results):
         "| candidate | options | seed | warm-up 2 thr | warm-up 1 thr (fork0) | move | loss leaves chance |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
-    from lab.spread import CANDIDATES
-
     for c, seeds in cands.items():
         for s, r in seeds.items():
             a, b = shot(r, "xid_warm"), shot(r, "xid_fork0")
             move = f"{b - a:+.1f}" if a is not None and b is not None else "-"
-            exit_ = plateau_exit(r["warm"]["log"]) if "warm" in r else None
+            opts = candidates[c]
+            k = int(opts[opts.index("--num-negatives") + 1]) if "--num-negatives" in opts else 256
+            exit_ = plateau_exit(r["warm"]["log"], chance=2 * math.log(1 + k)) if "warm" in r else None
             lines.append(
-                f"| {c} | `{' '.join(CANDIDATES[c]) or 'none'}` | {s} | {fmt(a)} | {fmt(b)} | {move} | {exit_} |"
+                f"| {c} | `{' '.join(candidates[c]) or 'none'}` | {s} | {fmt(a)} | {fmt(b)} | {move} | {exit_} |"
             )
     lines += [
         "",
