@@ -13,7 +13,9 @@ What OUT_DIR holds, against the repository (its tracked files, committed or not)
   - exercises/solutions.py is left out. exercises/reference_values.pt holds the checker's inputs and
     the full library's answers, against which `python -m exercises.check` grades the library.
   - tests/test_exercises.py asserts that every piece matches; TOUR.md's "Exercises" and the
-    miniatures of tests/test_commands.py say the same.
+    miniatures of tests/test_commands.py say the same. tests/test_paper_reference.py (the equations
+    again in plain Python) is left out, and the tests of STRIPPED, whose expected values compute a piece
+    in code, are dropped: no code in the copy computes a piece but the student's.
   - a fresh git repository with every file staged, as tools/references.py reads `git ls-files`.
 
 Until the students have written exercises 1-3, training with weights or CCP targets fails, as do
@@ -33,7 +35,25 @@ import torch
 from exercises import check
 
 ROOT = Path(__file__).resolve().parents[1]
-LEFT_OUT = {"exercises/solutions.py"}
+# tests/test_paper_reference.py writes eqs. (6), (13)-(14) and (15) out again in plain Python: an answer key
+LEFT_OUT = {"exercises/solutions.py", "tests/test_paper_reference.py"}
+
+# tests whose expected values compute a piece in code (the gradient's forces, CCP's softmax, the EMA):
+# the copy drops them, and the checker grades those pieces instead
+STRIPPED = {
+    "tests/test_losses.py": [
+        "test_soft_xid_gradient_matches_the_analytic_forces",
+        "test_soft_strategies_are_the_paper_posteriors",
+    ],
+    "tests/test_memory_bank.py": [
+        "test_update_is_the_normalised_ema_and_touches_only_the_batch",
+        "test_a_kept_out_row_does_not_write_its_slot_even_when_the_slot_is_in_the_batch_twice",
+    ],
+    "tests/test_wiring.py": [
+        "test_train_step_takes_the_loss_from_the_old_memory_then_updates_the_bank_once",
+        "test_train_step_keeps_a_substitute_out_of_the_bank_and_its_failed_slot_out_for_good",
+    ],
+}
 
 # (file, function, exercise name, the function's docstring in the handout: the exercise's instructions)
 BLANKS = [
@@ -165,6 +185,22 @@ def _drop_unused_imports(source, used_before):
     return "".join(lines)
 
 
+def strip(source, names):
+    """`source` without the top-level functions `names` (their decorators and the blank lines after them
+    included); the imports only they used go with them."""
+    tree = ast.parse(source)
+    nodes = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in names]
+    if len(nodes) != len(names):
+        raise SystemExit(f"exercises/handout.py: not every one of {names} is a test any more; update the handout")
+    lines = source.splitlines(keepends=True)
+    for node in sorted(nodes, key=lambda n: n.lineno, reverse=True):
+        start, end = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1, node.end_lineno
+        while end < len(lines) and not lines[end].strip():
+            end += 1
+        del lines[start:end]
+    return _drop_unused_imports("".join(lines).rstrip() + "\n", used_before=_names(tree))
+
+
 def student_file():
     """exercises/student.py with exercise 4 alone, its body blank whatever the repository's file holds."""
     source = (ROOT / "exercises/student.py").read_text()
@@ -199,8 +235,18 @@ def edits():
     for file, function, name, instructions in BLANKS:
         out[file] = blank(out[file], function, instructions, (check.EXERCISES[name].number, name))
     out["exercises/student.py"] = student_file()
+    for file, names in STRIPPED.items():
+        out[file] = strip((ROOT / file).read_text(), names)
     tour = (ROOT / "TOUR.md").read_text()
-    out["TOUR.md"] = replace(tour, section(tour, "## Exercises"), "\n" + tour_exercises(), "TOUR.md")
+    tour = replace(tour, section(tour, "## Exercises"), "\n" + tour_exercises(), "TOUR.md")
+    # the documents' references to what the copy drops go too; spelt in pieces, as tools/references.py
+    # would read a whole one here as a reference of this file's own
+    forces = "`tests/test_losses.py::" + STRIPPED["tests/test_losses.py"][0] + "`"
+    out["TOUR.md"] = replace(tour, forces, 'exercise 4 (see "Exercises")', "TOUR.md")
+    tests_readme = (ROOT / "tests/README.md").read_text()
+    key = "| `{}` |".format(Path(next(f for f in LEFT_OUT if f.startswith("tests/"))).name)
+    row = next((line for line in tests_readme.splitlines(True) if line.startswith(key)), key)
+    out["tests/README.md"] = replace(tests_readme, row, "", "tests/README.md")
     commands = (ROOT / "tests/test_commands.py").read_text()
     for old, new in (  # the solutions' check becomes the students'; a handout is not made from a handout
         ('["-m", "exercises.check", "--solutions"],', '["-m", "exercises.check"],'),
