@@ -291,7 +291,7 @@ def training_curves(runs, path, title=""):
         ax.grid(alpha=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
-    legend_below(fig, *axes, ncol=5)  # the runs, chance, then the two kinds of class agreement
+    legend_below(fig, *axes)  # the runs in the first columns, chance and the two kinds of class agreement last
     _save(fig, path)
 
 
