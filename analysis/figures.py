@@ -1,7 +1,7 @@
 """The paper's figures, drawn from evaluation results (matplotlib, PNG files).
 
-scores_and_weights  Fig. 5: histogram of bank scores vbar_i . abar_i, the known faulty positives
-                    stacked in grey, and the weight function of eq. (6) over it
+scores_and_weights  Fig. 5: histogram of bank scores vbar_i . abar_i, clean and the known faulty positives
+                    overlaid, and the weight function of eq. (6) over it
 per_class           Fig. 10: R@1 of each class
 retrievals          Fig. 11: a test query's middle frame and its top-4 retrievals, with classes
 noisy               Fig. 7: a metric against the share of injected faulty positives, one line
@@ -17,12 +17,16 @@ soft_targets_over_training  per epoch, the share of CCP's soft-target mass (eqs.
                     candidates of the anchor's class, the warm-up and each branch, beside the oracle's
                     targets and chance
 
+Every figure names its method in its title (or, with several, in its legend), labels every axis, draws
+clean positives blue and faulty ones red, and puts its legend outside the axes, where no curve runs.
+
 used by evaluate.py (analysis), demo.py (Fig. 7, the run pictures) and sweep.py; the run pictures
 of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
 
 python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, scores_over_training.png, soft_targets.png
 """
 
+import json
 from pathlib import Path
 
 import matplotlib
@@ -31,43 +35,82 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 import numpy as np
 
+from losses import VARIANTS
+
+CLEAN, FAULTY = "tab:blue", "tab:red"  # the usual colours: the faulty positives are the alarm
+
+
+def method_name(cfg):
+    """Table 2's name of the method a config (a Config or its dict) trains: 'Weighted-xID', 'Robust-xID
+    (ccp targets)'."""
+    get = cfg.get if isinstance(cfg, dict) else lambda key: getattr(cfg, key)
+    variant = VARIANTS[get("loss")]
+    return variant.name + (f" ({get('soft_targets')} targets)" if variant.soft else "")
+
+
+def run_label(name, records=()):
+    """A run folder as the tables name its method: 'weighted' -> 'Weighted-xID', 'soft_oracle' -> 'Soft-xID
+    (oracle)', 'warmup' -> 'xID warm-up'; any other folder by the stages its log went through."""
+    if name == "warmup":
+        return "xID warm-up"
+    key, _, rest = name.partition("_")
+    if key in VARIANTS:
+        return VARIANTS[key].name + (f" ({rest})" if rest else "")
+    stages = list(dict.fromkeys(VARIANTS[r["stage"]].name for r in records if r.get("stage") in VARIANTS))
+    return f"{name} ({', then '.join(stages)})" if stages else name
+
+
+def _method_of_folder(folder):
+    """The method of the run whose folder a picture goes to, from its log's last stage ('' without one):
+    evaluate.py draws Fig. 10 and 11 into the checkpoint's folder without naming the method."""
+    log = Path(folder) / "log.jsonl"
+    lines = log.read_text().splitlines() if log.exists() else []
+    stage = json.loads(lines[-1]).get("stage") if lines else None
+    return VARIANTS[stage].name if stage in VARIANTS else ""
+
 
 def scores_and_weights(scores, w, faulty, cfg, path):
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
     s, f = scores.cpu().numpy(), faulty.cpu().numpy()
     bins = np.linspace(s.min(), s.max(), 40)
-    ax.hist(
-        [s[~f], s[f]],
-        bins=bins,
-        stacked=True,
-        color=["tab:red", "tab:gray"],
-        label=["clean", "faulty positive (ground truth)"],
-    )
+    ax.hist(s[~f], bins=bins, color=CLEAN, alpha=0.55, label="clean positives")
+    ax.hist(s[f], bins=bins, color=FAULTY, alpha=0.55, label="faulty positives (ground truth)")
     ax.set_xlabel(r"bank score $\bar v_i^T \bar a_i$")
-    ax.set_ylabel("instances")
+    ax.set_ylabel("instances per bin (overlaid, not stacked)")
     ax2 = ax.twinx()
     order = np.argsort(s)
-    ax2.plot(s[order], w.cpu().numpy()[order], "k-", label="weight")
+    ax2.plot(s[order], w.cpu().numpy()[order], "k-", label=r"weight $w_i$ of eq. (6)")
     ax2.set_ylim(0, 1.05)
     ax2.set_ylabel(rf"$w_i$, eq. (6) ($\delta$={cfg.delta:.2f}, $\kappa$={cfg.kappa}, $w_{{min}}$={cfg.w_min})")
-    legend_below(fig, ax, ax2)
+    ax.set_title(f"{method_name(cfg)}: its bank scores after training, and its weights (Fig. 5)", fontsize=9)
+    legend_below(fig, ax, ax2, ncol=3)
     _save(fig, path)
 
 
-def per_class(values, classes, path):
+def per_class(values, classes, path, method=None):
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.bar(range(len(values)), values)
+    ax.bar(range(len(values)), [100 * v for v in values])
     ax.set_xticks(range(len(values)), classes, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("R@1")
+    ax.set_xlabel("class of the test query")
+    ax.set_ylabel("R@1 (%)")
+    method = _method_of_folder(Path(path).parent) if method is None else method
+    ax.set_title(f"{method + ': ' if method else ''}retrieval R@1 of each class (Fig. 10)", fontsize=9)
     _save(fig, path)
 
 
-def retrievals(query_set, gallery_set, nearest, classes, path, rows=6, k=4):
+def retrievals(query_set, gallery_set, nearest, classes, path, rows=6, k=4, method=None):
     """One row per query (the first test video of each of `rows` classes): its middle frame, then
-    those of its k nearest train videos; a green title is a correct class, red a wrong one."""
+    those of its k nearest train videos; a green title is a correct class, red a wrong one. `method`
+    names the encoder's method in the title (default: the one the folder of `path` trained)."""
     labels = query_set.labels
     picks = [int(np.flatnonzero(labels.numpy() == c)[0]) for c in sorted(set(labels.tolist()))][:rows]
-    fig, axes = plt.subplots(len(picks), k + 1, figsize=(1.6 * (k + 1), 1.7 * len(picks)), squeeze=False)
+    fig, axes = plt.subplots(len(picks), k + 1, figsize=(1.6 * (k + 1), 1.7 * len(picks) + 0.5), squeeze=False)
+    method = _method_of_folder(Path(path).parent) if method is None else method
+    fig.suptitle(
+        f"{method + ': ' if method else ''}test videos and their {k} nearest train videos (Fig. 11)\n"
+        "green: the query's class, red: another",
+        fontsize=8,
+    )
     for r, q in enumerate(picks):
         shown = [(query_set, q, "query")] + [
             (gallery_set, int(j), f"top {n + 1}") for n, j in enumerate(nearest[q, :k])
@@ -93,7 +136,7 @@ def noisy(levels, curves, metric, path, chance=None, baseline=None):
     levels are shares of injected faults. With `baseline`, a second panel shows each method minus the
     baseline on the same seed: seed-to-seed spread that the methods share cancels there, which the
     overlapping bars of the first panel cannot show."""
-    fig, axes = plt.subplots(1, 2 if baseline else 1, figsize=(10 if baseline else 5, 3.5), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if baseline else 1, figsize=(10 if baseline else 5, 4.2), squeeze=False)
     ax = axes[0, 0]
     for method, per_level in curves.items():
         xs = [lv for lv in levels if per_level.get(lv)]
@@ -118,19 +161,22 @@ def noisy(levels, curves, metric, path, chance=None, baseline=None):
                 label=f"{method} - {baseline}",
             )
         ax.axhline(0, color="grey", lw=1)
-        ax.set_ylabel(f"paired difference in {metric} (points)")
+        ax.set_ylabel(f"method - {baseline} in {metric}, same seed (points)")
+        ax.set_title(f"paired differences against {baseline}, mean and 95% CI", fontsize=9)
+    axes[0, 0].set_title(f"{metric} of each method as the injected faults grow (Fig. 7)", fontsize=9)
     for ax in axes[0]:
         ax.set_xlabel("injected faulty positives (%)")
         ax.grid(alpha=0.3)
-    legend_below(fig, *axes[0])
+    legend_below(fig, axes[0, 0])  # the right panel's colours are the same
     _save(fig, path)
 
 
-def sweep(values, curves, baselines, metric, path, xlabel):
+def sweep(values, curves, baselines, metric, path, xlabel, method=""):
     """`curves` {line: {value: [per seed]}}, `baselines` {line: [xID per seed, same seeds]}. Values
     are categories, in the given order ("known" is not a number). Left: mean and 95% CI per value, xID
-    dashed in the line's colour; right: value minus xID on the same seed, mean and 95% CI."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    dashed in the line's colour; right: value minus xID on the same seed, mean and 95% CI. `method`, the
+    one whose knob moves, heads the title."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     xs = np.arange(len(values))
     for i, (line, per_value) in enumerate(curves.items()):
         base = np.asarray(baselines[line])
@@ -157,13 +203,15 @@ def sweep(values, curves, baselines, metric, path, xlabel):
             label=f"{line}: minus xID",
         )
     axes[0].set_ylabel(f"{metric} (%), mean and 95% CI")
+    axes[0].set_title(f"{method + ': ' if method else ''}{metric} per {xlabel}; xID dashed", fontsize=9)
     axes[1].axhline(0, color="grey", lw=1)
-    axes[1].set_ylabel(f"paired difference in {metric} (points)")
+    axes[1].set_ylabel(f"minus xID in {metric}, same seed (points)")
+    axes[1].set_title("paired differences against xID, mean and 95% CI", fontsize=9)
     for ax in axes:
         ax.set_xticks(xs, values)
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
-    legend_below(fig, *axes)
+    legend_below(fig, axes[0])  # the right panel's colours are the same
     _save(fig, path)
 
 
@@ -188,16 +236,16 @@ def ci95(values):
     return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
 
 
-def legend_below(fig, *axes, fontsize=8):
+def legend_below(fig, *axes, fontsize=8, ncol=4):
     """One legend for the figure's panels, under them: outside every axes, so it covers no curve (inside,
     a legend sat on the soft-target branches' late epochs). Labels shared by several panels appear once."""
     seen = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, handle)
-    rows = -(-len(seen) // 4)
-    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 4), fontsize=fontsize)
-    fig.legend_rows = rows  # _save leaves this many lines free under the panels
+    ncol = min(len(seen), ncol)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol, fontsize=fontsize)
+    fig.legend_rows = -(-len(seen) // ncol)  # _save leaves this many lines free under the panels
 
 
 def layout(fig):
@@ -213,36 +261,44 @@ def _save(fig, path):
     plt.close(fig)
 
 
-def training_curves(runs, path):
-    """`runs` {name: log records}, the warm-up first; a branch continues the warm-up's epoch axis."""
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+def training_curves(runs, path, title=""):
+    """`runs` {name: log records}, the warm-up first; a branch continues the warm-up's epoch axis. Each
+    run's loss is its own objective's, so the losses of two methods are not compared: the panel says so."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.4))
     offset = 0
     for i, (name, records) in enumerate(runs.items()):
         x = [offset + r["epoch"] for r in records]
-        style = dict(color="k" if name == "warmup" else f"C{i}", label=name, lw=1.5 if name == "warmup" else 1)
-        axes[0].plot(x, [r["loss"] for r in records], **style)
+        style = dict(color="k" if name == "warmup" else f"C{i}", lw=1.5 if name == "warmup" else 1)
+        axes[0].plot(x, [r["loss"] for r in records], label=run_label(name, records), **style)
         axes[1].plot(x, [np.nan if r["faulty_auroc"] is None else 100 * r["faulty_auroc"] for r in records], **style)
         axes[2].plot(x, [100 * r["knn_class"] for r in records], **style)
-        axes[2].plot(x, [100 * r["xmodal_class"] for r in records], ls="--", **{**style, "label": None})
+        axes[2].plot(x, [100 * r["xmodal_class"] for r in records], ls="--", **style)
         if name == "warmup":
             offset = len(records)
             for ax in axes:
                 ax.axvline(offset - 0.5, color="grey", lw=0.8, ls=":")
-    axes[0].set_ylabel("loss, eq. (17)")
+    axes[1].axhline(50, color="grey", lw=0.8, label="chance (AUROC 50%)")
+    axes[2].plot([], [], color="grey", label="class agreement: 1-NN of the video memories")
+    axes[2].plot([], [], color="grey", ls="--", label="class agreement: cross-modal")
+    axes[0].set_ylabel("loss of the run's own objective, eq. (17)")
+    axes[0].set_title("each method's own objective: not comparable across methods", fontsize=9)
     axes[1].set_ylabel("bank AUROC of the known faults (%)")
-    axes[1].axhline(50, color="grey", lw=0.8)
+    axes[1].set_title("how well the bank scores find the faulty positives", fontsize=9)
     axes[2].set_ylabel("class agreement (%)")
-    axes[2].set_title("1-NN of video memories (solid), cross-modal (dashed)", fontsize=9)
+    axes[2].set_title("nearest neighbours of the same class", fontsize=9)
     for ax in axes:
         ax.set_xlabel("epoch (warm-up, then the branches)")
         ax.grid(alpha=0.3)
-    legend_below(fig, axes[0])
+    if title:
+        fig.suptitle(title, fontsize=10)
+    legend_below(fig, *axes)  # the runs in the first columns, chance and the two kinds of class agreement last
     _save(fig, path)
 
 
-def scores_over_training(records, delta, kappa, w_min, path, panels=5):
-    """Histograms of the logged bank scores (clean and faulty stacked) at `panels` epochs spread over
-    the run, each with the eq. (6) weight curve of that epoch's mu and sigma and the given delta."""
+def scores_over_training(records, delta, kappa, w_min, path, panels=5, run="xID warm-up"):
+    """Histograms of the logged bank scores (clean and faulty overlaid) at `panels` epochs spread over
+    the run, on one score axis, each with the eq. (6) weight curve of that epoch's mu and sigma and the
+    given delta. `run` names whose bank it is in the title."""
     import torch
 
     from losses import sample_weights
@@ -251,27 +307,34 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5):
     if not logged:
         return False
     picks = sorted({logged[round(k * (len(logged) - 1) / (panels - 1))]["epoch"] for k in range(panels)})
-    fig, axes = plt.subplots(1, len(picks), figsize=(3.2 * len(picks), 3), squeeze=False)
-    for ax, r in zip(axes[0], [r for r in logged if r["epoch"] in picks]):
+    shown = [r for r in logged if r["epoch"] in picks]
+    fig, axes = plt.subplots(1, len(picks), figsize=(3.2 * len(picks), 3.6), squeeze=False, sharex=True, sharey=True)
+    lo, hi = min(r["score_hist"]["lo"] for r in shown), max(r["score_hist"]["hi"] for r in shown)
+    for k, (ax, r) in enumerate(zip(axes[0], shown)):
         h = r["score_hist"]
         edges = np.linspace(h["lo"], h["hi"], len(h["clean"]) + 1)
         mids = (edges[:-1] + edges[1:]) / 2
-        ax.bar(mids, h["clean"], width=edges[1] - edges[0], color="tab:red", label="clean")
-        ax.bar(mids, h["faulty"], width=edges[1] - edges[0], bottom=h["clean"], color="tab:gray", label="faulty")
+        ax.stairs(h["clean"], edges, fill=True, color=CLEAN, alpha=0.55, label="clean positives")
+        ax.stairs(h["faulty"], edges, fill=True, color=FAULTY, alpha=0.55, label="faulty positives (ground truth)")
         w = sample_weights(torch.tensor(mids), r["mu"], max(r["sigma"], 1e-8), delta, kappa, w_min)  # (bins,)
         ax2 = ax.twinx()
-        ax2.plot(mids, w.numpy(), "k-")
+        ax2.plot(mids, w.numpy(), "k-", label=r"weight $w_i$ of eq. (6) at this epoch's $\mu$, $\sigma$")
         ax2.set_ylim(0, 1.05)
-        auroc = "-" if r["faulty_auroc"] is None else f"{100 * r['faulty_auroc']:.0f}"
+        if k < len(shown) - 1:
+            ax2.tick_params(labelright=False)  # one weight scale, labelled on the last panel
+        else:
+            ax2.set_ylabel(r"weight $w_i$, eq. (6)")
+        auroc = "-" if r["faulty_auroc"] is None else f"{100 * r['faulty_auroc']:.0f}%"
         ax.set_title(f"epoch {r['epoch']}: AUROC {auroc}", fontsize=9)
         ax.set_xlabel("bank score")
-    axes[0, 0].set_ylabel("instances")
-    legend_below(fig, axes[0, 0], fontsize=7)
+    axes[0, 0].set_xlim(lo, hi)
+    axes[0, 0].set_ylabel("instances per bin (overlaid)")
     fig.suptitle(
-        rf"bank scores and the weights of eq. (6) ($\delta$={delta:.2f}, $\kappa$={kappa}, "
-        rf"$w_{{min}}$={w_min}) as the warm-up goes",
+        rf"{run}: its bank scores, and the weights eq. (6) would give them ($\delta$={delta:.2f}, $\kappa$={kappa}, "
+        rf"$w_{{min}}$={w_min}, as Weighted- and Robust-xID's)",
         fontsize=10,
     )
+    legend_below(fig, axes[0, 0], ax2, ncol=3)  # every panel's twin draws the same kind of weight curve
     _save(fig, path)
     return True
 
@@ -282,14 +345,15 @@ def soft_targets_over_training(runs, path):
     record has it (logs from before it was logged)."""
     if not any(r.get("soft_share") for records in runs.values() for r in records):
         return False
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = plt.subplots(figsize=(8, 5))
     offset = 0
     for i, (name, records) in enumerate(runs.items()):
         logged = [r for r in records if r.get("soft_share")]
         x = [offset + r["epoch"] for r in logged]
         warm = name == "warmup"
-        ax.plot(x, [100 * r["soft_share"]["ccp"] for r in logged], color="k" if warm else f"C{i}", label=f"CCP, {name}")
-        ax.plot(x, [100 * r["soft_share"]["oracle"] for r in logged], color="k" if warm else f"C{i}", ls=":", lw=1)
+        label = f"CCP targets, {run_label(name, records)}'s bank"
+        ax.plot(x, [100 * r["soft_share"]["ccp"] for r in logged], color="k" if warm else f"C{i}", label=label)
+        ax.plot(x, [100 * r["soft_share"]["oracle"] for r in logged], color="k", ls=":", lw=1)
         ax.plot(x, [100 * r["soft_share"]["chance"] for r in logged], color="grey", lw=0.8, ls="--")
         if warm:
             offset = len(records)
@@ -299,9 +363,13 @@ def soft_targets_over_training(runs, path):
     ax.set_ylim(0, 105)
     ax.set_xlabel("epoch (warm-up, then the branches)")
     ax.set_ylabel("soft-target mass on the anchor's class (%)")
-    ax.set_title("how much of S(j|i), j != i, goes to faulty negatives (lam = 1)", fontsize=9)
+    ax.set_title(
+        "Soft- and Robust-xID's CCP targets (eqs. (13)-(14), lam = 1), computed from each run's bank:\n"
+        "how much of S(j|i), j != i, goes to faulty negatives (candidates of the anchor's class)",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3)
-    legend_below(fig, ax, fontsize=7)
+    legend_below(fig, ax, ncol=3)
     _save(fig, path)
     return True
 
@@ -328,9 +396,13 @@ def run_pictures(folder):
         runs = {p.name: runstate.read_log(p / "log.jsonl") for p in found}
         ckpts = [p / "ckpt.pt" for p in found if p.name.startswith(("weighted", "robust"))] + [found[0] / "ckpt.pt"]
     cfg = next((load_checkpoint(c)["config"] for c in ckpts if c.exists()), asdict(Config()))  # no checkpoint: defaults
-    training_curves(runs, folder / "curves.png")
-    first = next(iter(runs.values()))
-    drawn = scores_over_training(first, cfg["delta"], cfg["kappa"], cfg["w_min"], folder / "scores_over_training.png")
+    labels = [run_label(name, records) for name, records in runs.items()]
+    branches = f", then a branch each: {', '.join(labels[1:])}" if len(labels) > 1 else ""
+    training_curves(runs, folder / "curves.png", title=f"{folder.name}: {labels[0]}{branches}")
+    first, name = next(iter(runs.values())), next(iter(runs))
+    drawn = scores_over_training(
+        first, cfg["delta"], cfg["kappa"], cfg["w_min"], folder / "scores_over_training.png", run=run_label(name, first)
+    )
     soft = soft_targets_over_training(runs, folder / "soft_targets.png")
     return (
         [folder / "curves.png"]

@@ -1,17 +1,32 @@
-"""Checks a student's pieces of the method against the reference (losses.py, memory_bank.py, autograd)
-and says what differs. TOUR.md, "Exercises".
+"""Checks a student's pieces of the method against the reference and says what differs. TOUR.md, "Exercises".
 
-    python -m exercises.check                       # exercises/student.py, all four
+Four exercises: eq. (6)'s weights, the CCP soft targets of eqs. (8)-(9) and (13)-(14), the memory bank's
+EMA update (Sec. 3) and the gradient of eqs. (3)-(4). Each is run on a few seeded inputs and compared
+with what the full library gives there (losses.py, memory_bank.py, autograd).
+
+    python -m exercises.check                       # all four
     python -m exercises.check weights targets       # some of them: weights targets ema gradient
-    python -m exercises.check --solutions           # the reference solutions (CI runs this)
+    python -m exercises.check --solutions           # the reference solutions (CI runs this; not in a handout)
 
+Two places hold the student's pieces. In the repository they are the functions of exercises/student.py.
+In a teacher's handout (python -m exercises.handout OUT) the library's own pieces are blanked and the
+student writes them there (losses.sample_weights, losses.ccp_similarity, memory_bank.ema_rows; the
+gradient, which training leaves to autograd, stays in student.py). The handout then holds no reference
+to compare with, only the inputs and the full library's answers, stored when it was made
+(exercises/reference_values.pt), and this checker grades the library against them.
+
+An answer may be a tensor or any array-like (a NumPy array, nested lists): it is compared by value.
 Exit status 0 when every checked piece matches.
 """
 
 import argparse
 import importlib
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -19,96 +34,155 @@ import losses
 from memory_bank import MemoryBank
 
 B, K, D, N = 6, 9, 16, 20
+REFERENCE_VALUES = Path(__file__).with_name("reference_values.pt")  # only a handout has it
 
 
 def _unit(*shape, g):
     return F.normalize(torch.randn(*shape, generator=g), dim=-1)
 
 
+def _as_tensor(got):
+    """A student's answer as a tensor: a tensor as it is, an array-like by value; None if it is neither."""
+    if torch.is_tensor(got):
+        return got.detach()
+    try:
+        return torch.as_tensor(np.asarray(got, dtype=np.float64))
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
 def _compare(name, got, expected, atol=1e-5):
     """'' when got matches expected, else one line saying how it differs."""
-    if not torch.is_tensor(got):
-        return f"{name}: expected a tensor of shape {tuple(expected.shape)}, got {type(got).__name__}"
-    if got.shape != expected.shape:
-        return f"{name}: shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
-    diff = (got.float() - expected.float()).abs()
-    if not torch.isfinite(got).all():
+    value = _as_tensor(got)
+    if value is None:
+        return f"{name}: expected a tensor or an array of shape {tuple(expected.shape)}, got {type(got).__name__}"
+    if value.shape != expected.shape:
+        return f"{name}: shape {tuple(value.shape)}, expected {tuple(expected.shape)}"
+    if not torch.isfinite(value).all():
         return f"{name}: holds NaN or inf"
+    value, expected = value.double(), expected.double()
+    diff = (value - expected).abs()
     if diff.max() > atol:
         where = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
         return (
             f"{name}: differs by up to {diff.max():.4g} "
-            f"(at index {where}: {got.flatten()[diff.flatten().argmax()]:.4g}, "
+            f"(at index {where}: {value.flatten()[diff.flatten().argmax()]:.4g}, "
             f"expected {expected.flatten()[diff.flatten().argmax()]:.4g})"
         )
     return ""
 
 
-def check_weights(fn, g):
+# Each exercise's cases: (what the case is, the arguments in student.py's order, the full library's answer).
+Case = tuple[str, dict, object]
+
+
+def weights_cases(g) -> Iterator[Case]:
     scores = torch.randn(50, generator=g) * 0.2 + 0.1  # (50,)
-    problems = []
+    mu, sigma = float(scores.mean()), float(scores.std())
     for delta, kappa, w_min in ((-1.0, 0.5, 0.25), (0.5, 1.0, 0.1), (0.0, 0.25, 0.6)):
-        mu, sigma = float(scores.mean()), float(scores.std())
-        got = fn(scores, mu, sigma, delta, kappa, w_min)
-        expected = losses.sample_weights(scores, mu, sigma, delta, kappa, w_min)
-        problems.append(_compare(f"eq. (6) at delta={delta}, kappa={kappa}, w_min={w_min}", got, expected))
-    return problems
+        args = {"scores": scores, "mu": mu, "sigma": sigma, "delta": delta, "kappa": kappa, "w_min": w_min}
+        yield f"eq. (6) at delta={delta}, kappa={kappa}, w_min={w_min}", args, losses.sample_weights(**args)
 
 
-def check_targets(fn, g):
+def targets_cases(g) -> Iterator[Case]:
     vbar, abar = _unit(B, 1 + K, D, g=g), _unit(B, 1 + K, D, g=g)
-    problems = []
     for lam, tau_s, tau_t in ((0.5, 0.02, 0.07), (0.3, 0.1, 0.5), (0.0, 0.05, 0.07)):
-        got = fn(vbar, abar, lam, tau_s, tau_t)
+        args = {"vbar": vbar, "abar": abar, "lam": lam, "tau_s": tau_s, "tau_t": tau_t}
         expected = losses.soft_targets(vbar, abar, "ccp", lam=lam, tau_s=tau_s, tau_t=tau_t)
-        if not isinstance(got, tuple) or len(got) != 2:
-            return [f"CCP targets: expected a pair (T_v, T_a), got {type(got).__name__}"]
-        for side, a, b in (("T_v", got[0], expected[0]), ("T_a", got[1], expected[1])):
-            problems.append(_compare(f"{side} at lam={lam}, tau_s={tau_s}, tau_t={tau_t}", a, b, atol=1e-4))
-    return problems
+        yield f"at lam={lam}, tau_s={tau_s}, tau_t={tau_t}", args, expected
 
 
-def check_ema(fn, g):
-    problems = []
+def ema_cases(g) -> Iterator[Case]:
     for momentum in (0.5, 0.9):
         bank = MemoryBank(N, dim=D, momentum=momentum, seed=3)
-        before = bank.video.clone()
         idx = torch.randperm(N, generator=g)[:B]  # (B,) distinct slots
-        f = _unit(B, D, g=g)
-        got = fn(before.clone(), idx, f, momentum)
-        bank.update(idx, f, f)
-        problems.append(_compare(f"the bank after one update at momentum {momentum}", got, bank.video))
-    return problems
+        args = {"memory": bank.video.clone(), "idx": idx, "features": _unit(B, D, g=g), "momentum": momentum}
+        bank.update(idx, args["features"], args["features"])
+        yield f"the bank after one update at momentum {momentum}", args, bank.video.clone()
 
 
-def check_gradient(fn, g):
-    problems = []
+def gradient_cases(g) -> Iterator[Case]:
     for tau in (0.07, 0.2):
         v = _unit(B, D, g=g).requires_grad_()
         abar = _unit(B, 1 + K, D, g=g)
         loss = -losses.log_posterior(v, abar, tau)[:, 0].sum()  # the video half of eq. (1), summed over i
         (expected,) = torch.autograd.grad(loss, v)
-        got = fn(v.detach(), abar, tau)
-        problems.append(_compare(f"dL/dv at tau={tau}", got, expected, atol=1e-4))
-    return problems
+        yield f"dL/dv at tau={tau}", {"v": v.detach(), "abar": abar, "tau": tau}, expected
 
 
-EXERCISES = {  # name: (exercise number, function in the module, check)
-    "weights": (1, "sample_weights", check_weights),
-    "targets": (2, "ccp_targets", check_targets),
-    "ema": (3, "ema_update", check_ema),
-    "gradient": (4, "xid_video_gradient", check_gradient),
+@dataclass(frozen=True)
+class Exercise:
+    number: int
+    function: str  # its name in exercises/student.py
+    cases: Callable[[torch.Generator], Iterator[Case]]
+    atol: float = 1e-5
+    parts: tuple[str, ...] = ()  # the names of an answer's parts, when it is a tuple
+
+
+EXERCISES = {
+    "weights": Exercise(1, "sample_weights", weights_cases),
+    "targets": Exercise(2, "ccp_targets", targets_cases, atol=1e-4, parts=("T_v", "T_a")),
+    "ema": Exercise(3, "ema_update", ema_cases),
+    "gradient": Exercise(4, "xid_video_gradient", gradient_cases, atol=1e-4),
 }
 
 
+def reference_values():
+    """Every exercise's cases with the full library's answers: what a handout stores."""
+    return {name: list(ex.cases(torch.Generator().manual_seed(ex.number))) for name, ex in EXERCISES.items()}
+
+
+def _ema_in_the_bank(memory, idx, features, momentum):
+    """Exercise 3 as the handout's student writes it: memory_bank.ema_rows, through MemoryBank.update."""
+    bank = MemoryBank(memory.shape[0], dim=memory.shape[1], momentum=momentum)
+    bank.video.copy_(memory)
+    bank.audio.copy_(memory)
+    bank.update(idx, features, features)
+    return bank.video
+
+
+def in_the_handout(name, student):
+    """Where a handout's student writes exercise `name`, called as exercises/student.py's function is."""
+    if name == "weights":
+        return losses.sample_weights
+    if name == "targets":  # losses.ccp_similarity, which soft_targets mixes with the one-hot target
+        return lambda vbar, abar, lam, tau_s, tau_t: losses.soft_targets(
+            vbar, abar, "ccp", lam=lam, tau_s=tau_s, tau_t=tau_t
+        )
+    if name == "ema":
+        return _ema_in_the_bank
+    return getattr(importlib.import_module(student), EXERCISES[name].function)
+
+
+def check(name, fn, cases):
+    """The problems of `fn` on the exercise's cases, '' for each case it gets right."""
+    ex, problems = EXERCISES[name], []
+    for label, args, expected in cases:
+        got = fn(*(v.clone() if torch.is_tensor(v) else v for v in args.values()))  # in order; its own copies
+        if not ex.parts:
+            problems.append(_compare(label, got, expected, ex.atol))
+        elif not isinstance(got, tuple | list) or len(got) != len(ex.parts):
+            return [f"{label}: expected {len(ex.parts)} results ({', '.join(ex.parts)}), got {type(got).__name__}"]
+        else:
+            problems += [_compare(f"{p} {label}", a, b, ex.atol) for p, a, b in zip(ex.parts, got, expected)]
+    return problems
+
+
 def run(module_name, names):
-    """Check the named exercises in `module_name`; returns {name: list of problems ('' = none)}."""
-    module = importlib.import_module(module_name)
+    """Check the named exercises in `module_name` (in a handout: in the library, and the gradient in
+    `module_name`); returns {name: list of problems ('' = none)}."""
+    handout = REFERENCE_VALUES.exists()
+    stored = torch.load(REFERENCE_VALUES, weights_only=True) if handout else {}
     report = {}
     for name in names:
-        number, fn_name, check = EXERCISES[name]
+        ex = EXERCISES[name]
         try:
-            problems = [p for p in check(getattr(module, fn_name), torch.Generator().manual_seed(number)) if p]
+            if handout:
+                fn, cases = in_the_handout(name, module_name), stored[name]
+            else:
+                fn = getattr(importlib.import_module(module_name), ex.function)
+                cases = ex.cases(torch.Generator().manual_seed(ex.number))
+            problems = [p for p in check(name, fn, cases) if p]
         except NotImplementedError:
             problems = ["not done yet (it still raises NotImplementedError)"]
         except Exception as err:  # noqa: BLE001 - a student's code may fail in any way; say how
@@ -126,10 +200,12 @@ def main(argv=None, student="exercises.student"):
     unknown = [n for n in args.names if n not in EXERCISES]
     if unknown:
         p.error(f"unknown exercise {unknown[0]!r}: expected some of {list(EXERCISES)}")
+    if args.solutions and REFERENCE_VALUES.exists():
+        p.error("--solutions: a handout holds no solutions; the checker grades your pieces without it")
     module = "exercises.solutions" if args.solutions else student
     report = run(module, args.names or list(EXERCISES))
     for name, problems in report.items():
-        number = EXERCISES[name][0]
+        number = EXERCISES[name].number
         print(f"exercise {number} ({name}): " + ("matches the reference" if not problems else "DIFFERS"))
         for problem in problems:
             print(f"    {problem}")

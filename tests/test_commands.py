@@ -99,6 +99,7 @@ def commands(tmp: Path) -> list[list[str]]:
         ["evaluate.py", "retrieval", f"{run}/ckpt.pt", "--workers", "0"],
         ["-m", "analysis.figures", run],
         ["-m", "exercises.check", "--solutions"],
+        ["-m", "exercises.handout", str(tmp / "handout")],
         [
             "-m",
             "experiments.demo",

@@ -1,5 +1,6 @@
 """The exercises' checker (exercises/check.py): the reference solutions pass, an untouched student file
-says what is left, and a wrong piece is caught with a message that says how it differs.
+says what is left, and a wrong piece is caught with a message that says how it differs, whether it answers
+in tensors, NumPy arrays or lists; in a handout, the library's pieces are graded against stored answers.
 
 exercises/student.py itself is the student's: these tests never read it, so the suite passes whether it is
 untouched, half done or finished (and ruff and tools/references.py leave it alone too). The untouched
@@ -9,13 +10,16 @@ import inspect
 import sys
 import types
 
+import pytest
+import torch
+
 from exercises import check, solutions
 
 
 def untouched_module():
     """A module like the shipped exercises/student.py: every exercise's function, not done yet."""
     module = types.ModuleType("untouched_student")
-    for _, fn_name, _ in check.EXERCISES.values():
+    for fn_name in (ex.function for ex in check.EXERCISES.values()):
         params = list(inspect.signature(getattr(solutions, fn_name)).parameters)
         source = f"def {fn_name}({', '.join(params)}):\n    raise NotImplementedError('{fn_name}')\n"
         exec(source, module.__dict__)
@@ -58,8 +62,42 @@ def test_a_wrong_piece_is_caught_and_the_message_says_how_it_differs(monkeypatch
 
 
 def test_unknown_exercise_names_fail_loudly(capsys):
-    import pytest
-
     with pytest.raises(SystemExit):
         check.main(["softmax"])
     assert "unknown exercise 'softmax'" in capsys.readouterr().err
+
+
+def test_array_like_answers_are_compared_by_value(monkeypatch):
+    """A student who works in NumPy or returns lists: a right answer matches, a wrong one says how far off."""
+    as_numpy = types.ModuleType("numpy_student")
+    as_numpy.sample_weights = lambda *args: solutions.sample_weights(*args).numpy()
+    as_numpy.ccp_targets = lambda *args: tuple(t.numpy() for t in solutions.ccp_targets(*args))
+    as_numpy.ema_update = lambda *args: solutions.ema_update(*args).tolist()
+    as_numpy.xid_video_gradient = lambda *args: solutions.xid_video_gradient(*args).double().numpy()
+    monkeypatch.setitem(sys.modules, "numpy_student", as_numpy)
+    assert check.main([], student="numpy_student") == 0
+    as_numpy.sample_weights = lambda *args: solutions.sample_weights(*args).numpy() + 0.01
+    as_numpy.ema_update = lambda *args: "the bank"
+    report = check.run("numpy_student", ["weights", "ema"])
+    assert all("differs by up to 0.01" in p for p in report["weights"])
+    assert report["ema"][0].endswith("expected a tensor or an array of shape (20, 16), got str")
+
+
+def test_in_a_handout_the_library_is_graded_against_the_stored_answers(monkeypatch, tmp_path):
+    """A handout (exercises/handout.py) stores the full library's answers; the checker then grades the
+    library's own pieces against them, and the gradient in the student's module. A wrong eq. (6) in
+    losses.py is caught there, where it would pass against a reference computed from it."""
+    import losses
+
+    stored = tmp_path / "reference_values.pt"
+    torch.save(check.reference_values(), stored)
+    monkeypatch.setattr(check, "REFERENCE_VALUES", stored)
+    monkeypatch.setitem(sys.modules, "finished_student", solutions)
+    assert check.main([], student="finished_student") == 0
+    right = losses.sample_weights
+    monkeypatch.setattr(losses, "sample_weights", lambda s, mu, sigma, delta, kappa, w_min: right(s, mu, sigma, delta))
+    report = check.run("finished_student", list(check.EXERCISES))
+    assert any("w_min=0.1: differs by up to" in p for p in report["weights"])
+    assert [n for n, problems in report.items() if problems] == ["weights"]
+    with pytest.raises(SystemExit):
+        check.main(["--solutions"])  # a handout holds none
