@@ -1,4 +1,4 @@
-"""The demo's own criteria, judged on finished demo settings (issue 80's (a) and (b); results/spread/
+"""The demo's own criteria, judged on finished demo settings (the regime criteria (a) and (b); results/spread/
 SCREEN_PLAN.md's stage 2 and the 8-seed check read them). 1-shot in %, 25% injected.
 
     (a) xID's 1-shot has an SD of at most 3.5 points across the seeds, and no method's SD exceeds 4;

@@ -1,4 +1,4 @@
-"""Soft targets on real recordings (issue 81): the drum set's demo runs read by results/drums/PLAN.md's
+"""Soft targets on real recordings: the drum set's demo runs read by results/drums/PLAN.md's
 rules, and CCP's target mass split by candidate (analysis/ccp_mass.py; paper eqs. (13)-(14)) on the drum
 set and on a synthetic run of the same recipe, at the warm-up's end and through the soft branch.
 
@@ -11,11 +11,10 @@ remakes itself from committed files where runs/ is gone.
 
 import argparse
 import json
-import math
 import statistics
 from pathlib import Path
 
-from scipy.stats import t
+from lab.statistics import interval
 
 SETS = {"drums": Path("runs/drums"), "synth_src2p": Path("runs/synth_mass")}
 RESULTS = Path("results/drums")
@@ -47,11 +46,8 @@ def settings(kept, name):
 
 def paired(diffs):
     """Mean and 95% t-interval of paired differences (points), or the mean alone under 2 of them."""
-    m = statistics.mean(diffs)
-    if len(diffs) < 2:
-        return m, None
-    half = t.ppf(0.975, len(diffs) - 1) * statistics.stdev(diffs) / math.sqrt(len(diffs))
-    return m, (m - half, m + half)
+    m, low, high = interval(diffs, [0.0] * len(diffs), paired=True)
+    return m, ((low, high) if len(diffs) > 1 else None)
 
 
 def verdict(diffs):

@@ -200,7 +200,7 @@ def paired_against_level(folder):
 
 # ----------------------------------------------------------------------------- the regime screen's stage 1
 
-DEMO_MIN = 3.8  # make demo's minutes on 2 AVX-512 cores (issue 80 (d)); a candidate's by its warm-up's ratio
+DEMO_MIN = 3.8  # make demo's min on 2 AVX-512 cores (CHECK_PLAN.md's (d)); a candidate's by its warm-up's ratio
 DEMO_LIMIT = 5.0
 MOVE_RULE = 5.0  # stage 1: a candidate's mean may be at most this far under R0's
 
@@ -269,7 +269,9 @@ def screen_verdict(summary, cost):
 
 def thread_direction(cands):
     """The folded stage 0: fork0 - warm (1 thread minus 2) over every finished pair of every candidate."""
-    from scipy.stats import binomtest, t
+    from scipy.stats import binomtest
+
+    from lab.statistics import interval
 
     d = [
         shot(r, "xid_fork0") - shot(r, "xid_warm")
@@ -279,16 +281,15 @@ def thread_direction(cands):
     ]
     if len(d) < 2:
         return {"pairs": d}
-    m, s = mean(d), sd(d)
-    half = t.ppf(0.975, len(d) - 1) * s / math.sqrt(len(d))
+    m, low, high = interval(d, [0.0] * len(d), paired=True)
     p = binomtest(sum(x > 0 for x in d), sum(x != 0 for x in d)).pvalue
     return {
         "pairs": d,
         "mean": m,
-        "ci95": [m - half, m + half],
+        "ci95": [low, high],
         "higher on 1 thread": sum(x > 0 for x in d),
         "sign test p": p,
-        "direction": bool(p < 0.05 and (m - half > 0 or m + half < 0)),
+        "direction": bool(p < 0.05 and (low > 0 or high < 0)),
     }
 
 
