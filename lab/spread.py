@@ -115,6 +115,15 @@ def seed_of(name):
     return next(part for part in name.split("/") if part.isdigit())
 
 
+def wide_first(jobs):
+    """The jobs seed by seed, each seed's 2-thread jobs before its 1-thread ones (the list's order otherwise
+    kept, so dependencies still come first): in candidate order, every candidate's 2-thread warm-up waits
+    for the previous candidate's 1-thread branch while the other core idles; this way the 1-thread jobs run
+    in pairs."""
+    seeds = list(dict.fromkeys(seed_of(j[0]) for j in jobs))
+    return sorted(jobs, key=lambda j: (seeds.index(seed_of(j[0])), -j[1]))
+
+
 def schedule(all_jobs, cores=2):
     """Runs the jobs as processes, at most `cores` threads at a time, each after its dependencies, in the
     list's order of seeds: a 1-thread job may fill a core beside a 2-thread job that waits only if it is of
@@ -249,7 +258,7 @@ def main(argv=None):
         from experiments.sets import ensure_data
 
         ensure_data(DATA)
-        schedule([job for s in a.seeds for c in a.candidates for job in screen_jobs(c, s)])
+        schedule(wide_first([job for s in a.seeds for c in a.candidates for job in screen_jobs(c, s)]))
     elif a.cmd == "job":
         kind, *rest = a.args
         if kind == "warmup":

@@ -89,3 +89,51 @@ def test_a_waiting_warm_up_is_passed_only_by_jobs_of_its_own_seed(monkeypatch, t
     first_next = next(i for i, f in enumerate(started) if "seed1101" in f)
     assert all("seed1100" in f for f in started[:first_next])
     assert any(f.endswith("R1/seed1100/warm") for f in started[:first_next])
+
+
+def _simulate(monkeypatch, tmp_path, order):
+    """Runs the screen's jobs for 3 candidates and 2 seeds, under tmp_path, in `order(jobs)`, through
+    lab.spread.schedule with fake processes of fixed lengths (in polls), resumed where the 1-thread warm-ups
+    and their branches had finished (as the screen's second session found seed 1101); -> polls taken."""
+    import lab.spread as spread
+
+    clock = [0]
+
+    class Job:
+        def __init__(self, cmd, **_):
+            kind, argv = cmd[4], cmd[5:]
+            own = Path(argv[2] if kind == "branch" else argv[1]).name
+            self.end, self.returncode = clock[0] + {"warm": 4, "fork0": 8, "xid_warm": 6, "xid_fork0": 6}[own], None
+
+        def poll(self):
+            self.returncode = 0 if clock[0] >= self.end else None
+            return self.returncode
+
+    def tick(_):
+        clock[0] += 1
+
+    monkeypatch.setattr(spread, "RUNS", tmp_path)
+    monkeypatch.setattr(spread.subprocess, "Popen", Job)
+    monkeypatch.setattr(spread.time, "sleep", tick)
+    jobs = [j for s in (1100, 1101) for c in ("R0", "R1", "R2") for j in spread.screen_jobs(c, s)]
+    for _, _, _, argv in jobs:
+        if "fork0" in spread.done_file(argv).parent.name:
+            spread.done_file(argv).parent.mkdir(parents=True)
+            spread.done_file(argv).write_text("{}")
+    spread.schedule(order(jobs))
+    return clock[0]
+
+
+def test_wide_first_pairs_the_one_thread_jobs_and_finishes_sooner(monkeypatch, tmp_path):
+    import lab.spread as spread
+
+    jobs = [j for s in (1100, 1101) for c in ("R0", "R1", "R2") for j in spread.screen_jobs(c, s)]
+    ordered = spread.wide_first(jobs)
+    assert sorted(ordered) == sorted(jobs)
+    for seed in ("1100", "1101"):
+        threads = [t for name, t, _, _ in ordered if spread.seed_of(name) == seed]
+        assert threads == sorted(threads, reverse=True)  # every 2-thread job of a seed before its 1-thread ones
+    assert [spread.seed_of(j[0]) for j in ordered] == sorted(spread.seed_of(j[0]) for j in ordered)
+    as_listed = _simulate(monkeypatch, tmp_path / "a", list)
+    wide = _simulate(monkeypatch, tmp_path / "b", spread.wide_first)
+    assert wide < as_listed, (wide, as_listed)
