@@ -2,8 +2,8 @@
 which generates one only where nothing of a user's can be overwritten. The synthetic sets (SYNTH_SETS,
 tools/synthetic.py): `make demo`'s is `synth_src2p` (results/regime/PLAN.md); the claims ran on
 `synth2000` and `synth_cue_d`; `synth_transfer` is the transfer endpoint (experiments/demo.py --transfer).
-The sets of real recordings (RECORDED_SETS, tools/recorded.py): `drums`, Debian's hydrogen-drumkits
-rendered as `synth_src2p` is, as near its counts as 9 classes allow (results/drums/README.md).
+The sets of real recordings (RECORDED_SETS, tools/recorded.py): `drums` and `drums5`, Debian's hydrogen-drumkits
+rendered as `synth_src2p` is, as near its counts as 9 (or 5) classes allow (results/drums/README.md).
 
     python -m tools.synthetic --out data/NAME $(options of SYNTH_SETS[NAME])   # what ensure_data runs
     python -m tools.recorded --src SRC --out data/NAME $(options of RECORDED_SETS[NAME])
@@ -69,12 +69,16 @@ def drumkits():
 # The sets of real recordings the commands name: where their recordings are (a function, asked only when
 # the set is made) and tools/recorded.py's options. drums: make demo's recipe (synth_src2p's: sources of 2
 # clips, each clip's own pitch, 8 fps, 2.5-3 s, FLAC) with 9 classes, at 112 + 34 clips a class (1008 and
-# 306, for synth_src2p's 1000 and 300) and 1000 held-out sounds
+# 306, for synth_src2p's 1000 and 300) and 1000 held-out sounds. drums5: the same recipe on 5 coarser
+# classes (crash and ride as one cymbal; clap, cowbell and stick left out), 200 + 60 a class: a candidate
+# for a stronger bank on real sound (results/drums/PLAN_STRONG.md)
+_DRUMS = "--layout hydrogen --clips-per-source 2 --source-pitch own --heldout 1000 --fps 8 --seconds 2.5 3"
+_DRUMS += " --audio-codec flac"
 RECORDED_SETS = {
-    "drums": (
+    "drums": (drumkits, f"{_DRUMS} --train-per-class 112 --test-per-class 34".split()),
+    "drums5": (
         drumkits,
-        "--layout hydrogen --train-per-class 112 --test-per-class 34 --clips-per-source 2 --source-pitch own "
-        "--heldout 1000 --fps 8 --seconds 2.5 3 --audio-codec flac".split(),
+        f"{_DRUMS} --train-per-class 200 --test-per-class 60 --classes kick snare hihat tom cymbal=crash+ride".split(),
     ),
 }
 

@@ -127,6 +127,18 @@ def test_pattern_and_group_take_the_class_and_the_takes_from_file_names(tmp_path
     assert len(groups) == 6 and all(len(s) == 1 for s in groups.values())
 
 
+def test_classes_keeps_the_named_ones_and_merges_each_in_its_own_groups(tmp_path):
+    """--classes hat drums=kick+snare: two classes; a merged class's recordings keep their own groups, so
+    the takes of one drum still go to one split."""
+    src = recordings(tmp_path / "src", classes=("kick", "snare", "hat", "clap"), per_class=3)
+    found = recorded.find_recordings(src)
+    kept = recorded.select_classes(found, ["hat", "drums=kick+snare"])
+    assert {c for _, c, _ in kept} == {"hat", "drums"} and len(kept) == 9
+    assert {g for _, c, g in kept if c == "drums"} == {g for _, c, g in found if c in ("kick", "snare")}
+    out = small(src, tmp_path / "set", classes=["hat", "drums=kick+snare"], heldout=2)
+    assert {r["class"] for r in table(out / "recordings.csv")} == {"hat", "drums"}
+
+
 @pytest.mark.parametrize(
     "case, expected",
     [
@@ -137,6 +149,7 @@ def test_pattern_and_group_take_the_class_and_the_takes_from_file_names(tmp_path
         ("few", "class 'snare': 2 group(s) of recordings"),
         ("regex", "--pattern"),
         ("no group", "--pattern kick: needs a group"),
+        ("no such class", "--classes drums=kick+toms: no recording of class 'toms'"),
     ],
 )
 def test_bad_input_ends_in_one_line_that_names_it(tmp_path, capsys, case, expected):
@@ -157,6 +170,8 @@ def test_bad_input_ends_in_one_line_that_names_it(tmp_path, capsys, case, expect
         argv += ["--pattern", "(unclosed"]
     elif case == "no group":
         argv += ["--pattern", "kick"]
+    elif case == "no such class":
+        argv += ["--classes", "drums=kick+toms"]
     with pytest.raises(SystemExit) as stop:
         recorded.main(argv)
     said = str(stop.value.code) if isinstance(stop.value.code, str) else capsys.readouterr().err.strip()

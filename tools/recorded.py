@@ -13,6 +13,7 @@ source share the recording, the scene and the tempo, and differ in start, detail
            under SRC whose relative path --pattern matches (the class: its group `class`, else its first);
            --group REGEX: the files whose paths give the same match are one group (takes of one drum).
            --layout hydrogen: Debian's drum kits, classed by piece (tools/drumkits.py).
+           --classes kick snare cymbal=crash+ride: keep only these classes, merging some under a new name.
   splits   each class's groups go to train, test or the held-out pool (--split, shares of its files,
            each at least one group): no recording, nor any of its group, is in two. A class's training
            sources take its training recordings in turn (a recording serves several sources where a
@@ -89,6 +90,20 @@ def find_recordings(src, layout="folders", pattern=None, group=None):
     return out
 
 
+def select_classes(recordings, spec):
+    """Only the classes `spec` names ('kick', or 'cymbal=crash+ride' for several under one name), in their
+    own groups still. -> [(path, class name, group)]. Raises ValueError naming an item no recording has."""
+    have = {name for _, name, _ in recordings}
+    rename = {}
+    for item in spec:
+        new, _, old = item.partition("=")
+        for name in old.split("+") if old else [new]:
+            if name not in have:
+                raise ValueError(f"--classes {item}: no recording of class {name!r} (found: {', '.join(sorted(have))})")
+            rename[name] = new
+    return sorted((p, rename[name], g) for p, name, g in recordings if name in rename)
+
+
 def assign_splits(recordings, shares, needed, rng):
     """Each class's groups shuffled, one to each needed split first, then each to the split furthest
     below its share of the class's files. -> {path: split}. Raises ValueError naming a class with fewer
@@ -119,6 +134,7 @@ def generate(
     layout="folders",
     pattern=None,
     group=None,
+    classes=None,
     split=(0.6, 0.2, 0.2),
     train_per_class=50,
     test_per_class=30,
@@ -146,6 +162,8 @@ def generate(
     pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
     group = re.compile(group) if isinstance(group, str) else group
     recordings = find_recordings(src, layout, pattern, group)
+    if classes:
+        recordings = select_classes(recordings, classes)
     classes = sorted({name for _, name, _ in recordings})
     if len(classes) > 25:
         raise ValueError(f"--src {src}: {len(classes)} classes, the renderer draws at most 25 (5 shapes x 5 paths)")
@@ -251,6 +269,7 @@ def main(argv=None):
     p.add_argument("--layout", choices=("folders", "hydrogen"), default="folders", help="how SRC names classes")
     p.add_argument("--pattern", type=regex, help="the class from each file's path under SRC: its group 'class'")
     p.add_argument("--group", type=regex, help="files whose paths give the same match go to one split")
+    p.add_argument("--classes", nargs="+", help="keep only these classes; NAME=A+B merges A and B under NAME")
     shares = Check(lambda v: v >= 0, "a share of at least 0")
     p.add_checked("--split", shares, type=float, nargs=3, default=[0.6, 0.2, 0.2], help="train, test, held-out")
     add_set_arguments(p)
