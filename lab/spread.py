@@ -18,6 +18,7 @@ few-shot SVM trials over 2 clips per video, the AUROC of eq. (6)'s bank scores).
     python -m lab.spread report                              # results/spread/diagnosis.json and tables
     python -m lab.spread screen --seeds 1100 1101 1102 1103  # the regime screen's stage 1 (SCREEN_PLAN.md)
     python -m lab.spread screen-report                       # results/spread/screen.json and SCREEN.md
+    python -m lab.spread time-check                          # quiet cores: results/spread/timecheck.json
 
 Every job is a process of its own with OMP_NUM_THREADS set, two 1-thread jobs side by side.
 """
@@ -236,6 +237,34 @@ def write_row(out, row):
     tmp.replace(Path(out) / "row.json")  # atomic: the job counts as done only once its row is whole
 
 
+def time_check(out=RUNS / "timecheck", epochs=4):
+    """SCREEN_PLAN.md's amendment 2: each candidate's warm-up clips/s on quiet cores, one run after another
+    on 2 threads (`epochs` epochs, the first left out; the candidate's own epoch count is not its cost per
+    epoch, so R4 runs R0's steps here). Pause anything else on the machine first. -> {candidate: clips/s}"""
+    speed = {}
+    for cand, opts in CANDIDATES.items():
+        folder = Path(out) / cand
+        shutil.rmtree(folder, ignore_errors=True)
+        if "--warmup-epochs" in opts:  # R4: its length is counted by the projection, not timed here
+            k = opts.index("--warmup-epochs")
+            opts = opts[:k] + opts[k + 2 :]
+        argv = common(1100) + opts + ["--out", str(folder), "--warmup-epochs", str(epochs), "--epochs", "0"]
+        env = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+        subprocess.run([sys.executable, "train.py", *argv], env=env, check=True, stdout=subprocess.DEVNULL)
+        recs = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines() if line.strip()]
+        speed[cand] = sum(r["clips_per_s"] for r in recs[1:]) / len(recs[1:])
+        print(f"[spread] time check {cand}: {speed[cand]:.1f} clips/s", flush=True)
+    return speed
+
+
+def _cpu():
+    """The CPU's model name, for the record beside a speed."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -246,6 +275,7 @@ def main(argv=None):
     c.add_argument("--candidates", nargs="+", choices=sorted(CANDIDATES), default=sorted(CANDIDATES))
     sub.add_parser("report", help="collect runs/spread/ into results/spread/diagnosis.json")
     sub.add_parser("screen-report", help="collect runs/spread/screen/ into results/spread/screen.json")
+    sub.add_parser("time-check", help="each candidate's clips/s on quiet cores: results/spread/timecheck.json")
     j = sub.add_parser("job", help="one job (what `run` starts)")
     j.add_argument("args", nargs="+")
     a = p.parse_args(argv)
@@ -270,6 +300,10 @@ def main(argv=None):
             tmp = Path(dest + ".tmp")
             tmp.write_text(json.dumps(evaluate_row(ckpt)))
             tmp.replace(dest)
+    elif a.cmd == "time-check":
+        speed = time_check()
+        record = {"clips_per_s": speed, "cpu": _cpu(), "when": time.strftime("%Y-%m-%d %H:%M")}
+        (RESULTS / "timecheck.json").write_text(json.dumps(record, indent=1) + "\n")
     elif a.cmd == "screen-report":
         from lab.spread_report import screen_report
 

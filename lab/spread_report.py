@@ -293,16 +293,33 @@ def thread_direction(cands):
     }
 
 
-def screen_report(runs, results, candidates):
-    """Stage 1 read out. `candidates`: lab.spread.CANDIDATES, each one's options (passed in: spread imports us)."""
-    cands = screen_rows(runs)
-    summary = screen_summary(cands)
+def projected_minutes(summary, timecheck, candidates):
+    """Each candidate's projected make demo (min): SCREEN_PLAN.md's amendment 2, from the quiet time check
+    where it exists (DEMO_MIN x R0's clips/s over its own x its epochs over R0's, a demo's epochs being the
+    warm-up's and 5 branches of 24); else, as first amended, from stage 1's own warm-up logs."""
+
+    def epochs(c):
+        opts = candidates[c]
+        warm = int(opts[opts.index("--warmup-epochs") + 1]) if "--warmup-epochs" in opts else 30
+        return warm + 5 * 24
+
+    if Path(timecheck).exists():
+        speed = json.loads(Path(timecheck).read_text())["clips_per_s"]
+        return {c: DEMO_MIN * speed["R0"] / speed[c] * epochs(c) / epochs("R0") for c in speed}
     r0 = summary["candidates"].get("R0", {}).get("time per clip")
     cost = {
         c: DEMO_MIN * v["time per clip"] / r0 if r0 and v["time per clip"] else None
         for c, v in summary["candidates"].items()
     }
     cost["R4"] = cost.get("R4") and cost["R4"] + 15 / 30 * 0.8  # 15 more warm-up epochs: ~0.8 of 3.8 min is warm-up
+    return cost
+
+
+def screen_report(runs, results, candidates):
+    """Stage 1 read out. `candidates`: lab.spread.CANDIDATES, each one's options (passed in: spread imports us)."""
+    cands = screen_rows(runs)
+    summary = screen_summary(cands)
+    cost = projected_minutes(summary, Path(results) / "timecheck.json", candidates)
     verdict = screen_verdict(summary, {c: v or 0 for c, v in cost.items()})
     threads = thread_direction(cands)
     out = {
@@ -317,7 +334,8 @@ def screen_report(runs, results, candidates):
         "# The regime screen, stage 1: results",
         "",
         "Made by `python -m lab.spread screen-report` from `python -m lab.spread screen --seeds ...` "
-        "(plan: [SCREEN_PLAN.md](SCREEN_PLAN.md), with its amendment; every number: [screen.json](screen.json)). "
+        "(plan: [SCREEN_PLAN.md](SCREEN_PLAN.md), with its amendments; every number: [screen.json](screen.json); the "
+        "projected minutes from the quiet time check, [timecheck.json](timecheck.json), where it exists). "
         "Set `data/synth_src2p`, `--preset demo` plus each candidate's options, 25% injected, 30-epoch xID "
         "warm-up (R4: 45), 24-epoch xID branch on 1 thread, the demo's evaluation. xID's 1-shot (%).",
         "",

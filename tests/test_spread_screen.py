@@ -1,6 +1,7 @@
 """The regime screen's stage-1 rule and its folded thread-direction test (lab/spread_report.py), on made-up
 rows: each part of the rule can fail, and nothing is read before 3 seeds."""
 
+import json
 from pathlib import Path
 
 from lab.spread_report import screen_summary, screen_verdict, thread_direction
@@ -137,3 +138,18 @@ def test_wide_first_pairs_the_one_thread_jobs_and_finishes_sooner(monkeypatch, t
     as_listed = _simulate(monkeypatch, tmp_path / "a", list)
     wide = _simulate(monkeypatch, tmp_path / "b", spread.wide_first)
     assert wide < as_listed, (wide, as_listed)
+
+
+def test_the_quiet_time_check_projects_by_speed_and_by_epochs(tmp_path):
+    """Amendment 2: R1 at R0's speed projects R0's minutes; R4's 15 more warm-up epochs add 15/150; a
+    candidate at half the speed doubles them. Without the check, the stage-1 logs are used."""
+    from lab.spread import CANDIDATES
+    from lab.spread_report import DEMO_MIN, projected_minutes
+
+    check = tmp_path / "timecheck.json"
+    check.write_text(json.dumps({"clips_per_s": {"R0": 100.0, "R1": 100.0, "R2": 50.0, "R4": 100.0}}))
+    cost = projected_minutes({}, check, CANDIDATES)
+    assert cost["R1"] == DEMO_MIN and cost["R2"] == 2 * DEMO_MIN
+    assert abs(cost["R4"] - DEMO_MIN * 165 / 150) < 1e-9
+    logs = {"candidates": {"R0": {"time per clip": 1.0}, "R1": {"time per clip": 2.0}}}
+    assert projected_minutes(logs, tmp_path / "none.json", CANDIDATES)["R1"] == 2 * DEMO_MIN
