@@ -224,8 +224,14 @@ def _seconds_per_epoch(log):
     return mean([1.0 / r["clips_per_s"] for r in recs if r.get("clips_per_s")])  # per clip; a ratio is all we use
 
 
-def screen_summary(cands):
-    """Each candidate on the seeds every candidate finished: the stage-1 numbers the plan's rule reads."""
+# candidates dropped before stage 1 was read, and why: their rows are shown, the rule reads the others
+DROPPED = {"R2": "over 5 min of make demo by the quiet time check (SCREEN_PLAN.md, amendment 3)"}
+
+
+def screen_summary(cands, dropped=()):
+    """Each candidate on the seeds every candidate finished: the stage-1 numbers the plan's rule reads.
+    `dropped`: candidates left out of both."""
+    cands = {c: seeds for c, seeds in cands.items() if c not in dropped}
     done = [
         {s for s, r in seeds.items() if shot(r, "xid_warm") is not None and shot(r, "xid_fork0") is not None}
         for seeds in cands.values()
@@ -318,7 +324,7 @@ def projected_minutes(summary, timecheck, candidates):
 def screen_report(runs, results, candidates):
     """Stage 1 read out. `candidates`: lab.spread.CANDIDATES, each one's options (passed in: spread imports us)."""
     cands = screen_rows(runs)
-    summary = screen_summary(cands)
+    summary = screen_summary(cands, DROPPED)
     cost = projected_minutes(summary, Path(results) / "timecheck.json", candidates)
     verdict = screen_verdict(summary, {c: v or 0 for c, v in cost.items()})
     threads = thread_direction(cands)
@@ -364,6 +370,8 @@ def screen_report(runs, results, candidates):
             f"| {c} | {fmt(v['mean'])} | {fmt(v['reference SD'])} | {fmt(v['mean |fork0 - reference|'])} | "
             f"{fmt(v['pooled SD'])} | {fmt(cost.get(c))} |"
         )
+    for c, why in DROPPED.items():
+        lines.append(f"| {c} | dropped: {why} | | | | {fmt(cost.get(c))} |")
     lines.append("")
     if verdict["read"]:
         lines.append(f"Rule: passing {verdict['pass'] or 'none'}; to stage 2: {', '.join(verdict['stage 2'])}.")

@@ -45,6 +45,15 @@ def test_nothing_is_read_before_every_candidate_has_three_seeds():
     assert screen_verdict(summary, {})["read"] is False
 
 
+def test_a_dropped_candidate_neither_blocks_the_read_nor_is_read():
+    table = cands({"R0": WILD, "R1": STEADY, "R2": STEADY})
+    del table["R2"][1102]  # dropped before its third seed ran
+    assert screen_verdict(screen_summary(table), {})["read"] is False
+    summary = screen_summary(table, dropped=("R2",))
+    assert summary["seeds"] == [1100, 1101, 1102] and "R2" not in summary["candidates"]
+    assert screen_verdict(summary, {})["stage 2"] == ["R1"]
+
+
 def test_the_thread_direction_needs_a_consistent_sign():
     assert thread_direction(cands({"R0": [(40, 45), (50, 56), (30, 33)], "R1": [(40, 44), (50, 52), (30, 37)]}))[
         "direction"
