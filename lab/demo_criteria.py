@@ -7,10 +7,14 @@ SCREEN_PLAN.md's stage 2 and the 8-seed check read them). 1-shot in %, 25% injec
         Weighted and above Soft.
 
     python -m lab.demo_criteria runs/stage2/R0 --seeds 1110 1111 1112
+    python -m lab.demo_criteria --stage2 runs/spread/stage2 --seeds 1110 1111 1112   # SCREEN_PLAN.md's stage 2:
+        # every candidate folder under it, each seed's rows, into results/spread/STAGE2.md and stage2.json
 """
 
 import argparse
+import json
 import statistics
+from pathlib import Path
 
 from lab.regime import rows as demo_rows
 
@@ -64,11 +68,67 @@ def show(j):
     return "\n".join(lines)
 
 
+def stage2(runs, seeds, results=Path("results/spread")):
+    """SCREEN_PLAN.md's stage 2 read out: per candidate folder under `runs`, each seed's 1-shot rows and (b)'s
+    tests; the candidate meeting (b)'s per-seed tests on the most seeds goes on (ties: the plan says the
+    smaller stage-1 pooled SD, read from screen.json). Writes STAGE2.md and stage2.json under `results`."""
+    out = {}
+    for folder in sorted(p for p in Path(runs).iterdir() if p.is_dir()):
+        by_seed = demo_rows(folder, seeds, 0.25)
+        if by_seed:
+            out[folder.name] = {"rows": {str(s): r for s, r in by_seed.items()}, "judged": judge(by_seed)}
+    screen = json.loads((Path(results) / "screen.json").read_text())["summary"]["candidates"]
+    whole = [c for c, v in out.items() if len(v["judged"]["seeds"]) == len(seeds)]
+    pick = min(whole, key=lambda c: (-len(out[c]["judged"]["seeds meeting (b)"]), screen[c]["pooled SD"]), default=None)
+    (Path(results) / "stage2.json").write_text(
+        json.dumps({"seeds": seeds, "candidates": out, "to the check": pick}, indent=1)
+    )
+    lines = [
+        "# The regime screen, stage 2: results",
+        "",
+        f"Made by `python -m lab.demo_criteria --stage2 {runs} --seeds {' '.join(map(str, seeds))}` from whole "
+        "demo runs (`python -m experiments.demo --seeds S` plus the candidate's options, `--no-figures`; plan: "
+        "[SCREEN_PLAN.md](SCREEN_PLAN.md); every number: [stage2.json](stage2.json)). Set `data/synth_src2p`, "
+        "25% injected, `make demo`'s regime otherwise. 1-shot (%).",
+        "",
+        "| candidate | seed | xid | weighted | soft | robust | oracle | Weighted AUROC | (b) per seed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for c, v in out.items():
+        for s, r in v["rows"].items():
+            failed = [k for k, ok in v["judged"]["per seed"][int(s)].items() if not ok]
+            shots = " | ".join(f"{r[m]['1-shot']:.1f}" for m in ("xid", "weighted", "soft", "robust", "oracle"))
+            lines.append(f"| {c} | {s} | {shots} | {r['weighted']['AUROC']:.1f} | {'; '.join(failed) or 'meets'} |")
+    lines += [
+        "",
+        "| candidate | seeds meeting (b) | xID SD | Robust above Weighted and Soft on the mean |",
+        "|---|---:|---:|---|",
+    ]
+    for c, v in out.items():
+        j = v["judged"]
+        sd = "-" if j["SD"]["xid"] is None else f"{j['SD']['xid']:.1f}"
+        above = j["Robust above Weighted and Soft on the mean"]
+        lines.append(f"| {c} | {len(j['seeds meeting (b)'])} of {len(j['seeds'])} | {sd} | {above} |")
+    lines += [
+        "",
+        f"To the 8-seed check ([CHECK_PLAN.md](CHECK_PLAN.md)): {pick or 'none yet (no candidate has every seed)'}.",
+    ]
+    (Path(results) / "STAGE2.md").write_text("\n".join(lines) + "\n")
+    return pick
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("results", help="a demo --results folder (its demo_settings/)")
+    p.add_argument("results", nargs="?", help="a demo --results folder (its demo_settings/)")
     p.add_argument("--seeds", type=int, nargs="+", required=True)
+    p.add_argument("--stage2", help="a folder of demo --results folders, one per candidate (stage 2's read-out)")
     a = p.parse_args(argv)
+    if a.stage2:
+        stage2(a.stage2, a.seeds)
+        print((Path("results/spread") / "STAGE2.md").read_text())
+        return
+    if not a.results:
+        p.error("a results folder, or --stage2 FOLDER")
     by_seed = demo_rows(a.results, a.seeds, 0.25)
     if not by_seed:
         raise SystemExit(f"lab.demo_criteria: no finished 25% setting of seeds {a.seeds} under {a.results}")

@@ -25,3 +25,30 @@ def test_each_per_seed_test_can_fail():
 def test_a_fails_on_a_wide_xid_or_any_wide_row():
     assert judge({1: seed_rows(30, 43, 47, 44, 46), 2: seed_rows(40, 44, 48, 45, 47)})["a"] is False
     assert judge({1: seed_rows(40, 43, 47, 44, 36), 2: seed_rows(41, 44, 48, 45, 47)})["a"] is False
+
+
+def test_stage2_sends_on_the_candidate_meeting_b_on_most_seeds_and_breaks_ties_by_stage1_spread(tmp_path):
+    import json
+
+    from experiments import demo
+    from lab.demo_criteria import stage2
+
+    def write(cand, seed, rows):
+        folder = tmp_path / "runs" / cand / "demo_settings"
+        folder.mkdir(parents=True, exist_ok=True)
+        saved = {m: {k: v / 100 for k, v in r.items()} for m, r in rows.items()}  # settings hold fractions
+        (folder / f"{demo.setting_name(seed, 0.25)}.json").write_text(json.dumps({"rows": saved}))
+
+    good, bad = seed_rows(40, 43, 47, 44, 46), seed_rows(40, 39, 47, 44, 46)
+    for seed in (1, 2):
+        write("R0", seed, good)
+        write("R1", seed, good if seed == 1 else bad)
+        write("R3", seed, good)
+    write("R4", 1, good)  # a seed short: not picked, however good
+    results = tmp_path / "results"
+    results.mkdir()
+    spread = {c: {"pooled SD": sd} for c, sd in {"R0": 6.0, "R1": 1.0, "R3": 4.0, "R4": 0.5}.items()}
+    (results / "screen.json").write_text(json.dumps({"summary": {"candidates": spread}}))
+    assert stage2(tmp_path / "runs", [1, 2], results) == "R3"  # R0 ties on (b), with the wider stage-1 spread
+    text = (results / "STAGE2.md").read_text()
+    assert "| R1 | 2 | 40.0 | 39.0 |" in text and "Weighted > xID" in text and "To the 8-seed check" in text
