@@ -2,7 +2,9 @@
 rules, and CCP's target mass split by candidate (analysis/ccp_mass.py; paper eqs. (13)-(14)) on the drum
 set and on a synthetic run of the same recipe, at the warm-up's end and through the soft branch.
 
-    python -m lab.soft_real report     # results/drums/RESULTS.md and mass.json, from runs/drums, runs/synth_mass
+    python -m lab.soft_real report             # results/drums/RESULTS.md, runs.json, mass.json (PLAN.md)
+    python -m lab.soft_real report --strong    # RESULTS_STRONG.md, runs_strong.json, mass_strong.json (drums5,
+                                               # PLAN_STRONG.md's stage B, from runs/strong/B)
 
 The runs come first (PLAN.md's commands). What the report reads from them is kept in results/drums/runs.json
 (each setting's rows, each branch's per-epoch signals) and mass.json (each checkpoint's split), so it
@@ -16,17 +18,31 @@ from pathlib import Path
 
 from lab.statistics import interval
 
-SETS = {"drums": Path("runs/drums"), "synth_src2p": Path("runs/synth_mass")}
 RESULTS = Path("results/drums")
+# each study: its sets' runs (the first is judged; the others, reported beside), its plan, its files
+STUDIES = {
+    "weak": dict(
+        sets={"drums": Path("runs/drums"), "synth_src2p": Path("runs/synth_mass")},
+        plan="PLAN.md",
+        files=("RESULTS.md", "runs.json", "mass.json"),
+        title="Soft targets on the drum set: results",
+    ),
+    "strong": dict(
+        sets={"drums5": Path("runs/strong/B")},
+        plan="PLAN_STRONG.md",
+        files=("RESULTS_STRONG.md", "runs_strong.json", "mass_strong.json"),
+        title="Soft targets from a strong bank on real sound (drums5, stage B): results",
+    ),
+}
 METHODS = ("xid", "weighted", "oracle", "soft", "robust")
 SIGNAL_EPOCHS = (0, 5, 11, 17, 23)  # branch epochs read (train.py numbers from 0; --save-every 6 keeps these)
 MASS_GROUPS = ("itself", "source", "class", "other")
 
 
-def collect(kept):
+def collect(kept, sets):
     """{set: {"settings": {seed: rows}, "signals": {seed: {branch: signals}}}}: what runs/ holds now, over
     what `kept` (results/drums/runs.json) held, so the report remakes itself from committed files alone."""
-    for name, runs in SETS.items():
+    for name, runs in sets.items():
         got = kept.setdefault(name, {"settings": {}, "signals": {}})
         for f in sorted(Path(runs).glob("demo_settings/seed*_faulty25.json")):
             setting = json.loads(f.read_text())
@@ -62,10 +78,15 @@ def verdict(diffs):
 
 
 def signals(run):
-    """A branch's per-epoch signals at SIGNAL_EPOCHS, from its log.jsonl."""
+    """A branch's per-epoch signals at SIGNAL_EPOCHS, from its log.jsonl, and whether train.py's drift warning
+    (analysis/drift.py's rule, replayed on the log) fired in it: {"warned": epoch or None}."""
+    from analysis.drift import drift_warning
+
     log = [json.loads(line) for line in (Path(run) / "log.jsonl").read_text().splitlines() if line.strip()]
     keep = ("faulty_auroc", "knn_class", "xmodal_class", "agreement")
-    return {str(r["epoch"]): {k: r.get(k) for k in keep} | {"ccp": r["soft_share"]["ccp"]} for r in log}
+    out = {str(r["epoch"]): {k: r.get(k) for k in keep} | {"ccp": r["soft_share"]["ccp"]} for r in log}
+    warned = next((log[k - 1]["epoch"] for k in range(1, len(log) + 1) if drift_warning(log[:k])), None)
+    return out | {"warned": warned}
 
 
 def checkpoints(root):
@@ -76,12 +97,12 @@ def checkpoints(root):
     return [(name, p) for name, p in out if p.exists()]
 
 
-def masses(cache_file, kept):
+def masses(cache_file, kept, sets):
     """{set: {seed: {checkpoint name: analyse()}}}, computing only what mass.json does not hold."""
     from analysis.ccp_mass import analyse
 
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
-    for name, runs in SETS.items():
+    for name, runs in sets.items():
         for seed in settings(kept, name):
             root = runs / f"seed{seed}_faulty25"
             have = cache.setdefault(name, {}).setdefault(str(seed), {})
@@ -97,37 +118,35 @@ def fmt(x, d=1):
     return "-" if x is None else f"{x:.{d}f}"
 
 
-def report():
+def report(study="weak"):
+    sets, plan, (out_md, kept_name, mass_name), title = (STUDIES[study][k] for k in ("sets", "plan", "files", "title"))
+    judged = next(iter(sets))
     RESULTS.mkdir(parents=True, exist_ok=True)
-    kept_file = RESULTS / "runs.json"
-    kept = collect(json.loads(kept_file.read_text()) if kept_file.exists() else {})
+    kept_file = RESULTS / kept_name
+    kept = collect(json.loads(kept_file.read_text()) if kept_file.exists() else {}, sets)
     kept_file.write_text(json.dumps(kept, indent=1) + "\n")
-    drums = settings(kept, "drums")
+    drums = settings(kept, judged)
     lines = [
-        "# Soft targets on the drum set: results",
+        f"# {title}",
         "",
-        "Made by `python -m lab.soft_real report` from the runs of [PLAN.md](PLAN.md) (set and source: "
-        "[README.md](README.md); each seed's rows and signals: [runs.json](runs.json); every split: "
-        "[mass.json](mass.json)). `--preset demo`, 25% injected, 30-epoch "
-        "xID warm-up, 24-epoch branches, every process on 1 thread, the demo's evaluation; seeds "
-        + ", ".join(map(str, drums))
-        + ".",
+        f"Made by `python -m lab.soft_real report{' --strong' * (study == 'strong')}` from the runs of "
+        f"[{plan}]({plan}) (set and source: [README.md](README.md); each seed's rows and signals: "
+        f"[{kept_name}]({kept_name}); every split: [{mass_name}]({mass_name})). Set `data/{judged}`, "
+        "`--preset demo`, 25% injected, 30-epoch xID warm-up, 24-epoch branches, every process on 1 thread, the "
+        "demo's evaluation; seeds " + ", ".join(map(str, drums)) + ".",
         "",
         "## 1-shot (%) and each method's difference from xID on the same seed",
         "",
-        "| drums seed | " + " | ".join(METHODS) + " |",
+        f"| {judged} seed | " + " | ".join(METHODS) + " |",
         "|---|" + "---:|" * len(METHODS),
     ]
-    for seed, rows in drums.items():
-        x = 100 * rows["xid"]["1-shot"]
-        cells = [f"{x:.1f}"] + [f"{100 * rows[m]['1-shot'] - x:+.1f}" if m in rows else "-" for m in METHODS[1:]]
-        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
-    for seed, rows in settings(kept, "synth_src2p").items():  # the decomposition's synthetic run, xID and Soft only
-        x = 100 * rows["xid"]["1-shot"]
-        cells = [f"{x:.1f}"] + [f"{100 * rows[m]['1-shot'] - x:+.1f}" if m in rows else "-" for m in METHODS[1:]]
-        lines.append(f"| synth_src2p {seed} | " + " | ".join(cells) + " |")
-    lines += ["", "Drum set only:", ""]
-    lines += ["| method | mean vs xID [95% CI] | bank AUROC | PLAN.md's rule |", "|---|---:|---:|---|"]
+    for name in sets:  # the judged set, then the decomposition's other runs (xID and Soft only)
+        for seed, rows in settings(kept, name).items():
+            x = 100 * rows["xid"]["1-shot"]
+            cells = [f"{x:.1f}"] + [f"{100 * rows[m]['1-shot'] - x:+.1f}" if m in rows else "-" for m in METHODS[1:]]
+            lines.append(f"| {'' if name == judged else name + ' '}{seed} | " + " | ".join(cells) + " |")
+    lines += ["", f"{judged} only:", ""]
+    lines += [f"| method | mean vs xID [95% CI] | bank AUROC | {plan}'s rule |", "|---|---:|---:|---|"]
     for m in METHODS[1:]:
         diffs = [100 * (r[m]["1-shot"] - r["xid"]["1-shot"]) for r in drums.values() if m in r]
         if not diffs:
@@ -145,18 +164,23 @@ def report():
         + ", ".join(str(e + 1) for e in SIGNAL_EPOCHS)
         + ".",
         "",
-        "| set | seed | branch | xmodal | 1-NN | CCP same-class share |",
-        "|---|---:|---|---|---|---|",
+        "| set | seed | branch | xmodal | 1-NN | CCP same-class share | drift warning |",
+        "|---|---:|---|---|---|---|---|",
     ]
-    for name in SETS:
+    for name in sets:
         for seed, branches in sorted(kept[name]["signals"].items()):
             for m, sig in branches.items():
                 cols = [
                     "/".join(fmt(sig[str(e)][k], 2) if str(e) in sig else "-" for e in SIGNAL_EPOCHS)
                     for k in ("xmodal_class", "knn_class", "ccp")
                 ]
-                lines.append(f"| {name} | {seed} | {m} | " + " | ".join(cols) + " |")
-    cache = masses(RESULTS / "mass.json", kept)
+                warned = (
+                    "-"
+                    if m == "xid" or "warned" not in sig
+                    else ("quiet" if sig["warned"] is None else f"epoch {sig['warned']}")
+                )
+                lines.append(f"| {name} | {seed} | {m} | " + " | ".join(cols) + f" | {warned} |")
+    cache = masses(RESULTS / mass_name, kept, sets)
     lines += [
         "",
         "## Where CCP's mass goes (S_v, eq. (13); both directions in mass.json)",
@@ -176,15 +200,15 @@ def report():
                 lines.append(
                     f"| {name} | {seed} | {label} | " + " | ".join(cells) + f" | {clean} | {r['chance']['class']:.3f} |"
                 )
-    (RESULTS / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / out_md).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("cmd", choices=["report"])
-    p.parse_args(argv)
-    report()
+    p.add_argument("--strong", action="store_true", help="PLAN_STRONG.md's stage B on drums5")
+    report("strong" if p.parse_args(argv).strong else "weak")
 
 
 if __name__ == "__main__":
