@@ -9,6 +9,8 @@ SCREEN_PLAN.md's stage 2 and the 8-seed check read them). 1-shot in %, 25% injec
     python -m lab.demo_criteria runs/stage2/R0 --seeds 1110 1111 1112
     python -m lab.demo_criteria --stage2 runs/spread/stage2 --seeds 1110 1111 1112   # SCREEN_PLAN.md's stage 2:
         # every candidate folder under it, each seed's rows, into results/spread/STAGE2.md and stage2.json
+    python -m lab.demo_criteria --check results/spread --seeds 1200 1201 1202 1203 1204 1205 1206 1207
+        # CHECK_PLAN.md's (a)-(c) from the committed settings in check/ and check_t1/, into CHECK.md
 """
 
 import argparse
@@ -117,12 +119,67 @@ def stage2(runs, seeds, results=Path("results/spread")):
     return pick
 
 
+ROUNDING = 3.0  # (c): |xID's 1-shot on 1 thread - on 2| at most this, on each rounding seed
+
+
+def check(results, seeds, rounding_seeds=(1200, 1201, 1202)):
+    """CHECK_PLAN.md's (a), (b) and (c) from `results`/check/ (the whole demos) and check_t1/ (xID on 1
+    thread). (d), the fresh clone's make demo time, is measured apart. Writes CHECK.md; -> the judged dict."""
+    by_seed = demo_rows(Path(results) / "check", seeds, 0.25)
+    t1 = demo_rows(Path(results) / "check_t1", list(rounding_seeds), 0.25)
+    j = judge(by_seed) if by_seed else None
+    moves = {
+        s: t1[s]["xid"]["1-shot"] - by_seed[s]["xid"]["1-shot"] for s in rounding_seeds if s in t1 and s in by_seed
+    }
+    c = all(abs(m) <= ROUNDING for m in moves.values()) if len(moves) == len(rounding_seeds) else None
+    lines = [
+        "# The 8-seed check of the regime: results",
+        "",
+        f"Made by `python -m lab.demo_criteria --check {results} --seeds {' '.join(map(str, seeds))}` "
+        "from the settings in [check/](check/) and [check_t1/](check_t1/) "
+        "(plan: [CHECK_PLAN.md](CHECK_PLAN.md); candidate R3, "
+        "`--num-negatives 64`, picked by [SCREEN.md](SCREEN.md)). Set `data/synth_src2p`, `make demo`'s regime "
+        "plus `--num-negatives 64`, 25% injected, `--no-figures`. 1-shot (%).",
+        "",
+        "| seed | xid | weighted | soft | robust | oracle | Weighted AUROC | (b) per seed | xID on 1 thread |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for s, r in by_seed.items():
+        failed = [k for k, ok in j["per seed"][s].items() if not ok]
+        shots = " | ".join(f"{r[m]['1-shot']:.1f}" for m in ("xid", "weighted", "soft", "robust", "oracle"))
+        one = f"{t1[s]['xid']['1-shot']:.1f} ({moves[s]:+.1f})" if s in moves else "-"
+        lines.append(f"| {s} | {shots} | {r['weighted']['AUROC']:.1f} | {'; '.join(failed) or 'meets'} | {one} |")
+    if j:
+        sds = ", ".join(f"{m} {'-' if v is None else f'{v:.1f}'}" for m, v in j["SD"].items())
+        means = ", ".join(f"{m} {v:.1f}" for m, v in j["mean"].items())
+        lines += [
+            "",
+            f"Seeds finished: {len(by_seed)} of {len(seeds)}. Means: {means}. SDs: {sds}.",
+            "",
+            f"- (a) xID's SD at most {XID_SD} and every row's at most {ROW_SD}: "
+            + ("pending" if len(by_seed) < len(seeds) else ("holds" if j["a"] else "fails")),
+            f"- (b) the per-seed tests on at least 7 of 8 seeds, and Robust above Weighted and Soft on the mean: "
+            f"{len(j['seeds meeting (b)'])} of {len(by_seed)} so far; on the mean: "
+            f"{j['Robust above Weighted and Soft on the mean']}",
+            f"- (c) |1 thread - 2| at most {ROUNDING} on each of {', '.join(map(str, rounding_seeds))}: "
+            + ("pending" if c is None else ("holds" if c else "fails")),
+            "- (d) a fresh clone's `make demo` time: measured apart (not in this file).",
+        ]
+    (Path(results) / "CHECK.md").write_text("\n".join(lines) + "\n")
+    return j
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", nargs="?", help="a demo --results folder (its demo_settings/)")
     p.add_argument("--seeds", type=int, nargs="+", required=True)
     p.add_argument("--stage2", help="a folder of demo --results folders, one per candidate (stage 2's read-out)")
+    p.add_argument("--check", help="results/spread: CHECK_PLAN.md's read-out from its check/ and check_t1/")
     a = p.parse_args(argv)
+    if a.check:
+        check(a.check, a.seeds)
+        print((Path(a.check) / "CHECK.md").read_text())
+        return
     if a.stage2:
         stage2(a.stage2, a.seeds)
         print((Path("results/spread") / "STAGE2.md").read_text())

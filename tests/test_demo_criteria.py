@@ -52,3 +52,24 @@ def test_stage2_sends_on_the_candidate_meeting_b_on_most_seeds_and_breaks_ties_b
     assert stage2(tmp_path / "runs", [1, 2], results) == "R3"  # R0 ties on (b), with the wider stage-1 spread
     text = (results / "STAGE2.md").read_text()
     assert "| R1 | 2 | 40.0 | 39.0 |" in text and "Weighted > xID" in text and "To the 8-seed check" in text
+
+
+def test_the_check_reads_c_from_the_one_thread_runs_and_it_can_fail(tmp_path):
+    import json
+
+    from experiments import demo
+    from lab.demo_criteria import check
+
+    def write(folder, seed, rows):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        saved = {m: {k: v / 100 for k, v in r.items()} for m, r in rows.items()}
+        (tmp_path / folder / f"{demo.setting_name(seed, 0.25)}.json").write_text(json.dumps({"rows": saved}))
+
+    for seed, xid in ((1, 40.0), (2, 41.0), (3, 42.0)):
+        write("check", seed, seed_rows(xid, xid + 3, xid + 7, xid + 4, xid + 6))
+        write("check_t1", seed, {"xid": {"1-shot": xid + (4.0 if seed == 3 else 1.0), "AUROC": 80.0}})
+    check(tmp_path, [1, 2, 3], rounding_seeds=(1, 2))
+    assert "(c) |1 thread - 2| at most 3.0 on each of 1, 2: holds" in (tmp_path / "CHECK.md").read_text()
+    check(tmp_path, [1, 2, 3], rounding_seeds=(1, 2, 3))
+    text = (tmp_path / "CHECK.md").read_text()
+    assert "on each of 1, 2, 3: fails" in text and "| 3 | 42.0 |" in text and "46.0 (+4.0)" in text
