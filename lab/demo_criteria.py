@@ -136,7 +136,11 @@ def check(results, seeds, rounding_seeds=(1200, 1201, 1202)):
         "# The 8-seed check of the regime: results",
         "",
         f"Made by `python -m lab.demo_criteria --check {results} --seeds {' '.join(map(str, seeds))}` "
-        "from the settings in [check/](check/) and [check_t1/](check_t1/) "
+        "from the settings in "
+        + " and ".join(
+            f"[{d}/]({d}/)" if (Path(results) / d).is_dir() else f"{d}/ (none yet)" for d in ("check", "check_t1")
+        )
+        + " "
         "(plan: [CHECK_PLAN.md](CHECK_PLAN.md); candidate R3, "
         "`--num-negatives 64`, picked by [SCREEN.md](SCREEN.md)). Set `data/synth_src2p`, `make demo`'s regime "
         "plus `--num-negatives 64`, 25% injected, `--no-figures`. 1-shot (%).",
