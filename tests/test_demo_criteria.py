@@ -73,3 +73,31 @@ def test_the_check_reads_c_from_the_one_thread_runs_and_it_can_fail(tmp_path):
     check(tmp_path, [1, 2, 3], rounding_seeds=(1, 2, 3))
     text = (tmp_path / "CHECK.md").read_text()
     assert "on each of 1, 2, 3: fails" in text and "| 3 | 42.0 |" in text and "46.0 (+4.0)" in text
+
+
+def test_b_fails_as_soon_as_two_seeds_fail_and_holds_only_when_every_seed_is_in():
+    from lab.demo_criteria import b_verdict
+
+    good, bad = seed_rows(40, 43, 47, 44, 46), seed_rows(40, 39, 47, 44, 46)
+    assert b_verdict(judge({1: good, 2: bad}), 8) == "pending"  # one failure of 8 is allowed
+    assert b_verdict(judge({1: good, 2: bad, 3: bad}), 8) == "fails"  # no further seed can mend two
+    assert b_verdict(judge({1: good, 2: good, 3: bad}), 3) == "holds"
+    robust_low = seed_rows(40, 45, 47, 44, 42)  # each above xID, Robust below Weighted and Soft on the mean
+    assert b_verdict(judge({1: robust_low, 2: robust_low}), 2) == "fails"
+
+
+def test_the_check_of_r0_reads_its_own_folder_into_its_own_file(tmp_path):
+    import json
+
+    from experiments import demo
+    from lab.demo_criteria import check
+
+    (tmp_path / "check_r0").mkdir()
+    for seed in (1, 2):
+        saved = {m: {k: v / 100 for k, v in r.items()} for m, r in seed_rows(40, 43, 47, 44, 46 + seed).items()}
+        (tmp_path / "check_r0" / f"{demo.setting_name(seed, 0.25)}.json").write_text(json.dumps({"rows": saved}))
+    j = check(tmp_path, [1, 2, 3], name="check_r0")
+    text = (tmp_path / "CHECK_R0.md").read_text()
+    assert j["seeds"] == [1, 2] and not (tmp_path / "CHECK.md").exists()
+    assert "--name check_r0" in text and "R0" in text and "(b)" in text and ": pending (met on 2 of 2" in text
+    assert "(c) |1 thread - 2| at most 3.0 on each of 1200, 1201, 1202: not rerun" in text
