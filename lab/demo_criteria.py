@@ -186,7 +186,13 @@ def check(results, seeds, rounding_seeds=(1200, 1201, 1202), name="check"):
             f"Weighted and Soft on the mean: {b_verdict(j, len(seeds))} (met on {len(j['seeds meeting (b)'])} of "
             f"{len(by_seed)} seeds; on the mean: {j['Robust above Weighted and Soft on the mean']})",
             f"- (c) |1 thread - 2| at most {ROUNDING} on each of {', '.join(map(str, rounding_seeds))}: "
-            + ("not rerun (see the plan)" if not t1 else "pending" if c is None else ("holds" if c else "fails")),
+            + (
+                f"not run (no settings in {name}_t1/)"
+                if not t1
+                else "pending"
+                if c is None
+                else ("holds" if c else "fails")
+            ),
             "- (d) a fresh clone's `make demo` time: measured apart (not in this file).",
         ]
     (Path(results) / f"{name.upper()}.md").write_text("\n".join(lines) + "\n")
