@@ -5,6 +5,9 @@ set and on a synthetic run of the same recipe, at the warm-up's end and through 
     python -m lab.soft_real report             # results/drums/RESULTS.md, runs.json, mass.json (PLAN.md)
     python -m lab.soft_real report --strong    # RESULTS_STRONG.md, runs_strong.json, mass_strong.json (drums5,
                                                # PLAN_STRONG.md's stage B, from runs/strong/B)
+    python -m lab.soft_real warnings runs/check_r0 --seeds 1210 1211 1212 1213 1214 1215 1216 1217 \
+        --out results/spread/check_r0/warnings.json   # the drift warning on whole demo runs' soft-target branches
+                                                      # (results/spread/CHECK_PLAN.md, amendment 1: at most 2 of 16)
 
 The runs come first (PLAN.md's commands). What the report reads from them is kept in results/drums/runs.json
 (each setting's rows, each branch's per-epoch signals) and mass.json (each checkpoint's split), so it
@@ -204,11 +207,48 @@ def report(study="weak"):
     print("\n".join(lines))
 
 
+def warnings(runs, seeds, out):
+    """The drift rule replayed on each Soft- and Robust-xID branch of whole demo runs under `runs` (25%
+    injected), beside the branch's 1-shot minus xID's on its seed. Kept in `out` (JSON), which is read back
+    where runs/ is gone. -> {"branches": [...], "fired": n, "of": m}."""
+    from lab.regime import rows as demo_rows
+
+    out = Path(out)
+    kept = json.loads(out.read_text()) if out.exists() else {"runs": str(runs), "branches": []}
+    have = {(b["seed"], b["branch"]) for b in kept["branches"]}
+    for seed, r in demo_rows(runs, seeds, 0.25).items():
+        for m in ("soft", "robust"):
+            log = Path(runs) / f"seed{seed}_faulty25" / m
+            if (seed, m) not in have and (log / "log.jsonl").exists():
+                vs = r[m]["1-shot"] - r["xid"]["1-shot"]
+                kept["branches"].append({"seed": seed, "branch": m, "warned": signals(log)["warned"], "vs xid": vs})
+    kept["branches"].sort(key=lambda b: (b["seed"], b["branch"]))
+    kept["fired"] = sum(b["warned"] is not None for b in kept["branches"])
+    kept["of"] = len(kept["branches"])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(kept, indent=1) + "\n")
+    return kept
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("cmd", choices=["report"])
+    p.add_argument("cmd", choices=["report", "warnings"])
+    p.add_argument("runs", nargs="?", help="warnings: a demo --runs folder")
     p.add_argument("--strong", action="store_true", help="PLAN_STRONG.md's stage B on drums5")
-    report("strong" if p.parse_args(argv).strong else "weak")
+    p.add_argument("--seeds", type=int, nargs="+", help="warnings: the seeds")
+    p.add_argument("--out", help="warnings: the JSON that keeps what was read")
+    a = p.parse_args(argv)
+    if a.cmd == "report":
+        report("strong" if a.strong else "weak")
+        return
+    if not (a.runs and a.seeds and a.out):
+        p.error("warnings needs RUNS, --seeds and --out")
+    kept = warnings(a.runs, a.seeds, a.out)
+    print("| seed | branch | drift warning | 1-shot vs xID |\n|---:|---|---|---:|")
+    for b in kept["branches"]:
+        fired = "quiet" if b["warned"] is None else f"epoch {b['warned']}"
+        print(f"| {b['seed']} | {b['branch']} | {fired} | {b['vs xid']:+.1f} |")
+    print(f"\nfired on {kept['fired']} of {kept['of']} soft-target branches")
 
 
 if __name__ == "__main__":
