@@ -114,6 +114,7 @@ def at(level, method):
         except KeyError:
             return None
 
+    value.arms = ((level, method),)  # the branches it reads: what a plan must train (lab/claims_rerun.py)
     return value
 
 
@@ -125,6 +126,7 @@ def gain(level, method, base):
         x, y = a(res, seed, metric), b(res, seed, metric)
         return None if x is None or y is None else x - y
 
+    value.arms = a.arms + b.arms
     return value
 
 

@@ -1,0 +1,60 @@
+"""lab/claims_rerun.py: the rerun's sizing gives few seeds to a large steady effect, the cap (marked short) to a
+null one, sizes "not worse" on its joint power, and trains each branch for the most seeds a claim reading it needs."""
+
+import random
+
+from lab.claims_plan import Claim, at, diff_claim, gain
+from lab.claims_rerun import HI, levels, size
+
+
+def results(gains, n=15, seed=0):
+    """{0.0: {seed: rows}}: xID and a method per name in `gains` (its mean gain, its per-seed SD) in fractions."""
+    rng = random.Random(seed)
+    out = {}
+    for s in range(n):
+        x = 0.5 + rng.gauss(0, 0.1)
+        rows = {"xid": {"1-shot": x, "transfer 1-shot": x / 2}}
+        for m, (g, sd) in gains.items():
+            rows[m] = {"1-shot": x + g + rng.gauss(0, sd), "transfer 1-shot": x / 2 + rng.gauss(0, sd)}
+        out[s] = rows
+    return {0.0: out}
+
+
+def test_a_large_steady_gain_needs_few_seeds_and_a_null_one_runs_the_cap_marked_short():
+    res = results({"big": (0.08, 0.02), "none": (0.0, 0.02)})
+    big = size(diff_claim("B", "big > xid", "0%", 0.0, "big", 0.0, "xid"), res)
+    none = size(diff_claim("N", "none > xid", "0%", 0.0, "none", 0.0, "xid"), res)
+    assert big["seeds"] == 5 and big["short"] is None and big["endpoint"] == "1-shot"
+    assert none["seeds"] == HI and none["short"] < 0.8
+    assert none["bound"] > none["s"]  # sized on the SD's upper bound, not its estimate
+
+
+def test_not_worse_is_sized_on_its_joint_power_at_a_true_difference_of_zero():
+    steady, noisy = results({"m": (0.0, 0.002)}), results({"m": (0.0, 0.05)})
+    claim = Claim("S", "m not worse than xid", tuple(range(15)), at(0.0, "m"), at(0.0, "xid"), at_least=True)
+    assert size(claim, steady)["seeds"] == 5
+    assert size(claim, noisy)["seeds"] == HI and size(claim, noisy)["short"] is not None
+
+
+def test_each_branch_trains_the_most_seeds_any_claim_reading_it_needs():
+    res = results({"big": (0.08, 0.02), "none": (0.0, 0.02)})
+    big = diff_claim("B", "big > xid", "0%", 0.0, "big", 0.0, "xid")
+    none = diff_claim("N", "none > xid", "0%", 0.0, "none", 0.0, "xid")
+    both = Claim("G", "gain of big over none", tuple(range(15)), gain(0.0, "big", "xid"), gain(0.5, "w", "xid"))
+    need = levels({"B": (big, size(big, res)), "N": (none, size(none, res)), "G": (both, None)})
+    assert need[0.0] == {"big": HI, "xid": HI, "none": HI} and need[0.5] == {"w": HI, "xid": HI}
+    need = levels({"B": (big, size(big, res))})
+    assert need == {0.0: {"big": 5, "xid": 5}}
+
+
+def test_the_order_runs_seed_by_seed_with_figure_7s_rows_on_five_seeds_and_sweeps_while_a_claim_needs_them():
+    from lab.claims_rerun import FIRST_SEED, order
+
+    need = {0.0: {"xid": 7, "soft": 7, "soft:oracle": 2}, 0.5: {"xid": 6, "soft": 6}, ("lambda", 0.5): {"1": 3}}
+    plan = order(need)
+    seeds = [s for s, *_ in plan]
+    assert seeds == sorted(seeds) and seeds[0] == FIRST_SEED and seeds[-1] == FIRST_SEED + 6
+    at = {(s - FIRST_SEED, lv): (m, k) for s, lv, m, k in plan}
+    assert at[(0, 0.0)] == (["xid", "soft", "soft:oracle"], ()) and at[(2, 0.0)] == (["xid", "soft"], ())
+    assert at[(2, 0.5)] == (["xid", "soft"], ("lambda",)) and at[(3, 0.5)] == (["xid", "soft"], ())
+    assert at[(4, 0.25)] == (["xid", "weighted", "oracle"], ()) and (5, 0.25) not in at and (6, 0.5) not in at
