@@ -6,18 +6,23 @@ of that regime (results/spread/check_r0/, today's code; in-domain 1-shot only).
     python -m lab.claims_rerun seeds    # the sizing table and each level's seeds and branches, for the plan
     python -m lab.claims_rerun run --jobs 2 [--levels 0.25 0.75]   # every missing setting, in order; resumes
 
-The rule (RERUN_PLAN.md says why): per claim and primary endpoint, the measured mean difference d and SD s
-(paired by seed; F1 and F3b compare two warm-ups, so the two sides' SDs in quadrature), the SD's one-sided
-upper 80% bound b over the seeds it was measured on (lab.statistics.sd_bound), and the fewest seeds in
-5..15 whose paired t-test at alpha 0.025 (Holm's first step) has 80% power for |d| at SD b, on the
-endpoint that needs fewest. A claim no endpoint powers by 15 runs 15 and is marked underpowered. S1 ("not
-worse by 2 points" on both endpoints) is sized on its joint power when the truth is 0, as before.
+The rule (RERUN_PLAN.md says why): per claim and primary endpoint the claim's test would read (not one at
+its floor or ceiling), the measured mean difference d and SD s (paired by seed; F1 and F3b compare two
+warm-ups, so the two sides' SDs in quadrature), d's one-sided 80% lower bound and the SD's upper 80% bound
+b over the seeds they were measured on (lab.statistics.sd_bound), and the fewest seeds in 5..15 whose
+paired t-test at alpha 0.025 (Holm's first step) has 80% power for that lower bound at SD b, on the
+endpoint that needs fewest. A claim no endpoint powers by 15 runs 15 and is marked underpowered, with the
+effect 15 seeds would find. S1 ("not worse by 2 points" on every kept endpoint) is sized on its joint power
+when the truth is 0.
 """
 
 import argparse
 from dataclasses import replace
+from math import prod
 from pathlib import Path
 from statistics import mean, stdev
+
+from scipy import stats
 
 from lab.claims_plan import CLAIMS, PRIMARY, SWEEP_CLAIMS, diff_claim, load
 from lab.regime import rows as demo_rows
@@ -30,6 +35,10 @@ FIRST_SEED = 1500  # the rerun's seeds are 1500, 1501, ...: no claim, screen, pi
 RESULTS = Path("results/claims/rerun")  # its settings, sweeps and (once whole) its report
 REPORTED = {0.25: ("xid", "weighted", "oracle"), 0.75: ("xid", "weighted", "oracle")}  # Fig. 7's rows, 5 seeds
 FIG7_ONLY = 5
+# Each branch's seeds, pasted from `python -m lab.claims_rerun seeds` into RERUN_PLAN.md and here before the
+# first rerun setting: `run` trains these, never a recomputation. Each claim is judged on the seeds both its
+# arms have. Empty until then.
+NEED = {}
 BRANCHES = (
     "xid",
     "weighted",
@@ -83,37 +92,83 @@ def measured(claim, res, metric):
     return mean(a) - mean(b), (stdev(a) ** 2 + stdev(b) ** 2) ** 0.5, len(a)
 
 
+def kept_endpoints(claim, res):
+    """The primary endpoints the claim's test would read on `res`: PLAN.md leaves out one at its floor (every
+    compared side within 3 points of chance) or its ceiling (the baseline at 97%), so sizing leaves it out too."""
+    from lab.claims_report import at_ceiling
+
+    every = replace(claim, seeds=tuple(sorted({s for v in res.values() for s in v})))
+    return [m for m in PRIMARY if not every.at_floor(res, m) and not at_ceiling(every.base(res, m))]
+
+
+def effect_low(d, s, n):
+    """|d| less its one-sided 80% t-bound (the first run's effects are estimates: a claim sized on a lucky
+    one would fall short); 0 where the bound reaches zero."""
+    return max(0.0, abs(d) - stats.t.ppf(0.8, n - 1) * s / n**0.5)
+
+
+def smallest_effect(bound, k=HI):
+    """The smallest effect the paired t-test over k seeds finds with 80% power at SD `bound` (a capped claim's
+    "underpowered" in numbers)."""
+    return next(e / 1000 for e in range(1, 1000) if power(k, bound, e / 1000, ALPHA_CLAIM) >= POWER)
+
+
 def size(claim, res):
-    """The rule on one claim: {"seeds", "endpoint", "d", "s", "n", "bound", "power at 15" (if short)} or None
-    where nothing measured it."""
-    best = None
-    for metric in PRIMARY:
-        m = measured(claim, res, metric)
-        if m is None:
-            continue
-        d, s, n = m
-        bound = sd_bound(s, n)
-        if claim.at_least:  # S1: both endpoints must clear -2 points when the truth is 0
-            powered = lambda k, b=bound: not_worse_power(k, b, MARGIN) ** 2  # noqa: E731
-        else:
-            powered = lambda k, b=bound, d=d: power(k, b, abs(d), ALPHA_CLAIM)  # noqa: E731
+    """The rule on one claim: {"seeds", "endpoint", "d", "low", "s", "n", "bound", "short" (power at 15, if
+    capped), "smallest" (the effect 15 seeds find)}, or None where nothing measured it on a kept endpoint."""
+    found = {m: measured(claim, res, m) for m in kept_endpoints(claim, res)}
+    found = {m: (d, s, n, sd_bound(s, n)) for m, v in found.items() if v for d, s, n in [v]}
+    if not found:
+        return None
+    if claim.at_least:  # S1: every kept endpoint must clear -2 points, when the truth is 0
+        powered = lambda k: prod(not_worse_power(k, b, MARGIN) for _, _, _, b in found.values())  # noqa: E731
         k = next((k for k in range(LO, HI + 1) if powered(k) >= POWER), None)
-        row = dict(endpoint=metric, d=d, s=s, n=n, bound=bound, seeds=k or HI, short=None if k else powered(HI))
-        if best is None or (row["seeds"], row["short"] is not None) < (best["seeds"], best["short"] is not None):
-            best = row
-        elif row["short"] is not None and best["short"] is not None and row["short"] > best["short"]:
-            best = row
-    return best
+        metric = max(found, key=lambda m: found[m][3])  # the binding endpoint: the widest
+        d, s, n, b = found[metric]
+        return dict(
+            endpoint=" and ".join(found),
+            d=d,
+            low=0.0,
+            s=s,
+            n=n,
+            bound=b,
+            seeds=k or HI,
+            short=None if k else powered(HI),
+            smallest=None,
+        )
+    rows = []
+    for metric, (d, s, n, b) in found.items():
+        low = effect_low(d, s, n)
+        k = next((k for k in range(LO, HI + 1) if low and power(k, b, low, ALPHA_CLAIM) >= POWER), None)
+        short = None if k else power(HI, b, low, ALPHA_CLAIM)
+        rows.append(
+            dict(
+                endpoint=metric,
+                d=d,
+                low=low,
+                s=s,
+                n=n,
+                bound=b,
+                seeds=k or HI,
+                short=short,
+                smallest=None if k else smallest_effect(b),
+            )
+        )
+    return min(rows, key=lambda r: (r["seeds"], -(r["short"] or 1.0)))  # Holm: either endpoint can make it hold
 
 
 def sizing(first=FIRST, check=CHECK):
     """{claim name: (claim, size())}: the first run's measures, and the check's for Table 2's 25% rows that the
-    first run did not train (Soft and Robust at 25%). A claim both measured takes the larger bounded SD's."""
+    first run did not train (Soft and Robust at 25%). A claim both measured takes the larger seed count.
+    Refuses a check that lacks a seed."""
     res_first, res_check = first_run(first), check_run(check)
+    missing = sorted(set(CHECK_SEEDS) - set(res_check[0.25]))
+    if missing:
+        raise SystemExit(f"{check}: R0's 8-seed check lacks seeds {missing}; the rerun is sized once it is whole")
     out = {}
     for claim in CLAIMS + SWEEP_CLAIMS + TABLE2_25:
         rows = [r for r in (size(claim, res_first), size(claim, res_check)) if r]
-        out[claim.name] = (claim, max(rows, key=lambda r: r["bound"]) if rows else None)
+        out[claim.name] = (claim, max(rows, key=lambda r: r["seeds"]) if rows else None)
     return out
 
 
@@ -155,21 +210,24 @@ def run(args):
 
     demo.ensure_data(DATA)
     demo.ensure_data(TRANSFER)
-    todo = [s for s in order(levels(sizing())) if args.levels is None or s[1] in args.levels]
+    if not NEED:
+        raise SystemExit("lab/claims_rerun.py: NEED is empty; paste it from `python -m lab.claims_rerun seeds`")
+    todo = [s for s in order(NEED) if args.levels is None or s[1] in args.levels]
     jobs.side_by_side(run_one, [(DATA, args.runs, str(RESULTS), s) for s in todo], args.jobs)
 
 
 def show(sized):
-    head = "| claim | endpoint | measured on | d (points) | SD | upper 80% bound | seeds |"
-    lines = [head, "|---|---|---:|---:|---:|---:|---|"]
+    head = "| claim | endpoint | measured on | d | d's 80% lower bound | SD | SD's upper 80% bound | seeds |"
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---|"]
     for name, (_, r) in sized.items():
         if r is None:
-            lines.append(f"| {name} | - | - | - | - | - | {HI} (nothing measured it) |")
+            lines.append(f"| {name} | - | - | - | - | - | - | {HI} (nothing measured it) |")
             continue
-        short = f"; short: power at {HI} {r['short']:.2f}" if r["short"] is not None else ""
+        short = "" if r["short"] is None else f"; short: power at {HI} {r['short']:.2f}"
+        short += "" if r["smallest"] is None else f", finds {100 * r['smallest']:.1f} points"
         lines.append(
-            f"| {name} | {r['endpoint']} | {r['n']} seeds | {100 * r['d']:+.1f} | {100 * r['s']:.1f} | "
-            f"{100 * r['bound']:.1f} | {r['seeds']}{short} |"
+            f"| {name} | {r['endpoint']} | {r['n']} seeds | {100 * r['d']:+.1f} | {100 * r['low']:.1f} | "
+            f"{100 * r['s']:.1f} | {100 * r['bound']:.1f} | {r['seeds']}{short} |"
         )
     lines += ["", "| level | branch: seeds |", "|---|---|"]
     for level, methods in sorted(levels(sized).items(), key=lambda kv: str(kv[0])):
@@ -191,7 +249,9 @@ def main(argv=None):
         return
     sized = sizing(Path(a.first), Path(a.check))
     print(show(sized))
-    plan = order(levels(sized))
+    need = levels(sized)
+    print("\nNEED = " + repr({k: dict(sorted(v.items())) for k, v in need.items()}))
+    plan = order(need)
     print(f"\n{len(plan)} settings, {sum(len(m) for _, _, m, _ in plan)} branches, seeds {plan[0][0]}-{plan[-1][0]}:")
     for seed, level, methods, knobs in plan:
         print(f"- {seed} at {level:.0%}: {', '.join(methods)}" + (f"; sweeps {', '.join(knobs)}" if knobs else ""))

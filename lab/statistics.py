@@ -77,7 +77,8 @@ def power(n: int, sd: float, effect: float, alpha: float = ALPHA) -> float:
 
     df, shift = n - 1, effect / (sd / np.sqrt(n))
     critical = stats.t.ppf(1 - alpha / 2, df)
-    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+    # the lower tail as the upper tail of the mirrored shift: scipy's nct.cdf(-c, df, shift) is NaN for a large shift
+    return float(stats.nct.sf(critical, df, shift) + stats.nct.sf(critical, df, -shift))
 
 
 def seeds_for(

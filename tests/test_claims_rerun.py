@@ -58,3 +58,34 @@ def test_the_order_runs_seed_by_seed_with_figure_7s_rows_on_five_seeds_and_sweep
     assert at[(0, 0.0)] == (["xid", "soft", "soft:oracle"], ()) and at[(2, 0.0)] == (["xid", "soft"], ())
     assert at[(2, 0.5)] == (["xid", "soft"], ("lambda",)) and at[(3, 0.5)] == (["xid", "soft"], ())
     assert at[(4, 0.25)] == (["xid", "weighted", "oracle"], ()) and (5, 0.25) not in at and (6, 0.5) not in at
+
+
+def test_an_endpoint_at_its_floor_is_left_out_and_a_gain_whose_lower_bound_reaches_zero_runs_the_cap():
+    res = results({"big": (0.08, 0.02)})
+    for rows in res[0.0].values():  # transfer near chance (10%) on both sides: the floor
+        rows["xid"]["transfer 1-shot"], rows["big"]["transfer 1-shot"] = 0.11, 0.111
+    claim = diff_claim("B", "big > xid", "0%", 0.0, "big", 0.0, "xid")
+    assert size(claim, res)["endpoint"] == "1-shot"
+    faint = size(diff_claim("F", "f > xid", "0%", 0.0, "f", 0.0, "xid"), results({"f": (0.004, 0.03)}))
+    assert faint["low"] < abs(faint["d"]) and faint["seeds"] == HI and faint["smallest"] > faint["low"]
+
+
+def test_not_worse_needs_every_kept_endpoint_so_the_noisier_one_binds():
+    quiet = results({"m": (0.0, 0.002)})
+    mixed = results({"m": (0.0, 0.002)})
+    rng = random.Random(3)
+    for rows in mixed[0.0].values():
+        rows["m"]["transfer 1-shot"] = rows["xid"]["transfer 1-shot"] + rng.gauss(0, 0.025)
+    claim = Claim("S", "m not worse than xid", tuple(range(15)), at(0.0, "m"), at(0.0, "xid"), at_least=True)
+    assert size(claim, quiet)["seeds"] == 5 < size(claim, mixed)["seeds"]
+    assert size(claim, mixed)["endpoint"] == "1-shot and transfer 1-shot"
+
+
+def test_the_sizing_waits_for_the_whole_check(tmp_path):
+    import pytest
+
+    from lab.claims_rerun import sizing
+
+    (tmp_path / "first" / "settings").mkdir(parents=True)
+    with pytest.raises(SystemExit, match="lacks seeds"):
+        sizing(tmp_path / "first", tmp_path / "check")

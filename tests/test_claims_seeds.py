@@ -23,6 +23,8 @@ def test_the_power_of_the_paired_t_test_matches_a_simulation_and_sizes_the_seeds
     assert statistics.power(n, 3.7, 3.0) >= 0.8 > statistics.power(n - 1, 3.7, 3.0)
     assert statistics.seeds_for(1.4, 3.0) == 5  # never fewer than the plan's floor
     assert statistics.seeds_for(10.0, 3.0) is None  # 15 seeds are not enough: the plan must say so
+    # a large effect: a number, near 1, and the same either way round (scipy's lower-tail cdf gave NaN here)
+    assert 0.99 < statistics.power(5, 0.135, 0.564, 0.025) == statistics.power(5, 0.135, -0.564, 0.025) <= 1.0
 
 
 def test_the_seed_counts_follow_the_plans_rule_on_the_largest_pilot_sd_and_the_plan_keeps_pairs(tmp_path):
