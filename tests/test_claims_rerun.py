@@ -89,3 +89,15 @@ def test_the_sizing_waits_for_the_whole_check(tmp_path):
     (tmp_path / "first" / "settings").mkdir(parents=True)
     with pytest.raises(SystemExit, match="lacks seeds"):
         sizing(tmp_path / "first", tmp_path / "check")
+
+
+def test_a_check_that_spreads_more_than_the_first_runs_bound_inflates_every_first_run_bound():
+    from lab.claims_rerun import inflation
+
+    def at25(spread, n, seed):
+        rows = results({"weighted": (0.03, spread), "oracle": (0.10, spread)}, n=n, seed=seed)[0.0]
+        return {0.25: rows}
+
+    first = at25(0.01, 5, 1)
+    assert inflation(first, at25(0.005, 8, 2)) == 1.0  # as steady: nothing changes
+    assert inflation(first, at25(0.05, 8, 2)) > 1.5  # five times wider: the bounds grow with it
