@@ -38,8 +38,23 @@ REPORTED = {0.25: ("xid", "weighted", "oracle"), 0.75: ("xid", "weighted", "orac
 FIG7_ONLY = 5
 # Each branch's seeds, pasted from `python -m lab.claims_rerun seeds` into RERUN_PLAN.md and here before the
 # first rerun setting: `run` trains these, never a recomputation. Each claim is judged on the seeds both its
-# arms have. Empty until then.
-NEED = {}
+# arms have. Pasted 2026-11-29 (RERUN_PLAN.md).
+NEED = {
+    0.0: {
+        "robust": 11,
+        "soft": 15,
+        "soft:bootstrap": 15,
+        "soft:neighbor": 15,
+        "soft:oracle": 7,
+        "soft:swapped": 15,
+        "weighted": 15,
+        "xid": 15,
+    },
+    0.5: {"oracle": 6, "robust": 15, "soft": 15, "weighted": 15, "xid": 15},
+    ("delta", 0.5): {"-1": 5, "-2": 8, "1": 5, "known": 8},
+    ("lambda", 0.5): {"0.5": 9, "0.9": 8, "1": 9},
+    0.25: {"robust": 13, "soft": 13, "weighted": 10, "xid": 10},
+}
 BRANCHES = (
     "xid",
     "weighted",

@@ -101,3 +101,9 @@ def test_a_check_that_spreads_more_than_the_first_runs_bound_inflates_every_firs
     first = at25(0.01, 5, 1)
     assert inflation(first, at25(0.005, 8, 2)) == 1.0  # as steady: nothing changes
     assert inflation(first, at25(0.05, 8, 2)) > 1.5  # five times wider: the bounds grow with it
+
+
+def test_the_pasted_need_is_what_the_committed_first_run_and_check_give():
+    from lab.claims_rerun import NEED, levels, sizing
+
+    assert NEED == levels(sizing())  # RERUN_PLAN.md's table and `run`'s order rest on the same numbers
