@@ -14,6 +14,7 @@ def test_without_cuda_it_says_so_and_exits_zero(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "gpu.md").exists()
 
 
+@pytest.mark.slow  # 50 s, the suite's slowest: make test-all (CI keeps its 15 minutes)
 def test_cpu_smoke_runs_every_part_and_writes_the_table(tmp_path):
     parts = ["--parts", "step", "data", "train", "ddp", "cut"]  # the demo part: the slow test below
     assert (
