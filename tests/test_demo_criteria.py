@@ -100,4 +100,4 @@ def test_the_check_of_r0_reads_its_own_folder_into_its_own_file(tmp_path):
     text = (tmp_path / "CHECK_R0.md").read_text()
     assert j["seeds"] == [1, 2] and not (tmp_path / "CHECK.md").exists()
     assert "--name check_r0" in text and "R0" in text and "(b)" in text and ": pending (met on 2 of 2" in text
-    assert "(c) |1 thread - 2| at most 3.0 on each of 1200, 1201, 1202: not run (no settings in check_r0_t1/)" in text
+    assert "(c) not rerun for R0" in text
