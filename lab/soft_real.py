@@ -207,7 +207,7 @@ def report(study="weak"):
     print("\n".join(lines))
 
 
-def warnings(runs, seeds, out):
+def drift_warnings(runs, seeds, out):
     """The drift rule replayed on each Soft- and Robust-xID branch of whole demo runs under `runs` (25%
     injected), beside the branch's 1-shot minus xID's on its seed. Kept in `out` (JSON), which is read back
     where runs/ is gone. -> {"branches": [...], "fired": n, "of": m}."""
@@ -219,7 +219,7 @@ def warnings(runs, seeds, out):
     for seed, r in demo_rows(runs, seeds, 0.25).items():
         for m in ("soft", "robust"):
             log = Path(runs) / f"seed{seed}_faulty25" / m
-            if (seed, m) not in have and (log / "log.jsonl").exists():
+            if m in r and (seed, m) not in have and (log / "log.jsonl").exists():
                 vs = r[m]["1-shot"] - r["xid"]["1-shot"]
                 kept["branches"].append({"seed": seed, "branch": m, "warned": signals(log)["warned"], "vs xid": vs})
     kept["branches"].sort(key=lambda b: (b["seed"], b["branch"]))
@@ -243,7 +243,7 @@ def main(argv=None):
         return
     if not (a.runs and a.seeds and a.out):
         p.error("warnings needs RUNS, --seeds and --out")
-    kept = warnings(a.runs, a.seeds, a.out)
+    kept = drift_warnings(a.runs, a.seeds, a.out)
     print("| seed | branch | drift warning | 1-shot vs xID |\n|---:|---|---|---:|")
     for b in kept["branches"]:
         fired = "quiet" if b["warned"] is None else f"epoch {b['warned']}"

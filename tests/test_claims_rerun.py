@@ -107,3 +107,21 @@ def test_the_pasted_need_is_what_the_committed_first_run_and_check_give():
     from lab.claims_rerun import NEED, levels, sizing
 
     assert NEED == levels(sizing())  # RERUN_PLAN.md's table and `run`'s order rest on the same numbers
+
+
+def test_run_trains_the_pasted_order_in_run_ones_shape_and_levels_filter_it(monkeypatch):
+    import argparse
+
+    from experiments import demo, jobs
+    from lab import claims_rerun
+
+    calls = []
+    monkeypatch.setattr(demo, "ensure_data", lambda root: None)
+    monkeypatch.setattr(jobs, "side_by_side", lambda fn, args, n: calls.append((fn, args, n)))
+    claims_rerun.run(argparse.Namespace(levels=None, runs="runs/x", jobs=2))
+    fn, args, n = calls[-1]
+    assert fn.__name__ == "run_one" and n == 2 and len(args) == len(claims_rerun.order(claims_rerun.NEED))
+    data, runs, results, (seed, level, methods, knobs) = args[0]
+    assert (runs, results, seed, level) == ("runs/x", str(claims_rerun.RESULTS), claims_rerun.FIRST_SEED, 0.0)
+    claims_rerun.run(argparse.Namespace(levels=[0.25, 0.75], runs="runs/x", jobs=1))
+    assert {a[3][1] for a in calls[-1][1]} == {0.25, 0.75}

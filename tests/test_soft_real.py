@@ -30,7 +30,7 @@ def test_a_branch_records_the_epoch_its_drift_warning_fired(tmp_path):
 
 def test_warnings_counts_the_firing_branches_of_whole_demo_runs_and_keeps_them_once_runs_are_gone(tmp_path):
     from experiments import demo
-    from lab.soft_real import warnings
+    from lab.soft_real import drift_warnings
 
     def record(epoch, stage, agreement):
         return {"epoch": epoch, "stage": stage, "agreement": agreement, "soft_share": {"ccp": 0.3}}
@@ -45,11 +45,11 @@ def test_warnings_counts_the_firing_branches_of_whole_demo_runs_and_keeps_them_o
         recs = [record(0, "xid", 0.80)] + [record(e + 1, name, a) for e, a in enumerate(agreements)]
         (run / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     out = tmp_path / "warnings.json"
-    kept = warnings(runs, [7, 8], out)  # seed 8 never ran: nothing to read
+    kept = drift_warnings(runs, [7, 8], out)  # seed 8 never ran: nothing to read
     by = {b["branch"]: b for b in kept["branches"]}
     assert (kept["fired"], kept["of"]) == (1, 2) and by["soft"]["warned"] == 3 and by["robust"]["warned"] is None
     assert abs(by["soft"]["vs xid"] - -5.0) < 1e-9 and abs(by["robust"]["vs xid"] - 5.0) < 1e-9
     import shutil
 
     shutil.rmtree(runs)
-    assert warnings(runs, [7], out)["branches"] == kept["branches"]  # read back from the kept file
+    assert drift_warnings(runs, [7], out)["branches"] == kept["branches"]  # read back from the kept file
