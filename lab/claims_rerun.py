@@ -27,7 +27,7 @@ from scipy import stats
 
 from lab.claims_plan import CLAIMS, PRIMARY, SWEEP_CLAIMS, diff_claim, load
 from lab.regime import rows as demo_rows
-from lab.statistics import not_worse_power, power, sd_bound
+from lab.statistics import not_worse_power, power, sd_bound, seeds_for
 
 FIRST = Path("results/claims")  # the first run's settings and sweeps
 CHECK = Path("results/spread/check_r0/demo_settings")  # R0's 8-seed check (CHECK_PLAN.md, amendment 1)
@@ -156,7 +156,7 @@ def size(claim, res, inflate=1.0):
     rows = []
     for metric, (d, s, n, b) in found.items():
         low = effect_low(d, s, n)
-        k = next((k for k in range(LO, HI + 1) if low and power(k, b, low, ALPHA_CLAIM) >= POWER), None)
+        k = seeds_for(b, low, POWER, LO, HI, ALPHA_CLAIM) if low else None  # lab.statistics' own search
         short = None if k else power(HI, b, low, ALPHA_CLAIM)
         rows.append(
             dict(
