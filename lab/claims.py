@@ -8,6 +8,7 @@ on how many seeds was written before the runs: results/claims/PLAN.md.
     python -m lab.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
     python -m lab.claims run --jobs 2 --levels 0.25 0.75   # only those levels' settings
     python -m lab.claims report     # results/claims/: fig7.md, fig7*.png, table1.md, table2.md, VERDICT.md
+    python -m lab.claims report --run rerun   # the same of the rerun on today's code, in results/claims/rerun/
     python -m lab.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
 
 The regime is `make demo`'s (config.PRESETS["demo"], data/synth_src2p, 30 warm-up epochs) with branches of
@@ -176,7 +177,7 @@ def run(args):
     demo.ensure_data(args.data)
     demo.ensure_data(TRANSFER)
     todo = [s for s in plan() if args.levels is None or s[1] in args.levels]
-    calls = [(args.data, args.runs, args.results, setting) for setting in todo]
+    calls = [(args.data, args.runs, args.results or str(RESULTS), setting) for setting in todo]
     jobs.side_by_side(run_one, calls, args.jobs)  # --jobs: demo.py's way
 
 
@@ -187,8 +188,7 @@ def main(argv=None):
     p.add_argument("--runs", default="runs/claims")
     p.add_argument(
         "--results",
-        default=str(RESULTS),
-        help="the committed evidence (default results/claims/): `run` adds each finished setting there, "
+        help="the committed evidence (default: the --run's folder): `run` adds each finished setting there, "
         "`report` remakes its tables and the README's and CLAIMS.md's verdicts; the only commands, with "
         "`make gpu-check` and claims_finetune, that write tracked files",
     )
@@ -198,6 +198,13 @@ def main(argv=None):
         default=1,
         help="settings trained side by side, the cores shared out: on 2 "
         "cores, 2 jobs of 1 thread train 1.7x more than 1 job of 2 threads (BENCHMARKS.md)",
+    )
+    p.add_argument(
+        "--run",
+        choices=["first", "rerun"],
+        default="first",
+        help="`report`: the first claims run (seeds 400-414, results/claims/) or the rerun on today's code "
+        "(seeds 1500-1514, results/claims/rerun/, RERUN_PLAN.md); --results defaults to the run's folder",
     )
     p.add_argument("--pilot", default=str(PILOT), help="`seeds`: the pilot's settings folder")
     p.add_argument(
@@ -216,9 +223,15 @@ def main(argv=None):
         if not SEEDS:
             sys.exit("lab/claims_plan.py: SEEDS is empty; fill it from `python -m lab.claims seeds`")
         run(args)
+    elif args.run == "first":
+        res = claims_report.main(Path(args.results or RESULTS))
+        claims_docs.update(Path(args.results or RESULTS), res)
     else:
-        res = claims_report.main(Path(args.results))
-        claims_docs.update(Path(args.results), res)
+        from lab import claims_rerun
+
+        folder, rerun = Path(args.results or claims_rerun.RESULTS), claims_rerun.claims_of()
+        res = claims_report.main(folder, rerun)
+        claims_docs.update(folder, res, rerun)
 
 
 if __name__ == "__main__":

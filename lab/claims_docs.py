@@ -7,17 +7,16 @@ Each document holds a marker; what follows it, to the next "## " heading, is rep
 the markers is written by hand.
 """
 
+import posixpath
 import re
 from pathlib import Path
 
 from lab import claims_report as cr
 
 README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
-# The code the settings files were made with, as CLAIMS.md says: a rerun on today's code changes this line.
-RAN_ON = "run on the code before the faster epoch (0756166) and not rerun on today's (CLAIMS.md says how it differs)"
 
 
-def readme_rows(res):
+def readme_rows(res, run=cr.FIRST_RUN, folder="results/claims"):
     """One line per claim with any seed: its verdict (or how many seeds it still lacks) and the
     primary endpoints' paired differences, and how many judged claims have all their seeds. The sweeps'
     claims join only with all their seeds (a sweep half run would show a verdict on fewer seeds)."""
@@ -26,9 +25,9 @@ def readme_rows(res):
         "|---|---|---:|---:|",
     ]
     complete = 0
-    for claim, judged in [(c, True) for c in cr.CLAIMS + cr.SWEEP_CLAIMS] + [(c, False) for c in cr.REPORTED]:
+    for claim, judged in [(c, True) for c in run.claims + run.sweeps] + [(c, False) for c in run.reported]:
         j = cr.judge(claim, res)
-        if j["n"] == 0 or (claim in cr.SWEEP_CLAIMS and j["n"] < len(claim.seeds)):
+        if j["n"] == 0 or (claim in run.sweeps and j["n"] < len(claim.seeds)):
             continue
         done = j["n"] == len(claim.seeds)
         complete += judged and done
@@ -37,7 +36,7 @@ def readme_rows(res):
         else:
             verdict = j["verdict"] if done else f"pending: {j['n']} of {len(claim.seeds)} seeds"
         lines.append(
-            f"| [{claim.name}](results/claims/{source_of(claim)}): {claim.text} | {verdict} | "
+            f"| [{claim.name}]({Path(folder).as_posix()}/{source_of(claim)}): {claim.text} | {verdict} | "
             + " | ".join(j["cells"][m] for m in cr.PRIMARY)
             + " |"
         )
@@ -53,12 +52,12 @@ def source_of(claim):
     return "fig7.md" if claim.name.startswith("F") else "table2.md"
 
 
-def summary(folder, res):
+def summary(folder, res, run=cr.FIRST_RUN):
     """The README's short summary: how many claims have their seeds, which held, which did not, which
     are untestable here, and the family-wise line; the rows are CLAIMS.md's."""
     res = {**res, **cr.load_sweeps(folder)}  # the sweeps' settings, keyed beside the levels
-    _, complete = readme_rows(res)
-    claims = cr.CLAIMS + cr.SWEEP_CLAIMS
+    _, complete = readme_rows(res, run, folder)
+    claims = run.claims + run.sweeps
     where = (
         "on `data/synth_src2p` (`make demo`'s set; 30 warm-up epochs, 24 per branch), every claim judged on "
         "in-domain 1-shot and transfer 1-shot (`data/synth_transfer`, classes pre-training never saw)"
@@ -77,7 +76,7 @@ def summary(folder, res):
     fw_held = ", ".join(n for n, p in family.items() if p < cr.ALPHA) or "none"
     waiting = [n for n, v in verdicts.items() if v.startswith("incomplete")]
     text = (
-        f"{complete} of {len(claims)} claims have all their planned seeds, {where}, {RAN_ON}. "
+        f"{complete} of {len(claims)} claims have all their planned seeds, {where}, {run.code}. "
         f"**Held**: {named('holds')}. **Contradicted or worse**: {named('contradicted', 'worse')}. "
         f"**Not shown**: {named('not shown')}. **Inconclusive**: {named('inconclusive')}. "
         f"**Untestable here**: {named('untestable')}. "
@@ -94,11 +93,14 @@ def claims_block(folder):
 
     def body(name):
         text = (folder / name).read_text().split("\n", 1)[1].strip()  # less its title
-        return re.sub(r"\]\((?!http|results/)([^)]+)\)", lambda m: f"]({folder.as_posix()}/{m.group(1)})", text)
+        return re.sub(r"\]\((?!http|results/)([^)]+)\)", lambda m: f"]({at_root(m.group(1))})", text)
+
+    def at_root(link):  # a report's link, from the repository's root ("../RERUN_PLAN.md" made plain)
+        return posixpath.normpath(f"{folder.as_posix()}/{link}")
 
     verdict = body("VERDICT.md")
     return (
-        f"From results/claims/VERDICT.md, made by `python -m lab.claims report`:\n\n{verdict}\n\n"
+        f"From {folder.as_posix()}/VERDICT.md, made by `python -m lab.claims report`:\n\n{verdict}\n\n"
         f"### Fig. 7: accuracy against the share of injected faulty positives\n\n{body('fig7.md')}\n\n"
         f"### Table 2: xID, Weighted, Soft (CCP), Robust\n\n{body('table2.md')}\n\n"
         f"### Table 1: the soft-target strategies at 0%\n\n{body('table1.md')}\n\n"
@@ -118,6 +120,6 @@ def replace_after(path, mark, new, until=None):
     Path(path).write_text(head + mark + "\n" + new + rest)
 
 
-def update(folder, res, readme="README.md", claims_md="CLAIMS.md"):
-    replace_after(readme, README_MARK, "\n" + summary(folder, res) + "\n", until="## ")
+def update(folder, res, run=cr.FIRST_RUN, readme="README.md", claims_md="CLAIMS.md"):
+    replace_after(readme, README_MARK, "\n" + summary(folder, res, run) + "\n", until="## ")
     replace_after(claims_md, CLAIMS_MARK, claims_block(folder), until="## ")

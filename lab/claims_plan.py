@@ -85,6 +85,9 @@ class Claim:
     baseline: object = "b"
     floor: tuple = ()
     group: str = ""  # its group of seeds (SEEDS), whose planning bound and power its verdict quotes
+    # a claim sized on its own (the rerun, lab/claims_rerun.py): (planning SD bound, power at 15 seeds where
+    # 15 could not power it else None, the effect 15 seeds find where capped else None), in place of its group's
+    sized: tuple = None
 
     def sides(self, res, metric):
         """(A's values, B's values) over the plan's seeds where both are present."""
@@ -213,3 +216,21 @@ REPORTED = [  # shown with their intervals, not judged (PLAN.md)
     Claim("F3 at 75%", "Weighted - xID at 75%", FIVE, at(0.75, "weighted"), at(0.75, "xid")),
     Claim("F4 at 25%", "Weighted - Oracle at 25%", FIVE, at(0.25, "weighted"), at(0.25, "oracle")),
 ]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One claims run as its report reads it: the judged claims, the sweeps' claims, the rows reported but
+    not judged, its plan's file (beside its settings), the code it ran on (as the README says it), Table 2's
+    levels, and whether each row of a table has its own seeds (the rerun sizes each branch on its own)."""
+
+    claims: list
+    sweeps: list
+    reported: list
+    plan: str = "PLAN.md"
+    code: str = "run on the code before the faster epoch (0756166), not today's (CLAIMS.md says how it differs)"
+    table2: tuple = (0.0, 0.5)
+    per_row: bool = False
+
+
+FIRST_RUN = Run(CLAIMS, SWEEP_CLAIMS, REPORTED)  # the first claims run, seeds 400-414 (results/claims/PLAN.md)

@@ -27,6 +27,7 @@ from lab.claims_plan import (  # noqa: F401  (claims_report.X: the judge's reade
     CHANCE,
     CLAIMS,
     FIG7_ONLY,
+    FIRST_RUN,
     FIRST_SEED,
     FLOOR,
     MARGIN,
@@ -121,10 +122,11 @@ def power_note(claim, sides, tested, verdict):
     """PLAN.md's notes on power: a 'not shown' or 'inconclusive' of a group that 15 seeds could not power
     reads as underpowered; and where the SD seen on an endpoint exceeds the one the seeds were sized on,
     the claim had less power than planned."""
+    bound, short, finds = claim.sized or (BOUND.get(claim.group), SHORT.get(claim.group), None)
     note = ""
-    if claim.group in SHORT and verdict.startswith(("not shown", "inconclusive")):
-        note += f"; underpowered (planned power {SHORT[claim.group]:.2f})"
-    bound = BOUND.get(claim.group)
+    if short is not None and verdict.startswith(("not shown", "inconclusive")):
+        finds = f", 15 seeds find {100 * finds:.1f} points" if finds else ""
+        note += f"; underpowered (planned power {short:.2f}{finds})"
     if bound and tested and len(sides[tested[0]][0]) > 1:
         over = []
         for m in tested:
@@ -173,26 +175,27 @@ def claims_table(claims, res, judged=True, family=None):
     return "\n".join(lines)
 
 
-def method_table(res, level, methods):
+def method_table(res, level, methods, per_row=False):
     """Means ± sample SD over the seeds that every listed method with any result has (one set of seeds
-    for every row), and the bank AUROC of each branch."""
-    present = [m for m in methods if any(m in rows for rows in res.get(level, {}).values())]
-    seeds = sorted(s for s, rows in res.get(level, {}).items() if all(m in rows for m in present))
+    for every row), and the bank AUROC of each branch. per_row: each row over every seed it has, with a
+    seeds column (the rerun trains each branch on its own count, so a common set would drop most)."""
+    at_level = res.get(level, {})
+    present = [m for m in methods if any(m in rows for rows in at_level.values())]
+    common = sorted(s for s, rows in at_level.items() if all(m in rows for m in present))
     cols = SHOWN + PRIMARY + ("AUROC",)
     lines = [
-        f"{level:.0%} injected, seeds {seeds}:",
+        f"{level:.0%} injected, " + ("each row over its own seeds:" if per_row else f"seeds {common}:"),
         "",
-        "| method | " + " | ".join(cols) + " |",
-        "|---|" + "---:|" * len(cols),
+        "| method | " + ("seeds | " if per_row else "") + " | ".join(cols) + " |",
+        "|---|" + "---:|" * (len(cols) + per_row),
     ]
-    for m in methods:
-        rows = [res[level][s][m] for s in seeds if m in res[level][s]]
+    for m in present:
+        seeds = sorted(s for s, rows in at_level.items() if m in rows) if per_row else common
+        rows = [at_level[s][m] for s in seeds]
         if rows:
-            lines.append(
-                f"| {demo_report.method_name(m)} | "
-                + " | ".join(demo_report.fmt([r[c] for r in rows]) for c in cols)
-                + " |"
-            )
+            span = f"{len(seeds)}: {seeds[0]}" + (f"-{seeds[-1]}" if len(seeds) > 1 else "") + " | " if per_row else ""
+            cells = " | ".join(demo_report.fmt([r[c] for r in rows]) for c in cols)
+            lines.append(f"| {demo_report.method_name(m)} | {span}{cells} |")
     return "\n".join(lines)
 
 
@@ -244,7 +247,7 @@ def load_sweeps(folder):
     return out
 
 
-def sweeps_report(folder):
+def sweeps_report(folder, plan="PLAN.md"):
     """The appendix's sweeps at 50% over the seeds whose every value has finished: the sweep's own tables
     (S1 and S2 are judged with the other claims, from load_sweeps)."""
     from lab import sweep
@@ -252,7 +255,7 @@ def sweeps_report(folder):
     text = [
         "# The appendix's sweeps on the adopted regime\n",
         "Made by `python -m lab.claims report` from `delta_settings/` and `lambda_settings/`, over the "
-        "seeds whose every value has finished. PLAN.md's S1 and S2 are judged in [VERDICT.md](VERDICT.md) once "
+        f"seeds whose every value has finished. {plan}'s S1 and S2 are judged in [VERDICT.md](VERDICT.md) once "
         "all their seeds are in; S3 (the best lambda) is read off these tables. lambda 0 is xID exactly.\n",
     ]
     for knob, values in SWEEP_VALUES.items():
@@ -314,19 +317,21 @@ def rests_on():
     )
 
 
-def main(folder):
+def main(folder, run=FIRST_RUN):
+    """Every report file of one claims run (claims_plan.Run: the first, or lab/claims_rerun's) into `folder`,
+    from its settings there alone."""
     folder = Path(folder)
     res = load(folder)
+    wide = {**res, **load_sweeps(folder)}  # the sweeps' settings, keyed beside the levels
     levels = sorted(res)
     fig7 = ["xid", "weighted", "oracle"]
     text = [
         "# Fig. 7 on the adopted regime\n",
-        "Made by `python -m lab.claims report` from "
-        "`settings/`; the plan: [PLAN.md](PLAN.md). Metrics in %, mean ± sample SD over seeds; AUROC: the bank "
-        "scores of the branch's final bank against the known faulty positives (natural and injected). At 0% "
-        "Oracle-xID is xID.\n",
+        f"Made by `python -m lab.claims report` from `settings/`; the plan: [{Path(run.plan).name}]({run.plan}). "
+        "Metrics in %, mean ± sample SD over seeds; AUROC: the bank scores of the branch's final bank against "
+        "the known faulty positives (natural and injected). At 0% Oracle-xID is xID.\n",
     ]
-    text += [method_table(res, lv, fig7) + "\n" for lv in levels]
+    text += [method_table(res, lv, fig7, run.per_row) + "\n" for lv in levels]
     shared = {lv: [s for s in sorted(res[lv]) if all(m in res[lv][s] for m in fig7)] for lv in levels}
     for metric in PRIMARY + ("R@5",) if levels else ():  # each level's point on the seeds its three methods share
         curves = {
@@ -339,19 +344,20 @@ def main(folder):
     (folder / "table2.md").write_text(
         "# Table 2 on the adopted regime\n\n"
         + "\n\n".join(
-            [method_table(res, lv, TABLE2_ORDER) for lv in (0.0, 0.5) if lv in res] + [finetune_table(folder)]
+            [method_table(res, lv, TABLE2_ORDER, run.per_row) for lv in run.table2 if lv in res]
+            + [finetune_table(folder)]
         )
         + "\n"
     )
     t1 = ["xid", "soft:bootstrap", "soft:neighbor", "soft:swapped", "soft", "soft:oracle"]
     (folder / "table1.md").write_text(
         "# Table 1 on the adopted regime (0% injected; `soft` is CCP)\n\n"
-        + (method_table(res, 0.0, t1) + "\n\n" + oracle_shares(res) if 0.0 in res else "no 0% setting yet")
+        + (method_table(res, 0.0, t1, run.per_row) + "\n\n" + oracle_shares(res) if 0.0 in res else "no 0% setting yet")
         + "\n"
     )
-    family = family_wise(CLAIMS + SWEEP_CLAIMS, {**res, **load_sweeps(folder)})
+    family = family_wise(run.claims + run.sweeps, wide)
     verdict = [
-        "# The claims, judged by PLAN.md\n",
+        f"# The claims, judged by [{Path(run.plan).name}]({run.plan})\n",
         rests_on() + "\n",
         "Differences in points, mean [95% t-interval] over the plan's seeds: paired by seed where both sides "
         "share a warm-up, Welch's unpaired interval and test where they do not (F1, F3b). Holm-adjusted p "
@@ -365,15 +371,15 @@ def main(folder):
         "are shown, not judged. The last column is the family-wise view: Holm across all "
         f"{len(family)} judged 'A > B' claims, each entering with its smallest within-claim p in its own "
         "direction.\n",
-        claims_table(CLAIMS, res, family=family),
+        claims_table(run.claims, res, family=family),
         "\nReported, not judged:\n",
-        claims_table(REPORTED, {**res, **load_sweeps(folder)}, judged=False),
-        "\nThe appendix's sweeps (PLAN.md's S1 and S2; tables: [sweeps.md](sweeps.md)):\n",
-        claims_table(SWEEP_CLAIMS, {**res, **load_sweeps(folder)}, family=family),
+        claims_table(run.reported, wide, judged=False),
+        f"\nThe appendix's sweeps ({Path(run.plan).name}'s S1 and S2; tables: [sweeps.md](sweeps.md)):\n",
+        claims_table(run.sweeps, wide, family=family),
         "\nTables: [fig7.md](fig7.md), [table2.md](table2.md), [table1.md](table1.md).",
         "",
     ]
     (folder / "VERDICT.md").write_text("\n".join(verdict))
     print("\n".join(verdict))
-    sweeps_report(folder)
+    sweeps_report(folder, Path(run.plan).name)
     return res

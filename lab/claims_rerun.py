@@ -25,7 +25,7 @@ from statistics import mean, stdev
 
 from scipy import stats
 
-from lab.claims_plan import CLAIMS, PRIMARY, SWEEP_CLAIMS, diff_claim, load
+from lab.claims_plan import CLAIMS, PRIMARY, SWEEP_CLAIMS, Run, diff_claim, load
 from lab.regime import rows as demo_rows
 from lab.statistics import not_worse_power, power, sd_bound, seeds_for
 
@@ -234,6 +234,40 @@ def order(need, first=FIRST_SEED):
             if methods or knobs:
                 out.append((first + i, level, methods, knobs))
     return out
+
+
+CODE = "a8be88a"  # the commit every rerun setting runs from (RERUN.md): the plan's code, 557423f, plus documents
+
+
+def claims_of(sized=None, need=None):
+    """The rerun as lab.claims report judges it (a claims_plan.Run): every claim of the first run and Table 2's
+    25% rows, each on the rerun seeds both its arms have (the first min(NEED) of them, at least its own count),
+    carrying its own planning SD bound and, where 15 seeds could not power it, its power and the effect 15
+    find; Fig. 7's reported rows on the first 5 seeds."""
+    sized = sized or sizing()
+    need = need or NEED
+    out = {}
+    for name, (claim, row) in sized.items():
+        k = min(need[level][method] for level, method in claim.a.arms + claim.b.arms)
+        note = (row["bound"], row["short"], row["smallest"]) if row else (None, None, None)
+        out[name] = replace(claim, seeds=tuple(range(FIRST_SEED, FIRST_SEED + k)), group="", sized=note)
+    five = tuple(range(FIRST_SEED, FIRST_SEED + FIG7_ONLY))
+    reported = [
+        diff_claim("F2 at 25%", "Oracle - xID at 25%", "", 0.25, "oracle", 0.25, "xid"),
+        diff_claim("F2 at 75%", "Oracle - xID at 75%", "", 0.75, "oracle", 0.75, "xid"),
+        diff_claim("F3 at 75%", "Weighted - xID at 75%", "", 0.75, "weighted", 0.75, "xid"),
+        diff_claim("F4 at 25%", "Weighted - Oracle at 25%", "", 0.25, "weighted", 0.25, "oracle"),
+    ]
+    sweeps = {c.name for c in SWEEP_CLAIMS}
+    return Run(
+        claims=[c for n, c in out.items() if n not in sweeps],
+        sweeps=[c for n, c in out.items() if n in sweeps],
+        reported=[replace(c, seeds=five) for c in reported],
+        plan="../RERUN_PLAN.md",
+        code=f"run on commit {CODE} (today's code; [RERUN_PLAN.md](results/claims/RERUN_PLAN.md))",
+        table2=(0.0, 0.25, 0.5),
+        per_row=True,
+    )
 
 
 def run(args):

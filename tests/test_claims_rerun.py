@@ -2,6 +2,7 @@
 null one, sizes "not worse" on its joint power, and trains each branch for the most seeds a claim reading it needs."""
 
 import random
+from pathlib import Path
 
 from lab.claims_plan import Claim, at, diff_claim, gain
 from lab.claims_rerun import HI, levels, size
@@ -125,3 +126,68 @@ def test_run_trains_the_pasted_order_in_run_ones_shape_and_levels_filter_it(monk
     assert (runs, results, seed, level) == ("runs/x", str(claims_rerun.RESULTS), claims_rerun.FIRST_SEED, 0.0)
     claims_rerun.run(argparse.Namespace(levels=[0.25, 0.75], runs="runs/x", jobs=1))
     assert {a[3][1] for a in calls[-1][1]} == {0.25, 0.75}
+
+
+def test_the_rerun_judges_29_claims_each_on_the_seeds_both_arms_train_and_at_least_its_sized_count():
+    from lab.claims_rerun import FIRST_SEED, NEED, claims_of, sizing
+
+    sized = sizing()
+    run = claims_of(sized, NEED)
+    judged = [c for c in run.claims + run.sweeps if not c.at_least]
+    assert len(judged) == 29 and len(run.claims + run.sweeps) == len(sized)  # RERUN_PLAN.md's family
+    for c in run.claims + run.sweeps:
+        row = sized[c.name][1]
+        assert c.seeds == tuple(range(FIRST_SEED, FIRST_SEED + len(c.seeds))) and row["seeds"] <= len(c.seeds) <= HI
+        assert all(len(c.seeds) <= NEED[level][m] for level, m in c.a.arms + c.b.arms)  # every seed has both arms
+        assert c.sized == (row["bound"], row["short"], row["smallest"]) and c.group == ""
+    assert [len(c.seeds) for c in run.reported] == [5] * 4 and 0.25 in run.table2 and run.per_row
+
+
+def test_a_capped_rerun_claim_reads_underpowered_with_the_effect_15_seeds_find_and_its_own_bound():
+    from dataclasses import replace
+
+    from lab import claims_report as cr
+
+    swing = [0.02, -0.02, 0.01, -0.01, 0.0] * 3  # mean 0, SD 1.4 points: not shown
+    noise = {
+        0.0: {
+            s: {"xid": {m: 0.5 for m in cr.PRIMARY}, "weighted": {m: 0.5 + g for m in cr.PRIMARY}}
+            for s, g in enumerate(swing)
+        }
+    }
+    claim = diff_claim("X", "Weighted > xID", "", 0.0, "weighted", 0.0, "xid")
+    capped = replace(claim, seeds=tuple(range(15)), group="0%", sized=(0.001, 0.3, 0.019))
+    verdict = cr.judge(capped, noise)["verdict"]
+    assert "underpowered (planned power 0.30, 15 seeds find 1.9 points); SD seen above the planned 0.1" in verdict
+    powered = replace(capped, sized=(0.5, None, None))  # its own plan, not its group's (0%'s SHORT)
+    assert (
+        "underpowered" not in cr.judge(powered, noise)["verdict"]
+        and "SD seen" not in cr.judge(powered, noise)["verdict"]
+    )
+
+
+def test_the_rerun_report_reads_its_own_folder_gives_each_row_its_seeds_and_links_from_the_root(tmp_path, monkeypatch):
+    from lab import claims_docs
+    from lab import claims_report as cr
+    from lab.claims_rerun import claims_of
+    from test_claims import write_setting
+
+    run = claims_of()  # sized from the committed first run and check, before leaving the repository
+    folder = tmp_path / "results/claims/rerun"
+    (folder / "settings").mkdir(parents=True)
+    row = {m: 0.5 for m in cr.PRIMARY + cr.SHOWN + ("R@5", "AUROC")}
+    write_setting(folder / "settings", 1500, 0.25, {m: row for m in ("xid", "weighted", "soft", "robust", "oracle")})
+    write_setting(folder / "settings", 1501, 0.25, {m: row for m in ("xid", "weighted", "soft", "robust")})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("<!-- README-VERDICTS -->\n## Next\n")
+    (tmp_path / "CLAIMS.md").write_text("<!-- VERDICT -->\n")
+    res = cr.main(Path("results/claims/rerun"), run)
+    claims_docs.update(Path("results/claims/rerun"), res, run)
+    table2 = (folder / "table2.md").read_text()
+    assert "| xID | 2: 1500-1501 |" in table2 and "| Oracle-xID | 1: 1500 |" in table2  # not cut to the common seed
+    verdict = (folder / "VERDICT.md").read_text()
+    assert verdict.startswith("# The claims, judged by [RERUN_PLAN.md](../RERUN_PLAN.md)")
+    assert "Holm across all 29" in verdict and "incomplete (2 of 10 seeds)" in verdict
+    claims_md = (tmp_path / "CLAIMS.md").read_text()
+    assert "From results/claims/rerun/VERDICT.md" in claims_md and "](results/claims/RERUN_PLAN.md)" in claims_md
+    assert "No claim has all its planned seeds yet" in (tmp_path / "README.md").read_text()
