@@ -23,10 +23,10 @@ from pathlib import Path
 from statistics import stdev
 
 from experiments import demo, jobs
-from experiments.demo_args import DemoArgs
-from lab import claims_docs, claims_report, sweep
-from lab.claims_plan import DATA, EPOCHS, RECIPE, TRANSFER, WARMUP_EPOCHS
-from lab.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS, SWEEP_VALUES
+from lab import claims_docs, claims_report
+from lab.claims_plan import DATA, TRANSFER
+from lab.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS
+from lab.claims_setting import run_one
 from lab.statistics import not_worse_power, power, sd_bound
 
 RESULTS = Path("results/claims")
@@ -143,34 +143,6 @@ def plan(seeds=None):
         if i < FIG7_ONLY:
             out += [(seed, 0.25, FIG7, ()), (seed, 0.75, FIG7, ())]
     return out
-
-
-def demo_args(results, seed_methods, data=DATA, runs="runs/claims"):
-    """A claims setting as the demo runs it: make demo's set and warm-up, the plan's branch length, every
-    branch evaluated in-domain and on the transfer set; its finished settings in RESULTS/settings."""
-    return DemoArgs(
-        data=data,
-        runs=runs,
-        results=str(results),
-        settings="settings",
-        methods=seed_methods,
-        warmup_epochs=WARMUP_EPOCHS,
-        epochs=EPOCHS,
-        eval_clips=RECIPE["eval_clips"],  # make demo's (results/regime/PLAN.md); the paper's 10 is a named deviation
-        trials=RECIPE["trials"],
-        transfer=TRANSFER,
-        figures=False,
-        branch_jobs=1,  # one branch after another, with every thread, as the claims ran
-    )
-
-
-def run_one(data, runs, results, setting):
-    """One setting of the plan: its warm-up and branches, then at 50% its sweeps' values from that warm-up."""
-    seed, level, methods, knobs = setting
-    demo.run_setting(demo_args(results, list(methods), data, runs), seed, level)
-    for knob in knobs:
-        swept = sweep.SweepArgs(**vars(demo_args(results, [], data, runs)), knob=knob, values=list(SWEEP_VALUES[knob]))
-        sweep.run_point(swept, seed, level)
 
 
 def run(args):

@@ -273,8 +273,8 @@ def claims_of(sized=None, need=None):
 def run(args):
     """lab.claims.run's way (one job per setting, side by side) over the rerun's order, into RESULTS."""
     from experiments import demo, jobs
-    from lab.claims import run_one
     from lab.claims_plan import DATA, TRANSFER
+    from lab.claims_setting import run_one
 
     demo.ensure_data(DATA)
     demo.ensure_data(TRANSFER)

@@ -268,7 +268,8 @@ def demo_section(work, smoke):
         split = json.loads((folder / "claims" / f"seed{claims.FIRST_SEED}_faulty50" / "time_split.json").read_text())
         warm = split.get("warm-up", 0.0)
         branch = (one - warm) / 5  # a branch with its evaluations
-        branches = sum(len(m) + sum(len(claims.SWEEP_VALUES[k]) for k in knobs) for _, _, m, knobs in claims.plan())
+        values = claims.claims_report.SWEEP_VALUES
+        branches = sum(len(m) + sum(len(values[k]) for k in knobs) for _, _, m, knobs in claims.plan())
         total = len(claims.plan()) * warm + branches * branch
         lines.append(
             f"One claims setting (50%, warm-up and 5 branches of 24 epochs): {one:.0f} s ({warm:.0f} s warm-up). The "

@@ -69,27 +69,29 @@ def test_a_claims_setting_and_its_sweeps_share_one_warm_up_and_carry_the_transfe
     (xID and the paper's rule are not trained again), every row with both primary endpoints."""
     import json
 
-    from lab import claims
+    from lab import claims, claims_setting
     from tools import synthetic
 
     data, transfer = tmp_path / "synth", tmp_path / "transfer"
     synthetic.generate(data, classes=2, train_per_class=8, test_per_class=2, pool=0, size=32, seconds=(2.2, 2.6))
     synthetic.generate(transfer, classes=2, train_per_class=2, test_per_class=2, pool=0, size=32, seconds=(2.2, 2.6))
     toy = ["--frames", "2", "--size", "32", "--batch-size", "8", "--num-negatives", "7", "--workers", "0"]
-    made = claims.demo_args
+    made = claims_setting.demo_args
 
     def small(results, methods, data_, runs):
         a = made(results, methods, data_, runs)
         a.warmup_epochs, a.epochs, a.trials, a.transfer, a.train_args = 1, 1, 2, str(transfer), toy
         return a
 
-    monkeypatch.setattr(claims, "demo_args", small)
-    monkeypatch.setattr(claims, "SWEEP_VALUES", {"delta": ("1", "known")})
+    monkeypatch.setattr(claims_setting, "demo_args", small)
+    monkeypatch.setattr(claims_setting, "SWEEP_VALUES", {"delta": ("1", "known")})
     trained = []
-    real_train = claims.demo.train.main
-    monkeypatch.setattr(claims.demo.train, "main", lambda cfg, **kw: trained.append(cfg.out) or real_train(cfg, **kw))
+    real_train = claims_setting.demo.train.main
+    monkeypatch.setattr(
+        claims_setting.demo.train, "main", lambda cfg, **kw: trained.append(cfg.out) or real_train(cfg, **kw)
+    )
     setting = (claims.FIRST_SEED, 0.5, ["xid", "weighted"], ("delta",))
-    claims.run_one(str(data), str(tmp_path / "runs"), str(tmp_path / "res"), setting)
+    claims_setting.run_one(str(data), str(tmp_path / "runs"), str(tmp_path / "res"), setting)
     setting = json.loads((tmp_path / "res" / "settings" / f"seed{claims.FIRST_SEED}_faulty50.json").read_text())
     swept = json.loads((tmp_path / "res" / "delta_settings" / f"seed{claims.FIRST_SEED}_faulty50.json").read_text())
     assert all(e in setting["rows"][m] for m in ("xid", "weighted") for e in claims.claims_report.PRIMARY)
