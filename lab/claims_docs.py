@@ -87,6 +87,12 @@ def summary(folder, res, run=cr.FIRST_RUN):
     return text + " Every row, interval and table: [CLAIMS.md](CLAIMS.md).\n"
 
 
+def waiting(folder, res, run):
+    """The claims of `run` that lack some of their seeds in `folder`'s settings and sweeps."""
+    res = {**res, **cr.load_sweeps(folder)}
+    return [c.name for c in run.claims + run.sweeps + run.reported if cr.judge(c, res)["n"] < len(c.seeds)]
+
+
 def claims_block(folder):
     """The report's verdict, Fig. 7, Table 2 and Table 1, their links made relative to the repository."""
     folder = Path(folder)

@@ -85,8 +85,9 @@ class Claim:
     baseline: object = "b"
     floor: tuple = ()
     group: str = ""  # its group of seeds (SEEDS), whose planning bound and power its verdict quotes
-    # a claim sized on its own (the rerun, lab/claims_rerun.py): (planning SD bound, power at 15 seeds where
-    # 15 could not power it else None, the effect 15 seeds find where capped else None), in place of its group's
+    # a claim sized on its own (the rerun, lab/claims_rerun.py), in place of its group's: (((endpoint, planning SD
+    # bound), ...) for each endpoint its sizing measured, power at 15 seeds where 15 could not power it else None,
+    # the effect 15 seeds find where capped else None)
     sized: tuple = None
 
     def sides(self, res, metric):

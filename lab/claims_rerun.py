@@ -149,6 +149,7 @@ def size(claim, res, inflate=1.0):
             s=s,
             n=n,
             bound=b,
+            bounds={m: v[3] for m, v in found.items()},
             seeds=k or HI,
             short=None if k else powered(HI),
             smallest=None,
@@ -166,6 +167,7 @@ def size(claim, res, inflate=1.0):
                 s=s,
                 n=n,
                 bound=b,
+                bounds={m: v[3] for m, v in found.items()},
                 seeds=k or HI,
                 short=short,
                 smallest=None if k else smallest_effect(b),
@@ -248,8 +250,13 @@ def claims_of(sized=None, need=None):
     need = need or NEED
     out = {}
     for name, (claim, row) in sized.items():
+        missing = [arm for arm in claim.a.arms + claim.b.arms if arm[1] not in need.get(arm[0], {})]
+        if missing or not row:
+            raise SystemExit(f"{name}: {'arms ' + str(missing) + ' not in NEED' if missing else 'nothing sized it'}")
         k = min(need[level][method] for level, method in claim.a.arms + claim.b.arms)
-        note = (row["bound"], row["short"], row["smallest"]) if row else (None, None, None)
+        if k < row["seeds"]:
+            raise SystemExit(f"{name}: its arms train {k} seeds, fewer than the {row['seeds']} it was sized for")
+        note = (tuple(sorted(row["bounds"].items())), row["short"], row["smallest"])
         out[name] = replace(claim, seeds=tuple(range(FIRST_SEED, FIRST_SEED + k)), group="", sized=note)
     five = tuple(range(FIRST_SEED, FIRST_SEED + FIG7_ONLY))
     reported = [

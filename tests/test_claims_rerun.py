@@ -2,6 +2,7 @@
 null one, sizes "not worse" on its joint power, and trains each branch for the most seeds a claim reading it needs."""
 
 import random
+import re
 from pathlib import Path
 
 from lab.claims_plan import Claim, at, diff_claim, gain
@@ -128,27 +129,60 @@ def test_run_trains_the_pasted_order_in_run_ones_shape_and_levels_filter_it(monk
     assert {a[3][1] for a in calls[-1][1]} == {0.25, 0.75}
 
 
-def test_the_rerun_judges_29_claims_each_on_the_seeds_both_arms_train_and_at_least_its_sized_count():
-    from lab.claims_rerun import FIRST_SEED, NEED, claims_of, sizing
+def plan_table():
+    """{claim: (endpoint, SD's upper 80% bound, seeds text)} of RERUN_PLAN.md's pasted sizing table."""
+    text = (Path(__file__).resolve().parents[1] / "results/claims/RERUN_PLAN.md").read_text()
+    rows = re.findall(r"^\| ([A-Z][^|]*?) \| ([\w -]+) \| \d+ seeds \| .*? \| ([\d.]+) \| ([^|]+) \|$", text, re.M)
+    return {name: (endpoint, bound, seeds.strip()) for name, endpoint, bound, seeds in rows}
+
+
+def test_the_rerun_judges_the_plans_29_claims_each_on_the_seeds_both_arms_train_with_the_plans_bounds():
+    from lab.claims_plan import CLAIMS, SWEEP_CLAIMS
+    from lab.claims_rerun import FIRST_SEED, NEED, TABLE2_25, claims_of, sizing
 
     sized = sizing()
     run = claims_of(sized, NEED)
-    judged = [c for c in run.claims + run.sweeps if not c.at_least]
-    assert len(judged) == 29 and len(run.claims + run.sweeps) == len(sized)  # RERUN_PLAN.md's family
+    judged = {c.name for c in run.claims + run.sweeps if not c.at_least}
+    plan = plan_table()
+    assert judged == {c.name for c in CLAIMS + SWEEP_CLAIMS + TABLE2_25 if not c.at_least} and len(judged) == 29
+    assert {c.name for c in run.claims + run.sweeps} == set(plan)  # every claim of the plan's table, no other
     for c in run.claims + run.sweeps:
         row = sized[c.name][1]
-        assert c.seeds == tuple(range(FIRST_SEED, FIRST_SEED + len(c.seeds))) and row["seeds"] <= len(c.seeds) <= HI
-        assert all(len(c.seeds) <= NEED[level][m] for level, m in c.a.arms + c.b.arms)  # every seed has both arms
-        assert c.sized == (row["bound"], row["short"], row["smallest"]) and c.group == ""
-    assert [len(c.seeds) for c in run.reported] == [5] * 4 and 0.25 in run.table2 and run.per_row
+        k = min(NEED[level][m] for level, m in c.a.arms + c.b.arms)  # the seeds every arm trains
+        assert c.seeds == tuple(range(FIRST_SEED, FIRST_SEED + k)) and row["seeds"] <= k <= HI and c.group == ""
+        endpoint, bound, seeds = plan[c.name]
+        bounds = dict(c.sized[0])
+        assert f"{100 * max(bounds.values()) if c.at_least else 100 * bounds[endpoint]:.1f}" == bound, c.name
+        assert seeds.startswith(str(row["seeds"])) and (c.sized[1] is None) == ("short" not in seeds), c.name
+    reported = {c.name: (c.a.arms + c.b.arms, c.seeds) for c in run.reported}
+    five = tuple(range(FIRST_SEED, FIRST_SEED + 5))
+    assert reported == {  # RERUN_PLAN.md: reported beside them, not judged, on 5 seeds
+        "F2 at 25%": (((0.25, "oracle"), (0.25, "xid")), five),
+        "F2 at 75%": (((0.75, "oracle"), (0.75, "xid")), five),
+        "F3 at 75%": (((0.75, "weighted"), (0.75, "xid")), five),
+        "F4 at 25%": (((0.25, "weighted"), (0.25, "oracle")), five),
+    }
+    assert run.table2 == (0.0, 0.25, 0.5) and run.per_row
 
 
-def test_a_capped_rerun_claim_reads_underpowered_with_the_effect_15_seeds_find_and_its_own_bound():
+def test_claims_of_refuses_an_arm_no_branch_trains_or_fewer_seeds_than_a_claim_was_sized_for():
+    import pytest
+
+    from lab.claims_rerun import NEED, claims_of, sizing
+
+    sized = sizing()
+    with pytest.raises(SystemExit, match="T1a: arms \\[\\(0.0, 'soft:oracle'\\)\\] not in NEED"):
+        claims_of(sized, {**NEED, 0.0: {k: v for k, v in NEED[0.0].items() if k != "soft:oracle"}})
+    with pytest.raises(SystemExit, match="T1a: its arms train 5 seeds, fewer than the 7"):
+        claims_of(sized, {**NEED, 0.0: {**NEED[0.0], "soft:oracle": 5}})
+
+
+def test_a_capped_rerun_claim_reads_underpowered_with_the_effect_15_seeds_find_and_each_endpoint_its_own_bound():
     from dataclasses import replace
 
     from lab import claims_report as cr
 
-    swing = [0.02, -0.02, 0.01, -0.01, 0.0] * 3  # mean 0, SD 1.4 points: not shown
+    swing = [0.02, -0.02, 0.01, -0.01, 0.0] * 3  # mean 0, SD 1.46 points on both endpoints: not shown
     noise = {
         0.0: {
             s: {"xid": {m: 0.5 for m in cr.PRIMARY}, "weighted": {m: 0.5 + g for m in cr.PRIMARY}}
@@ -156,38 +190,57 @@ def test_a_capped_rerun_claim_reads_underpowered_with_the_effect_15_seeds_find_a
         }
     }
     claim = diff_claim("X", "Weighted > xID", "", 0.0, "weighted", 0.0, "xid")
-    capped = replace(claim, seeds=tuple(range(15)), group="0%", sized=(0.001, 0.3, 0.019))
+    # sized on in-domain only, at 1.0 points: transfer (never measured) is not held to it
+    capped = replace(claim, seeds=tuple(range(15)), group="0%", sized=((("1-shot", 0.010),), 0.3, 0.019))
     verdict = cr.judge(capped, noise)["verdict"]
-    assert "underpowered (planned power 0.30, 15 seeds find 1.9 points); SD seen above the planned 0.1" in verdict
-    powered = replace(capped, sized=(0.5, None, None))  # its own plan, not its group's (0%'s SHORT)
-    assert (
-        "underpowered" not in cr.judge(powered, noise)["verdict"]
-        and "SD seen" not in cr.judge(powered, noise)["verdict"]
+    assert verdict == (
+        "not shown; underpowered (planned power 0.30, 15 seeds find 1.9 points); "
+        "SD seen above the planned: 1-shot 1.5 (planned 1.0)"
     )
+    both = replace(capped, sized=((("1-shot", 0.02), ("transfer 1-shot", 0.01)), 0.3, 0.019))
+    assert cr.judge(both, noise)["verdict"].endswith("SD seen above the planned: transfer 1-shot 1.5 (planned 1.0)")
+    powered = replace(capped, sized=((("1-shot", 0.02),), None, None))  # its own plan, not its group's (0%'s SHORT)
+    assert cr.judge(powered, noise)["verdict"] == "not shown"
 
 
-def test_the_rerun_report_reads_its_own_folder_gives_each_row_its_seeds_and_links_from_the_root(tmp_path, monkeypatch):
-    from lab import claims_docs
+def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_waits_to_touch_the_documents(
+    tmp_path, monkeypatch
+):
+    from lab import claims, claims_docs, claims_rerun
     from lab import claims_report as cr
-    from lab.claims_rerun import claims_of
     from test_claims import write_setting
 
-    run = claims_of()  # sized from the committed first run and check, before leaving the repository
+    run = claims_rerun.claims_of()  # sized from the committed first run and check, before leaving the repository
     folder = tmp_path / "results/claims/rerun"
     (folder / "settings").mkdir(parents=True)
     row = {m: 0.5 for m in cr.PRIMARY + cr.SHOWN + ("R@5", "AUROC")}
-    write_setting(folder / "settings", 1500, 0.25, {m: row for m in ("xid", "weighted", "soft", "robust", "oracle")})
-    write_setting(folder / "settings", 1501, 0.25, {m: row for m in ("xid", "weighted", "soft", "robust")})
+    for i, seed in enumerate(range(1500, 1510)):  # T2a 25%'s 10 seeds, Weighted ahead by 4.0-4.4 points
+        ahead = {m: 0.5 + 0.04 + 0.002 * (i % 3) for m in row}
+        rows = {"xid": row, "weighted": ahead, "soft": row, "robust": row} | ({"oracle": row} if i == 0 else {})
+        write_setting(folder / "settings", seed, 0.25, rows)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "README.md").write_text("<!-- README-VERDICTS -->\n## Next\n")
-    (tmp_path / "CLAIMS.md").write_text("<!-- VERDICT -->\n")
-    res = cr.main(Path("results/claims/rerun"), run)
-    claims_docs.update(Path("results/claims/rerun"), res, run)
+    monkeypatch.setattr(claims_rerun, "claims_of", lambda: run)  # the committed files it sizes from are not here
+    (tmp_path / "README.md").write_text("<!-- README-VERDICTS -->\nold\n## Next\n")
+    (tmp_path / "CLAIMS.md").write_text("<!-- VERDICT -->\nold\n")
+    claims.main(["report", "--run", "rerun"])
     table2 = (folder / "table2.md").read_text()
-    assert "| xID | 2: 1500-1501 |" in table2 and "| Oracle-xID | 1: 1500 |" in table2  # not cut to the common seed
+    assert "| xID | 10: 1500-1509 |" in table2 and "| Oracle-xID | 1: 1500 |" in table2  # not cut to the common seed
     verdict = (folder / "VERDICT.md").read_text()
     assert verdict.startswith("# The claims, judged by [RERUN_PLAN.md](../RERUN_PLAN.md)")
-    assert "Holm across all 29" in verdict and "incomplete (2 of 10 seeds)" in verdict
+    assert "Holm across all 29" in verdict and "incomplete (10 of 13 seeds)" in verdict  # T2e 25%: Robust's 13
+    t2a = next(line for line in verdict.splitlines() if line.startswith("| **T2a 25%**"))
+    assert "| 10 | +4.2 [" in t2a and "| holds (1-shot, transfer 1-shot) |" in t2a
+    assert (tmp_path / "CLAIMS.md").read_text() == "<!-- VERDICT -->\nold\n"  # not yet: most claims lack seeds
+    claims_docs.update(Path("results/claims/rerun"), cr.load(folder), run)  # what `report` does once all are in
     claims_md = (tmp_path / "CLAIMS.md").read_text()
     assert "From results/claims/rerun/VERDICT.md" in claims_md and "](results/claims/RERUN_PLAN.md)" in claims_md
-    assert "No claim has all its planned seeds yet" in (tmp_path / "README.md").read_text()
+    assert "0 of 32 claims" not in (tmp_path / "README.md").read_text()
+
+
+def test_only_report_reads_the_run_switch():
+    import pytest
+
+    from lab import claims
+
+    with pytest.raises(SystemExit):
+        claims.main(["run", "--run", "rerun"])
