@@ -1,14 +1,11 @@
 """Evaluation on an official-split layout, kept whole and keyed: a tiny UCF101 layout from the generator
 (tests/conftest.py's ucf_data), evaluated by `evaluate.py` as a user runs it. Records keyed by dataset,
 fold and protocol (persistence/records.py), folds and their mean, the report's table rows
-(analysis/report.py), a split that lost a video stops by name, and `features` writes what the split holds
-(protocols/features.py)."""
+(analysis/report.py), and a split that lost a video stops by name. `features`: test_features.py."""
 
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +14,6 @@ import torch
 
 import data
 import evaluate
-from config import Config
 from conftest import FAST, TUNE, UCF_SILENT, save_version, ucf
 from media import in_memory, manifest
 from persistence import records
@@ -87,38 +83,6 @@ def test_audio_features_get_retrieval_and_few_shot_and_a_silent_video_is_missing
     assert by_task["fewshot"]["videos"]["test"]["missing"] == 1 and 0 <= by_task["retrieval"]["results"]["R@1"] <= 1
 
 
-def test_features_writes_an_npz_whose_rows_are_the_split_and_the_readme_example_reads_it(
-    ucf_data, video_manifest, ckpt, tmp_path, monkeypatch
-):
-    parsed = []
-    monkeypatch.setattr(manifest, "_READ", {})
-    monkeypatch.setattr(manifest, "_parse", lambda path, parse=manifest._parse: parsed.append(path) or parse(path))
-    monkeypatch.setattr(manifest, "scan", lambda *a, **k: pytest.fail("a manifest that exists was rebuilt"))
-    out = tmp_path / "ucf1.npz"
-    evaluate.main(["features", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--out", out)])
-    assert parsed == [video_manifest.resolve()]  # both splits, both modalities: one read
-    f = np.load(out)
-    lists = ucf_data / "ucfTrainTestlist"
-    expected = [line.split()[0] for name in ("trainlist01.txt", "testlist01.txt") for line in open(lists / name)]
-    assert [str(Path(p).relative_to(ucf_data)) for p in f["path"]] == expected
-    assert list(f["split"]) == ["train"] * 8 + ["test"] * 5
-    classes = [line.split()[1] for line in open(lists / "classInd.txt")]
-    assert [classes[k] for k in f["label"]] == [p.split("/")[0] for p in expected] and list(f["classes"]) == classes
-    assert f["video"].shape == f["audio"].shape == (13, 64) and np.isfinite(f["video"]).all()
-    silent = np.array([p.endswith(UCF_SILENT) for p in f["path"]])
-    assert (f["has_audio"] == ~silent).all() and np.isnan(f["audio"][silent]).all()
-    assert np.isfinite(f["audio"][~silent]).all()
-    assert json.loads(str(f["about"]))["checkpoint_epoch"] == 7
-
-    example = re.search(r"```python\n(.*?)```", (ROOT / "OPERATIONS.md").read_text(), re.S).group(1)
-    lines = [line for line in example.splitlines() if line and not line.startswith(("import", "from"))]
-    assert len(lines) == 3  # after the imports: load, split, fit and score
-    res = subprocess.run(
-        [sys.executable, "-c", example.replace("ucf1.npz", str(out))], capture_output=True, text=True, timeout=120
-    )
-    assert res.returncode == 0 and 0 <= float(res.stdout) <= 1, res.stderr
-
-
 def test_records_keep_every_dataset_and_fold_and_an_older_eval_json_still_reads(tmp_path):
     path = tmp_path / "eval.json"
     path.write_text(
@@ -159,12 +123,6 @@ def test_a_report_cell_never_averages_two_copies_of_a_dataset_and_takes_the_late
     assert report.cell([raw, prepared], "retrieval", "ucf101", "video", "R@5")[0] == "50.0"  # the latest copy
     folds = [rec("prepared", 1, 0.5, "2026-01-01"), rec("prepared", 2, 0.3, "2026-01-02")]
     assert report.cell([raw, *folds], "retrieval", "ucf101", "video", "R@5")[0] == "40.0 ± 14.1 (folds 1, 2)"
-
-
-def test_features_refuses_several_folds_for_one_file(ckpt, tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        evaluate.main(["features", str(ckpt), "--fold", "1", "2", "--out", str(tmp_path / "f.npz")])
-    assert "one --fold per file" in capsys.readouterr().err
 
 
 def test_a_manifest_made_for_a_caller_that_needs_audio_still_lists_the_silent_videos(tmp_path):
@@ -272,33 +230,6 @@ def test_a_corrupt_eval_json_is_set_aside_in_one_line_and_the_new_record_kept(uc
     assert [r["task"] for r in records.load(ckpt.parent / "eval.json")] == ["retrieval"]
 
 
-def test_features_refuses_an_out_that_is_a_folder_or_a_file_of_another_kind(ckpt, tmp_path, capsys):
-    before = ckpt.read_bytes()
-    for out, words in ((ckpt, "is not a features .npz of evaluate.py"), (tmp_path, "a folder")):
-        with pytest.raises(SystemExit) as stop:
-            evaluate.main(["features", str(ckpt), "--out", str(out), *FAST])
-        err = capsys.readouterr().err.strip()
-        assert stop.value.code == 2 and "\n" not in err and f"--out {out}" in err and words in err, err
-    assert ckpt.read_bytes() == before
-
-
-def test_feature_caches_of_earlier_versions_of_the_checkpoint_are_removed_unless_kept(
-    ucf_data, video_manifest, ckpt, capsys
-):
-    argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)]
-    evaluate.main(argv)
-    first = set(ckpt.parent.glob("features_*.pt"))
-    assert len(first) == 2 and all(p.name.startswith("features_ckpt_") for p in first)
-    save_version(ckpt, 8, seed=1)
-    evaluate.main([*argv, "--keep-cache"])
-    assert first < set(ckpt.parent.glob("features_*.pt"))
-    save_version(ckpt, 9, seed=2)
-    capsys.readouterr()
-    evaluate.main(argv)
-    assert len(set(ckpt.parent.glob("features_*.pt"))) == 2 and not first & set(ckpt.parent.glob("features_*.pt"))
-    assert "removed 4 feature caches of other versions" in capsys.readouterr().out
-
-
 def test_hmdb51_on_a_folder_without_its_lists_names_the_missing_lists(ucf_data, ckpt):
     with pytest.raises(SystemExit) as stop:
         evaluate.main(["retrieval", str(ckpt), "--data", str(ucf_data), "--layout", "hmdb51", *FAST])
@@ -344,45 +275,6 @@ def test_evaluation_decides_its_own_preload_never_the_training_runs(
     assert held == [] and (tmp_path / "f.npz").is_file()
     assert len(evaluate_with(1000, "--preload", "on")) == 2  # both splits: the spy sees a preload when there is one
     assert len(evaluate_with(2**40)) == 2
-
-
-@pytest.mark.parametrize("name", ["ckpt.pt.prev", "avid.k400.pt"])
-def test_features_of_two_versions_of_a_dotted_checkpoint_name_are_cached_apart(tmp_path, monkeypatch, name):
-    """Features are named KIND_STEM_DIGEST_KEY.SPLIT.pt: with_suffix on a stem with a dot dropped the digest
-    and the key, and every version then read the first one's cache."""
-    from types import SimpleNamespace
-
-    from protocols import features
-
-    monkeypatch.setattr(data, "AVDataset", lambda *a, **k: None)  # nothing to decode: the extraction is faked
-    monkeypatch.setattr(features, "extract_features", lambda enc, *a, **k: {"made_by": torch.tensor(enc)})
-    ckpt, cfg = tmp_path / name, Config(preload="off")
-    got = [
-        features.cached_features(ckpt, SimpleNamespace(digest=digest), cfg, version, "train", [], torch.device("cpu"))
-        for version, digest in ((1, "a" * 40), (2, "b" * 40))
-    ]
-    assert [int(g["made_by"]) for g in got] == [1, 2]
-    assert len(list(tmp_path.glob("features_*.train.pt"))) == 2
-
-
-def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path):
-    """ckpt.pt's old caches go; those of ckpt_20261128_x.pt (whose name begins with 8 digits after ckpt_)
-    and ckpt.pt's current ones stay."""
-    from protocols import features
-
-    def made(ckpt, digest, tail):
-        path = Path(
-            f"{features.version_file('features' if 'train' in tail else 'finetune', ckpt, digest, 'key')}{tail}"
-        )
-        path.write_bytes(b"")
-        return path
-
-    ckpt, sibling = tmp_path / "ckpt.pt", tmp_path / "ckpt_20261128_x.pt"
-    old = [made(ckpt, "0" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
-    kept = [made(ckpt, "1" * 40, ".train.pt"), made(ckpt, "0" * 40, ".json")]
-    kept += [made(sibling, "2" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
-    assert sorted(features.prune_caches(ckpt, "1" * 40)) == sorted(old)
-    assert all(p.exists() for p in kept) and not any(p.exists() for p in old)
 
 
 def test_an_eval_json_of_a_newer_format_is_refused_in_one_line_and_left_as_it_was(ckpt):
