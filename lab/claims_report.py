@@ -380,7 +380,7 @@ def main(folder, run=FIRST_RUN):
     family = family_wise(run.claims + run.sweeps, wide)
     verdict = [
         f"# The claims, judged by [{Path(run.plan).name}]({run.plan})\n",
-        rests_on() + "\n",
+        rests_on() + f" Code: {run.code}.\n",
         "Differences in points, mean [95% t-interval] over "
         + ("each claim's seeds (the seeds column; 1500 on)" if run.per_row else "the plan's seeds")
         + ": paired by seed where both sides "

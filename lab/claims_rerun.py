@@ -271,7 +271,7 @@ def claims_of(sized=None, need=None):
         sweeps=[c for n, c in out.items() if n in sweeps],
         reported=[replace(c, seeds=five) for c in reported],
         plan="../RERUN_PLAN.md",
-        code=f"run on commit {CODE} (today's code; [RERUN_PLAN.md](results/claims/RERUN_PLAN.md))",
+        code=f"run on commit {CODE}, today's code (results/claims/RERUN.md names it)",
         table2=(0.0, 0.25, 0.5),
         per_row=True,
     )

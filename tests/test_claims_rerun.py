@@ -228,6 +228,7 @@ def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_wait
     verdict = (folder / "VERDICT.md").read_text()
     assert verdict.startswith("# The claims, judged by [RERUN_PLAN.md](../RERUN_PLAN.md)")
     assert "Holm across all 29" in verdict and "incomplete (10 of 13 seeds)" in verdict  # T2e 25%: Robust's 13
+    assert "Code: run on commit a8be88a, today's code" in verdict  # RERUN_PLAN.md: the code it ran on
     t2a = next(line for line in verdict.splitlines() if line.startswith("| **T2a 25%**"))
     assert "| 10 | +4.2 [" in t2a and "| holds (1-shot, transfer 1-shot) |" in t2a
     assert (tmp_path / "CLAIMS.md").read_text() == "<!-- VERDICT -->\nold\n"  # not yet: most claims lack seeds
