@@ -5,6 +5,7 @@ of that regime (results/spread/check_r0/, today's code; in-domain 1-shot only).
 
     python -m lab.claims_rerun seeds    # the sizing table and each level's seeds and branches, for the plan
     python -m lab.claims_rerun run --jobs 2 [--levels 0.25 0.75]   # every missing setting, in order; resumes
+    python -m lab.claims_rerun status   # which planned settings results/claims/rerun/ holds, and what each lacks
 
 The rule (RERUN_PLAN.md says why): per claim and primary endpoint the claim's test would read (not one at
 its floor or ceiling), the measured mean difference d and SD s (paired by seed; F1 and F3b compare two
@@ -18,6 +19,7 @@ contrasts both measured, every first-run bound is scaled up by that ratio (infla
 """
 
 import argparse
+import json
 from dataclasses import replace
 from math import prod
 from pathlib import Path
@@ -310,9 +312,28 @@ def show(sized):
     return "\n".join(lines)
 
 
+def status(folder=RESULTS, need=None):
+    """(lines, missing): each planned setting of order(NEED) with what `folder` holds of it (its branches, and
+    at 50% every value of its sweeps), finished or not; `missing` counts the settings not yet whole."""
+    from lab.claims_report import SWEEP_VALUES
+
+    def rows(sub, seed, level):
+        path = Path(folder) / sub / f"seed{seed}_faulty{round(100 * level)}.json"
+        return set(json.loads(path.read_text())["rows"]) if path.exists() else set()
+
+    lines, missing = [], 0
+    for seed, level, methods, knobs in order(need or NEED):
+        lacking = [m for m in methods if m not in rows("settings", seed, level)]
+        for knob in knobs:
+            lacking += [f"{knob} {v}" for v in SWEEP_VALUES[knob] if v not in rows(f"{knob}_settings", seed, level)]
+        missing += bool(lacking)
+        lines.append(f"- {seed} at {level:.0%}: " + (f"lacks {', '.join(lacking)}" if lacking else "finished"))
+    return lines, missing
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["seeds", "run"])
+    p.add_argument("action", choices=["seeds", "run", "status"])
     p.add_argument("--first", default=str(FIRST), help="the first claims run's results folder")
     p.add_argument("--check", default=str(CHECK), help="R0's 8-seed check's settings")
     p.add_argument("--runs", default="runs/claims_rerun")
@@ -321,6 +342,10 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.action == "run":
         run(a)
+        return
+    if a.action == "status":
+        lines, missing = status()
+        print("\n".join(lines) + f"\n{len(lines) - missing} of {len(lines)} settings finished ({RESULTS})")
         return
     sized = sizing(Path(a.first), Path(a.check))
     print(show(sized))

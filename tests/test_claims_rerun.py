@@ -245,3 +245,19 @@ def test_only_report_reads_the_run_switch():
 
     with pytest.raises(SystemExit):
         claims.main(["run", "--run", "rerun"])
+
+
+def test_status_counts_a_setting_whole_only_with_every_branch_and_every_sweep_value(tmp_path):
+    from lab.claims_rerun import FIRST_SEED, NEED, order, status
+    from test_claims import write_setting
+
+    (tmp_path / "settings").mkdir()
+    (tmp_path / "delta_settings").mkdir()
+    first = order(NEED)[0]  # seed 1500 at 0%: every 0% branch
+    write_setting(tmp_path / "settings", FIRST_SEED, 0.0, {m: {} for m in first[2]})
+    fifty = ("xid", "weighted", "oracle", "soft", "robust")
+    write_setting(tmp_path / "settings", FIRST_SEED, 0.5, {m: {} for m in fifty})
+    write_setting(tmp_path / "delta_settings", FIRST_SEED, 0.5, {v: {} for v in ("xid", "-2", "-1", "1", "known")})
+    lines, missing = status(tmp_path)
+    assert lines[0] == f"- {FIRST_SEED} at 0%: finished" and missing == len(order(NEED)) - 1
+    assert lines[1] == f"- {FIRST_SEED} at 50%: lacks lambda 0.25, lambda 0.5, lambda 0.65, lambda 0.9, lambda 1"
