@@ -93,7 +93,7 @@ def waiting(folder, res, run):
     return [c.name for c in run.claims + run.sweeps + run.reported if cr.judge(c, res)["n"] < len(c.seeds)]
 
 
-def claims_block(folder):
+def claims_block(folder, run=cr.FIRST_RUN):
     """The report's verdict, Fig. 7, Table 2 and Table 1, their links made relative to the repository."""
     folder = Path(folder)
 
@@ -106,7 +106,7 @@ def claims_block(folder):
 
     verdict = body("VERDICT.md")
     return (
-        f"From {folder.as_posix()}/VERDICT.md, made by `python -m lab.claims report`:\n\n{verdict}\n\n"
+        f"From {folder.as_posix()}/VERDICT.md, made by `{run.command}`:\n\n{verdict}\n\n"
         f"### Fig. 7: accuracy against the share of injected faulty positives\n\n{body('fig7.md')}\n\n"
         f"### Table 2: xID, Weighted, Soft (CCP), Robust\n\n{body('table2.md')}\n\n"
         f"### Table 1: the soft-target strategies at 0%\n\n{body('table1.md')}\n\n"
@@ -128,4 +128,4 @@ def replace_after(path, mark, new, until=None):
 
 def update(folder, res, run=cr.FIRST_RUN, readme="README.md", claims_md="CLAIMS.md"):
     replace_after(readme, README_MARK, "\n" + summary(folder, res, run) + "\n", until="## ")
-    replace_after(claims_md, CLAIMS_MARK, claims_block(folder), until="## ")
+    replace_after(claims_md, CLAIMS_MARK, claims_block(folder, run), until="## ")

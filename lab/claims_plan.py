@@ -232,6 +232,7 @@ class Run:
     code: str = "run on the code before the faster epoch (0756166), not today's (CLAIMS.md says how it differs)"
     table2: tuple = (0.0, 0.5)
     per_row: bool = False
+    command: str = "python -m lab.claims report"  # the command that remakes its report, as its files say
 
 
 FIRST_RUN = Run(CLAIMS, SWEEP_CLAIMS, REPORTED)  # the first claims run, seeds 400-414 (results/claims/PLAN.md)

@@ -264,14 +264,14 @@ def load_sweeps(folder):
     return out
 
 
-def sweeps_report(folder, plan="PLAN.md"):
+def sweeps_report(folder, plan="PLAN.md", command=FIRST_RUN.command):
     """The appendix's sweeps at 50% over the seeds whose every value has finished: the sweep's own tables
     (S1 and S2 are judged with the other claims, from load_sweeps)."""
     from lab import sweep
 
     text = [
         "# The appendix's sweeps on the adopted regime\n",
-        "Made by `python -m lab.claims report` from `delta_settings/` and `lambda_settings/`, over the "
+        f"Made by `{command}` from `delta_settings/` and `lambda_settings/`, over the "
         f"seeds whose every value has finished. {plan}'s S1 and S2 are judged in [VERDICT.md](VERDICT.md) once "
         "all their seeds are in; S3 (the best lambda) is read off these tables. lambda 0 is xID exactly.\n",
     ]
@@ -344,7 +344,7 @@ def main(folder, run=FIRST_RUN):
     fig7 = ["xid", "weighted", "oracle"]
     text = [
         "# Fig. 7 on the adopted regime\n",
-        f"Made by `python -m lab.claims report` from `settings/`; the plan: [{Path(run.plan).name}]({run.plan}). "
+        f"Made by `{run.command}` from `settings/`; the plan: [{Path(run.plan).name}]({run.plan}). "
         "Metrics in %, mean ± sample SD over seeds; AUROC: the bank scores of the branch's final bank against "
         "the known faulty positives (natural and injected). At 0% Oracle-xID is xID."
         + (
@@ -405,5 +405,5 @@ def main(folder, run=FIRST_RUN):
     ]
     (folder / "VERDICT.md").write_text("\n".join(verdict))
     print("\n".join(verdict))
-    sweeps_report(folder, Path(run.plan).name)
+    sweeps_report(folder, Path(run.plan).name, run.command)
     return res

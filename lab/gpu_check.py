@@ -15,7 +15,7 @@ bring PyAV as a wheel), it runs and writes one table (`make gpu-check`: the comm
              takes one GPU per rank): the two ranks' models and memory banks must be identical
   e. demo    `make demo`'s command from a fresh set (generation included): its wall time from the command
              to the table (goal <= 60 s) and the share of the warm-up spent waiting for data (goal <= 5%);
-             then one claims setting (a 50% warm-up and five 24-epoch branches, lab/claims.py),
+             then one claims setting (a 50% warm-up and five 24-epoch branches, lab/claims_setting.py),
              timed, and the whole claims plan's time on this GPU extrapolated from it (goal <= 20 min);
              then the demo at 50% injected in the larger regime (demo_args.AT_50, the README's command),
              timed
@@ -236,7 +236,7 @@ def cut_section(smoke):
 
 def demo_section(work, smoke):
     """make demo's command, timed end to end on a freshly generated set; then one claims setting."""
-    from lab import claims  # here: the claims cluster is only needed by this part
+    from lab import claims, claims_plan, claims_setting  # here: the claims cluster is only needed by this part
 
     folder = work / "demo"
     shutil.rmtree(folder, ignore_errors=True)
@@ -263,12 +263,12 @@ def demo_section(work, smoke):
         claims.demo.ensure_data(claims.TRANSFER)
         t0 = time.time()
         setting = (claims.FIRST_SEED, 0.5, claims.FIG7 + ["soft", "robust"], ())
-        claims.run_one(str(data), str(folder / "claims"), str(folder / "claims"), setting)
+        claims_setting.run_one(str(data), str(folder / "claims"), str(folder / "claims"), setting)
         one = time.time() - t0
         split = json.loads((folder / "claims" / f"seed{claims.FIRST_SEED}_faulty50" / "time_split.json").read_text())
         warm = split.get("warm-up", 0.0)
         branch = (one - warm) / 5  # a branch with its evaluations
-        values = claims.claims_report.SWEEP_VALUES
+        values = claims_plan.SWEEP_VALUES
         branches = sum(len(m) + sum(len(values[k]) for k in knobs) for _, _, m, knobs in claims.plan())
         total = len(claims.plan()) * warm + branches * branch
         lines.append(

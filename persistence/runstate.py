@@ -14,7 +14,7 @@
     hold_folder, hold_for_job, held_by   one run per folder: persistence/folder_lock.py's, re-exported here
 
 Checkpoints themselves (what they hold, atomic writes) are persistence/checkpoint.py's. Tests: tests/test_faults.py,
-tests/test_train.py.
+tests/test_train.py, tests/test_resume.py.
 """
 
 import json

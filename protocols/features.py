@@ -14,7 +14,8 @@ Sec. 6, few-shot: both average a video's features over 10 clips).
     .venv/bin/python evaluate.py features runs/k400/ckpt.pt --data /data/UCF101 --layout ucf101 --out ucf1.npz
 
 Each reads the records it is handed (protocols/splits.resolve's: one evaluation, one version of the
-lists); evaluate.py runs the protocols on them. Tests: tests/test_eval_records.py, tests/test_evaluate.py
+lists); evaluate.py runs the protocols on them. Tests: tests/test_eval_records.py, tests/test_evaluate.py,
+tests/test_features.py
 """
 
 import hashlib

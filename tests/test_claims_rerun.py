@@ -1,5 +1,8 @@
 """lab/claims_rerun.py: the rerun's sizing gives few seeds to a large steady effect, the cap (marked short) to a
-null one, sizes "not worse" on its joint power, and trains each branch for the most seeds a claim reading it needs."""
+null one, sizes "not worse" on its joint power, and trains each branch for the most seeds a claim reading it needs;
+its claims (claims_of) are the plan's, each on the seeds its arms train with the plan's bounds; its report
+(`lab.claims report --run rerun`) judges them, each endpoint against its own bound, and leaves the documents alone
+until every claim has its seeds; `status` says what each setting lacks."""
 
 import random
 import re
@@ -235,16 +238,30 @@ def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_wait
     claims_docs.update(Path("results/claims/rerun"), cr.load(folder), run)  # what `report` does once all are in
     claims_md = (tmp_path / "CLAIMS.md").read_text()
     assert "From results/claims/rerun/VERDICT.md" in claims_md and "](results/claims/RERUN_PLAN.md)" in claims_md
-    assert "0 of 32 claims" not in (tmp_path / "README.md").read_text()
+    readme = (tmp_path / "README.md").read_text()  # T2a-T2d at 25% have their 10 seeds here; the rest wait
+    assert "4 of 32 claims have all their planned seeds" in readme and "run on commit a8be88a" in readme
+    assert "made by `python -m lab.claims report --run rerun`" in claims_md
 
 
-def test_only_report_reads_the_run_switch():
+def test_only_report_reads_the_run_switch(monkeypatch):
     import pytest
 
     from lab import claims
 
-    with pytest.raises(SystemExit):
+    def trains(args):
+        raise AssertionError("`run --run rerun` trained the first run's plan")
+
+    monkeypatch.setattr(claims, "run", trains)
+    with pytest.raises(SystemExit) as stop:
         claims.main(["run", "--run", "rerun"])
+    assert stop.value.code == 2  # argparse's usage error, before anything runs
+
+
+def test_the_code_the_report_names_is_the_commit_rerun_md_says_every_setting_ran_from():
+    from lab.claims_rerun import CODE
+
+    text = (Path(__file__).resolve().parents[1] / "results/claims/RERUN.md").read_text()
+    assert re.search(r"Every setting runs from commit \*\*(\w+)\*\*", text).group(1) == CODE
 
 
 def test_status_counts_a_setting_whole_only_with_every_branch_and_every_sweep_value(tmp_path):
