@@ -6,6 +6,7 @@ of that regime (results/spread/check_r0/, today's code; in-domain 1-shot only).
     python -m lab.claims_rerun seeds    # the sizing table and each level's seeds and branches, for the plan
     python -m lab.claims_rerun run --jobs 2 [--levels 0.25 0.75]   # every missing setting, in order; resumes
     python -m lab.claims_rerun status   # which planned settings results/claims/rerun/ holds, and what each lacks
+    python -m lab.claims_rerun changes  # the claims whose verdict differs from the first run's (for HISTORY.md)
 
 The rule (RERUN_PLAN.md says why): per claim and primary endpoint the claim's test would read (not one at
 its floor or ceiling), the measured mean difference d and SD s (paired by seed; F1 and F3b compare two
@@ -328,9 +329,27 @@ def status(folder=RESULTS, need=None):
     return lines, missing
 
 
+def changes(run=None, first=FIRST, folder=RESULTS):
+    """[(claim, first run's verdict, rerun's verdict)] for every claim both runs judge whose verdict word changed
+    (holds, contradicted, not shown, ...; a claim still incomplete in the rerun counts as changed): the lines
+    results/HISTORY.md gains once the rerun is whole (RERUN.md, step 4), each to be given its why by hand."""
+    from lab import claims_report as cr
+
+    run = run or claims_of()
+
+    def verdicts(claims, where):
+        res = cr.load(where) | cr.load_sweeps(where)
+        return {c.name: cr.judge(c, res)["verdict"] for c in claims}
+
+    old = verdicts(CLAIMS + SWEEP_CLAIMS, first)
+    new = verdicts(run.claims + run.sweeps, folder)
+    word = lambda v: v.split(" (")[0].split(";")[0]  # noqa: E731  "holds (1-shot); ..." -> "holds"
+    return [(n, old[n], new[n]) for n in new if n in old and word(old[n]) != word(new[n])]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["seeds", "run", "status"])
+    p.add_argument("action", choices=["seeds", "run", "status", "changes"])
     p.add_argument("--first", default=str(FIRST), help="the first claims run's results folder")
     p.add_argument("--check", default=str(CHECK), help="R0's 8-seed check's settings")
     p.add_argument("--runs", default="runs/claims_rerun")
@@ -339,6 +358,11 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.action == "run":
         run(a)
+        return
+    if a.action == "changes":
+        rows = changes()
+        print("| claim | first run (seeds 400-414) | rerun |\n|---|---|---|")
+        print("\n".join(f"| {n} | {was} | {now} |" for n, was, now in rows) or "no verdict changed")
         return
     if a.action == "status":
         lines, missing = status()

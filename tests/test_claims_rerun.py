@@ -278,3 +278,26 @@ def test_status_counts_a_setting_whole_only_with_every_branch_and_every_sweep_va
     lines, missing = status(tmp_path)
     assert lines[0] == f"- {FIRST_SEED} at 0%: finished" and missing == len(order(NEED)) - 1
     assert lines[1] == f"- {FIRST_SEED} at 50%: lacks lambda 0.25, lambda 0.5, lambda 0.65, lambda 0.9, lambda 1"
+
+
+def test_changes_lists_only_the_claims_whose_verdict_word_moved(tmp_path):
+    from dataclasses import replace
+
+    from lab import claims_report as cr
+    from lab.claims_plan import CLAIMS, Run
+    from lab.claims_rerun import changes
+    from test_claims import write_setting
+
+    f3a = next(c for c in CLAIMS if c.name == "F3a")
+    swing = [0.02, -0.02, 0.01, -0.01, 0.0]
+    for folder, seeds, lift in ((tmp_path / "first", f3a.seeds, 0.05), (tmp_path / "rerun", range(1500, 1515), 0.0)):
+        (folder / "settings").mkdir(parents=True)
+        for i, s in enumerate(seeds):
+            base = {m: 0.5 for m in cr.PRIMARY}
+            ahead = {m: 0.5 + lift + swing[i % 5] for m in cr.PRIMARY}  # +5 points steady, or nothing
+            write_setting(folder / "settings", s, 0.5, {"xid": base, "weighted": ahead})
+    run = Run([replace(f3a, seeds=tuple(range(1500, 1515)))], [], [])
+    (row,) = changes(run, tmp_path / "first", tmp_path / "rerun")
+    assert row[0] == "F3a" and row[1].startswith("holds") and row[2].startswith("not shown")
+    steady = Run([replace(f3a, seeds=tuple(range(400, 415)))], [], [])  # the first run judged again: no change
+    assert changes(steady, tmp_path / "first", tmp_path / "first") == []
