@@ -20,7 +20,6 @@ contrasts both measured, every first-run bound is scaled up by that ratio (infla
 """
 
 import argparse
-import json
 from dataclasses import replace
 from math import prod
 from pathlib import Path
@@ -313,11 +312,12 @@ def show(sized):
 def status(folder=RESULTS, need=None):
     """(lines, missing): each planned setting of order(NEED) with what `folder` holds of it (its branches, and
     at 50% every value of its sweeps), finished or not; `missing` counts the settings not yet whole."""
-    from lab.claims_report import SWEEP_VALUES
+    from experiments.demo import setting_name
+    from lab.claims_plan import SWEEP_VALUES, planned
 
-    def rows(sub, seed, level):
-        path = Path(folder) / sub / f"seed{seed}_faulty{round(100 * level)}.json"
-        return set(json.loads(path.read_text())["rows"]) if path.exists() else set()
+    def rows(sub, seed, level):  # the file `run` writes, refused if another recipe made it
+        path = Path(folder) / sub / f"{setting_name(seed, level)}.json"
+        return set(planned(path)["rows"]) if path.exists() else set()
 
     lines, missing = [], 0
     for seed, level, methods, knobs in order(need or NEED):
