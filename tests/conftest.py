@@ -1,6 +1,7 @@
 """Shared test set-up: every test seeded, generated media, and the two datasets several test files use
 (pytest.ini puts the repository root on the path)."""
 
+import os
 import shutil
 import tempfile
 import time
@@ -20,6 +21,14 @@ from memory_bank import MemoryBank
 from model import AVModel
 from persistence import checkpoint
 from tools import synthetic
+
+
+def pytest_configure(config):
+    # `make test` runs the files in 2 pytest-xdist workers, one per core: a worker's torch, and the programs it
+    # starts, use one thread, so that the two never contend for both cores.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
