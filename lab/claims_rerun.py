@@ -35,7 +35,7 @@ from lab.statistics import not_worse_power, power, sd_bound, seeds_for
 FIRST = Path("results/claims")  # the first run's settings and sweeps
 CHECK = Path("results/spread/check_r0/demo_settings")  # R0's 8-seed check (CHECK_PLAN.md, amendment 1)
 CHECK_SEEDS = tuple(range(1210, 1218))
-FIRST_SEED = 1500  # the rerun's seeds are 1500, 1501, ...: no claim, screen, pilot, check or demo run used them
+FIRST_SEED = 1500  # the rerun's seeds are 1500, 1501, ...: no experiment used them (lab/seeds.py)
 RESULTS = Path("results/claims/rerun")  # its settings, sweeps and (once whole) its report
 REPORTED = {0.25: ("xid", "weighted", "oracle"), 0.75: ("xid", "weighted", "oracle")}  # Fig. 7's rows, 5 seeds
 FIG7_ONLY = 5
