@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import threadpoolctl
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -24,11 +25,13 @@ from tools import synthetic
 
 
 def pytest_configure(config):
-    # `make test` runs the files in 2 pytest-xdist workers, one per core: a worker's torch, and the programs it
-    # starts, use one thread, so that the two never contend for both cores.
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        os.environ["OMP_NUM_THREADS"] = "1"
-        torch.set_num_threads(1)
+    # `make test` runs the files in pytest-xdist workers (2 on a 2-core CI machine): each worker's torch, NumPy's
+    # BLAS and the programs it starts share out the cores, so that the workers do not contend for them all.
+    if workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")):
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+        threadpoolctl.threadpool_limits(threads)  # NumPy's OpenBLAS pool was made when conftest imported it
 
 
 @pytest.fixture(autouse=True)
