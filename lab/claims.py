@@ -9,6 +9,7 @@ on how many seeds was written before the runs: results/claims/PLAN.md.
     python -m lab.claims run --jobs 2 --levels 0.25 0.75   # only those levels' settings
     python -m lab.claims report     # results/claims/: fig7.md, fig7*.png, table1.md, table2.md, VERDICT.md
     python -m lab.claims report --run rerun   # the same of the rerun on today's code, in results/claims/rerun/
+    python -m lab.claims report --out runs/claims_first   # the report's files there; the documents untouched
     python -m lab.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
 
 The regime is `make demo`'s (config.PRESETS["demo"], data/synth_src2p, 30 warm-up epochs) with branches of
@@ -178,6 +179,11 @@ def main(argv=None):
         help="`report`: the first claims run (seeds 400-414, results/claims/) or the rerun on today's code "
         "(seeds 1500-1514, results/claims/rerun/, RERUN_PLAN.md); --results defaults to the run's folder",
     )
+    p.add_argument(
+        "--out",
+        help="`report`: write the report's files here instead of beside the settings, and leave README.md and "
+        "CLAIMS.md alone (they link to the committed report)",
+    )
     p.add_argument("--pilot", default=str(PILOT), help="`seeds`: the pilot's settings folder")
     p.add_argument(
         "--levels",
@@ -189,6 +195,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.run != "first" and args.action != "report":
         p.error(f"--run {args.run}: only `report` reads it; the rerun trains with `python -m lab.claims_rerun run`")
+    if args.out and args.action != "report":
+        p.error(f"--out {args.out}: only `report` writes there")
     if args.action == "seeds":
         counts, lines, notes = seed_counts(Path(args.pilot))
         print("\n".join(lines) + "\n\nSEEDS = " + json.dumps(counts))
@@ -197,19 +205,20 @@ def main(argv=None):
         if not SEEDS:
             sys.exit("lab/claims_plan.py: SEEDS is empty; fill it from `python -m lab.claims seeds`")
         run(args)
-    elif args.run == "first":
-        res = claims_report.main(Path(args.results or RESULTS))
-        claims_docs.update(Path(args.results or RESULTS), res)
     else:
         from lab import claims_rerun
 
-        folder, rerun = Path(args.results or claims_rerun.RESULTS), claims_rerun.claims_of()
-        res = claims_report.main(folder, rerun)
-        waiting = claims_docs.waiting(folder, res, rerun)
-        if waiting:  # RERUN_PLAN.md: the documents change once every setting is in
+        rerun = args.run == "rerun"
+        which = claims_rerun.claims_of() if rerun else claims_report.FIRST_RUN
+        folder = Path(args.results or (claims_rerun.RESULTS if rerun else RESULTS))
+        res = claims_report.main(folder, which, args.out)
+        waiting = claims_docs.waiting(folder, res, which)
+        if args.out:
+            print(f"README.md and CLAIMS.md unchanged: the report is in {args.out}, not beside the settings")
+        elif waiting:  # RERUN_PLAN.md: the documents change once every setting is in
             print(f"README.md and CLAIMS.md unchanged: {len(waiting)} claims still lack seeds ({', '.join(waiting)})")
         else:
-            claims_docs.update(folder, res, rerun)
+            claims_docs.update(folder, res, which)
 
 
 if __name__ == "__main__":

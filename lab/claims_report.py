@@ -264,9 +264,9 @@ def load_sweeps(folder):
     return out
 
 
-def sweeps_report(folder, plan="PLAN.md", command=FIRST_RUN.command):
+def sweeps_report(folder, plan="PLAN.md", command=FIRST_RUN.command, out=None):
     """The appendix's sweeps at 50% over the seeds whose every value has finished: the sweep's own tables
-    (S1 and S2 are judged with the other claims, from load_sweeps)."""
+    (S1 and S2 are judged with the other claims, from load_sweeps), into `out` (default: `folder`)."""
     from lab import sweep
 
     text = [
@@ -281,7 +281,7 @@ def sweeps_report(folder, plan="PLAN.md", command=FIRST_RUN.command):
         text.append(f"## {knob} at 50% injected: seeds {[p['seed'] for p in points]}\n")
         text.append(sweep.tables(points, knob, list(values), 0.5) if points else "nothing finished yet")
         text.append("")
-    (Path(folder) / "sweeps.md").write_text("\n".join(text) + "\n")
+    (Path(out or folder) / "sweeps.md").write_text("\n".join(text) + "\n")
 
 
 TABLE2_ORDER = ["xid", "weighted", "soft", "robust", "oracle"]
@@ -334,10 +334,11 @@ def rests_on():
     )
 
 
-def main(folder, run=FIRST_RUN):
-    """Every report file of one claims run (claims_plan.Run: the first, or lab/claims_rerun's) into `folder`,
-    from its settings there alone."""
-    folder = Path(folder)
+def main(folder, run=FIRST_RUN, out=None):
+    """Every report file of one claims run (claims_plan.Run: the first, or lab/claims_rerun's) into `out`
+    (default: `folder`), from its settings in `folder` alone."""
+    folder, out = Path(folder), Path(out or folder)
+    out.mkdir(parents=True, exist_ok=True)
     res = load(folder)
     wide = {**res, **load_sweeps(folder)}  # the sweeps' settings, keyed beside the levels
     levels = sorted(res)
@@ -360,10 +361,10 @@ def main(folder, run=FIRST_RUN):
             demo_report.method_name(m): {lv: [res[lv][s][m][metric] for s in shared[lv]] for lv in levels} for m in fig7
         }
         png = f"fig7_{metric.replace('@', '').replace('-', '').replace(' ', '_')}.png"
-        figures.noisy(levels, curves, metric, folder / png, baseline="xID")
+        figures.noisy(levels, curves, metric, out / png, baseline="xID")
         text.append(f"![Fig. 7, {metric}]({png})")
-    (folder / "fig7.md").write_text("\n".join(text) + "\n")
-    (folder / "table2.md").write_text(
+    (out / "fig7.md").write_text("\n".join(text) + "\n")
+    (out / "table2.md").write_text(
         "# Table 2 on the adopted regime\n\n"
         + "\n\n".join(
             [method_table(res, lv, TABLE2_ORDER, run.per_row) for lv in run.table2 if lv in res]
@@ -372,7 +373,7 @@ def main(folder, run=FIRST_RUN):
         + "\n"
     )
     t1 = ["xid", "soft:bootstrap", "soft:neighbor", "soft:swapped", "soft", "soft:oracle"]
-    (folder / "table1.md").write_text(
+    (out / "table1.md").write_text(
         "# Table 1 on the adopted regime (0% injected; `soft` is CCP)\n\n"
         + (method_table(res, 0.0, t1, run.per_row) + "\n\n" + oracle_shares(res) if 0.0 in res else "no 0% setting yet")
         + "\n"
@@ -403,7 +404,7 @@ def main(folder, run=FIRST_RUN):
         "\nTables: [fig7.md](fig7.md), [table2.md](table2.md), [table1.md](table1.md).",
         "",
     ]
-    (folder / "VERDICT.md").write_text("\n".join(verdict))
+    (out / "VERDICT.md").write_text("\n".join(verdict))
     print("\n".join(verdict))
-    sweeps_report(folder, Path(run.plan).name, run.command)
+    sweeps_report(folder, Path(run.plan).name, run.command, out)
     return res

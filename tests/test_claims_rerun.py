@@ -257,6 +257,26 @@ def test_only_report_reads_the_run_switch(monkeypatch):
     assert stop.value.code == 2  # argparse's usage error, before anything runs
 
 
+FIG7_PNGS = ["fig7_1shot.png", "fig7_R5.png", "fig7_transfer_1shot.png"]
+
+
+def test_the_first_runs_report_remade_elsewhere_is_the_committed_one_and_leaves_the_documents_alone(tmp_path):
+    """RERUN.md's step 3 removes the first run's report files: `report --out` must still remake them, from the
+    committed settings alone, and must not touch the documents that follow the committed report."""
+    from lab import claims
+
+    root = Path(__file__).resolve().parents[1]
+    documents = {name: (root / name).read_text() for name in ("README.md", "CLAIMS.md")}
+    claims.main(["report", "--run", "first", "--results", str(root / "results/claims"), "--out", str(tmp_path)])
+    made = sorted(p.name for p in tmp_path.iterdir())
+    assert made == sorted(["VERDICT.md", "fig7.md", "table1.md", "table2.md", "sweeps.md"] + FIG7_PNGS)
+    for name in ("VERDICT.md", "fig7.md", "table1.md", "table2.md", "sweeps.md"):
+        committed = root / "results/claims" / name
+        if committed.exists():  # until RERUN.md's step 3 removes it
+            assert (tmp_path / name).read_text() == committed.read_text(), name
+    assert {name: (root / name).read_text() for name in documents} == documents
+
+
 def test_the_code_the_report_names_is_the_commit_rerun_md_says_every_setting_ran_from():
     from lab.claims_rerun import CODE
 
