@@ -37,8 +37,8 @@ REGISTRY: dict[str, tuple[tuple[int, ...], str]] = {
     "demo_screen": (tuple(range(700, 703)), "the branch-length screen"),
     "ccp_drift": (tuple(range(750, 753)), "the weak-bank drift"),
     "spread": (
-        (0, 999, *range(1000, 1004), *range(1100, 1104), *range(1110, 1113), *range(1120, 1126), *range(1200, 1208))
-        + (*range(1210, 1218),),
+        (0, 999, *range(1000, 1004), *range(1100, 1104), *range(1110, 1113), *range(1120, 1126))
+        + (*range(1200, 1208), *range(1210, 1218)),
         "the spread: make demo timed (0), a 1-epoch check (999), the diagnosis, the regime screen (1120-1125 "
         "planned, never run), the 8-seed checks",
     ),
