@@ -7,9 +7,8 @@ on how many seeds was written before the runs: results/claims/PLAN.md.
     python -m lab.claims run        # every missing setting, in the plan's order; resumes
     python -m lab.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
     python -m lab.claims run --jobs 2 --levels 0.25 0.75   # only those levels' settings
-    python -m lab.claims report     # results/claims/: fig7.md, fig7*.png, table1.md, table2.md, VERDICT.md
-    python -m lab.claims report --run rerun   # the same of the rerun on today's code, in results/claims/rerun/
-    python -m lab.claims report --out runs/claims_first   # the report's files there; the documents untouched
+    python -m lab.claims report     # the rerun's report in results/claims/rerun/, and the documents' verdicts
+    python -m lab.claims report --run first   # the first run's report (seeds 400-414), in runs/claims_first/
     python -m lab.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
 
 The regime is `make demo`'s (config.PRESETS["demo"], data/synth_src2p, 30 warm-up epochs) with branches of
@@ -31,6 +30,7 @@ from lab.claims_setting import run_one
 from lab.statistics import not_worse_power, power, sd_bound
 
 RESULTS = Path("results/claims")
+FIRST_OUT = "runs/claims_first"  # where `report --run first` remakes the first run's report
 PILOT = Path("results/power_pilot/settings")  # the screen the seeds are sized from (never its seeds)
 TABLE2 = ["xid", "weighted", "soft", "robust"]
 TABLE1 = ["soft:oracle", "soft:bootstrap", "soft:neighbor", "soft:swapped"]  # CCP is Table 2's "soft"
@@ -175,14 +175,14 @@ def main(argv=None):
     p.add_argument(
         "--run",
         choices=["first", "rerun"],
-        default="first",
-        help="`report`: the first claims run (seeds 400-414, results/claims/) or the rerun on today's code "
-        "(seeds 1500-1514, results/claims/rerun/, RERUN_PLAN.md); --results defaults to the run's folder",
+        help="`report`: the rerun on today's code (the default: seeds 1500-1514, results/claims/rerun/, "
+        "RERUN_PLAN.md), whose report the documents cite, or the first claims run (seeds 400-414, "
+        "results/claims/settings/, PLAN.md); --results defaults to the run's folder",
     )
     p.add_argument(
         "--out",
         help="`report`: write the report's files here instead of beside the settings, and leave README.md and "
-        "CLAIMS.md alone (they link to the committed report)",
+        f"CLAIMS.md alone (they cite the rerun's committed report); `--run first` defaults to {FIRST_OUT}",
     )
     p.add_argument("--pilot", default=str(PILOT), help="`seeds`: the pilot's settings folder")
     p.add_argument(
@@ -193,7 +193,7 @@ def main(argv=None):
         "the shortest, when a session has under an hour left: an unfinished setting is lost with runs/)",
     )
     args = p.parse_args(argv)
-    if args.run != "first" and args.action != "report":
+    if args.run and args.action != "report":
         p.error(f"--run {args.run}: only `report` reads it; the rerun trains with `python -m lab.claims_rerun run`")
     if args.out and args.action != "report":
         p.error(f"--out {args.out}: only `report` writes there")
@@ -208,7 +208,9 @@ def main(argv=None):
     else:
         from lab import claims_rerun
 
-        rerun = args.run == "rerun"
+        rerun = args.run != "first"
+        if not rerun:  # its report files left results/claims/ with the rerun (RERUN.md); they are remade aside
+            args.out = args.out or FIRST_OUT
         which = claims_rerun.claims_of() if rerun else claims_report.FIRST_RUN
         folder = Path(args.results or (claims_rerun.RESULTS if rerun else RESULTS))
         res = claims_report.main(folder, which, args.out)

@@ -1,7 +1,7 @@
 """The README's summary of the claims and CLAIMS.md's claims section, remade from the claims' report, so
-the documents say what results/claims/ says and nothing else.
+the documents say what the rerun's report (results/claims/rerun/) says and nothing else.
 
-    python -m lab.claims report     # writes results/claims/*.md, then calls update() here
+    python -m lab.claims report     # writes results/claims/rerun/*.md, then calls update() here
 
 Each document holds a marker; what follows it, to the next "## " heading, is replaced. Text outside
 the markers is written by hand.

@@ -6,7 +6,7 @@ results/claims/finetune.jsonl as it finishes (a run cut short keeps what finishe
 
     python -m lab.claims_finetune pack --out .ft/ckpts.tar.xz   # here: the checkpoints to carry
     python -m lab.claims_finetune run .ft/ckpts.tar.xz          # on the GPU machine
-    python -m lab.claims report                                 # the column joins table2.md
+    python -m lab.claims report --run first                     # the column joins the first run's table2.md
 
 Why `pack`: a GPU machine is often reached by copying files to it, and twelve full checkpoints
 (18 MB each, with the audio encoder, the bank and Adam's state) are mostly what a fine-tune never

@@ -2,7 +2,8 @@
 and every claim, 'A > B' or 'A >= B', with the two arms it compares. lab/claims_report.py judges
 them; lab/claims.py runs the settings they read.
 
-    python -m lab.claims report     # judges these claims from results/claims/settings/
+    python -m lab.claims report --run first   # judges these claims from results/claims/settings/
+    python -m lab.claims report               # the rerun's (lab/claims_rerun.py's claims_of)
 
 Each comparison is one claim, counted once: where the paper's figures and the earlier faulty-negative
 plan name the same comparison, it has one name here (PLAN.md lists the earlier names).
@@ -229,10 +230,12 @@ class Run:
     sweeps: list
     reported: list
     plan: str = "PLAN.md"
-    code: str = "run on the code before the faster epoch (0756166), not today's (CLAIMS.md says how it differs)"
+    code: str = (
+        "run on the code before the faster epoch (0756166), not today's (results/HISTORY.md says how it differs)"
+    )
     table2: tuple = (0.0, 0.5)
     per_row: bool = False
-    command: str = "python -m lab.claims report"  # the command that remakes its report, as its files say
+    command: str = "python -m lab.claims report --run first"  # the command that remakes its report, as its files say
 
 
 FIRST_RUN = Run(CLAIMS, SWEEP_CLAIMS, REPORTED)  # the first claims run, seeds 400-414 (results/claims/PLAN.md)

@@ -272,7 +272,7 @@ def claims_of(sized=None, need=None):
         code=f"run on commit {CODE}, today's code (results/claims/RERUN.md names it)",
         table2=(0.0, 0.25, 0.5),
         per_row=True,
-        command="python -m lab.claims report --run rerun",
+        command="python -m lab.claims report",
     )
 
 

@@ -1,7 +1,7 @@
 """lab/claims_rerun.py: the rerun's sizing gives few seeds to a large steady effect, the cap (marked short) to a
 null one, sizes "not worse" on its joint power, and trains each branch for the most seeds a claim reading it needs;
 its claims (claims_of) are the plan's, each on the seeds its arms train with the plan's bounds; its report
-(`lab.claims report --run rerun`) judges them, each endpoint against its own bound, and leaves the documents alone
+(`lab.claims report`, the default run) judges them, each endpoint against its own bound, and leaves the documents alone
 until every claim has its seeds; `status` says what each setting lacks."""
 
 import random
@@ -225,7 +225,7 @@ def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_wait
     monkeypatch.setattr(claims_rerun, "claims_of", lambda: run)  # the committed files it sizes from are not here
     (tmp_path / "README.md").write_text("<!-- README-VERDICTS -->\nold\n## Next\n")
     (tmp_path / "CLAIMS.md").write_text("<!-- VERDICT -->\nold\n")
-    claims.main(["report", "--run", "rerun"])
+    claims.main(["report"])  # the rerun is the default run
     table2 = (folder / "table2.md").read_text()
     assert "| xID | 10: 1500-1509 |" in table2 and "| Oracle-xID | 1: 1500 |" in table2  # not cut to the common seed
     verdict = (folder / "VERDICT.md").read_text()
@@ -240,7 +240,7 @@ def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_wait
     assert "From results/claims/rerun/VERDICT.md" in claims_md and "](results/claims/RERUN_PLAN.md)" in claims_md
     readme = (tmp_path / "README.md").read_text()  # T2a-T2d at 25% have their 10 seeds here; the rest wait
     assert "4 of 32 claims have all their planned seeds" in readme and "run on commit a8be88a" in readme
-    assert "made by `python -m lab.claims report --run rerun`" in claims_md
+    assert "made by `python -m lab.claims report`:" in claims_md  # the command that remakes what is committed
 
 
 def test_only_report_reads_the_run_switch(monkeypatch):
@@ -249,32 +249,59 @@ def test_only_report_reads_the_run_switch(monkeypatch):
     from lab import claims
 
     def trains(args):
-        raise AssertionError("`run --run rerun` trained the first run's plan")
+        raise AssertionError("`run --run ...` trained the first run's plan")
 
     monkeypatch.setattr(claims, "run", trains)
-    with pytest.raises(SystemExit) as stop:
-        claims.main(["run", "--run", "rerun"])
-    assert stop.value.code == 2  # argparse's usage error, before anything runs
+    for action in ("run", "seeds"):
+        for which in ("first", "rerun"):
+            with pytest.raises(SystemExit) as stop:
+                claims.main([action, "--run", which])
+            assert stop.value.code == 2, (action, which)  # argparse's usage error, before anything runs
+
+
+def test_report_writes_only_the_reruns_verdicts_into_the_documents(monkeypatch):
+    """The documents cite the rerun: a plain `report` hands the rerun's folder and claims to the documents'
+    update, and `report --run first` remakes the first run's report aside and never calls it."""
+    from lab import claims, claims_docs, claims_rerun
+    from lab import claims_report as cr
+
+    calls, written = [], []
+    run = claims_rerun.claims_of()
+    monkeypatch.setattr(claims_rerun, "claims_of", lambda: run)
+    monkeypatch.setattr(cr, "main", lambda folder, which, out: written.append((Path(folder), which, out)) or {})
+    monkeypatch.setattr(claims_docs, "waiting", lambda *a: [])  # as if every claim had its seeds
+    monkeypatch.setattr(claims_docs, "update", lambda folder, res, which: calls.append((Path(folder), which)))
+    claims.main(["report"])
+    assert written == [(claims_rerun.RESULTS, run, None)] and calls == [(claims_rerun.RESULTS, run)]
+    claims.main(["report", "--run", "first"])
+    assert written[-1] == (claims.RESULTS, cr.FIRST_RUN, claims.FIRST_OUT) and len(calls) == 1
 
 
 FIG7_PNGS = ["fig7_1shot.png", "fig7_R5.png", "fig7_transfer_1shot.png"]
 
 
-def test_the_first_runs_report_remade_elsewhere_is_the_committed_one_and_leaves_the_documents_alone(tmp_path):
-    """RERUN.md's step 3 removes the first run's report files: `report --out` must still remake them, from the
-    committed settings alone, and must not touch the documents that follow the committed report."""
+def test_the_first_runs_report_remade_aside_gives_history_md_its_verdicts_and_leaves_the_documents_alone(
+    tmp_path, monkeypatch
+):
+    """The first run's report files left results/claims/ with the rerun (RERUN.md's step 3): `report --run
+    first` must still remake them from the committed settings alone, outside the repository's documents,
+    with the verdicts results/HISTORY.md keeps for it."""
     from lab import claims
 
     root = Path(__file__).resolve().parents[1]
     documents = {name: (root / name).read_text() for name in ("README.md", "CLAIMS.md")}
-    claims.main(["report", "--run", "first", "--results", str(root / "results/claims"), "--out", str(tmp_path)])
+    monkeypatch.setattr(claims, "FIRST_OUT", str(tmp_path))  # its default folder, runs/claims_first
+    claims.main(["report", "--run", "first", "--results", str(root / "results/claims")])
     made = sorted(p.name for p in tmp_path.iterdir())
     assert made == sorted(["VERDICT.md", "fig7.md", "table1.md", "table2.md", "sweeps.md"] + FIG7_PNGS)
-    for name in ("VERDICT.md", "fig7.md", "table1.md", "table2.md", "sweeps.md"):
-        committed = root / "results/claims" / name
-        if committed.exists():  # until RERUN.md's step 3 removes it
-            assert (tmp_path / name).read_text() == committed.read_text(), name
     assert {name: (root / name).read_text() for name in documents} == documents
+    verdict = (tmp_path / "VERDICT.md").read_text()
+    history = (root / "results/HISTORY.md").read_text().split("## The claims' first run on `data/synth_src2p`")[1]
+    kept = [line.split(" | ") for line in history.splitlines() if re.match(r"\| [FTNS]\d", line)]
+    assert len(kept) == 27  # every judged claim of the first run
+    for name, _, one, transfer, word, _ in kept:
+        row = next(r for r in verdict.splitlines() if r.startswith(f"| **{name.strip('| ')}**"))
+        assert f" | {one} | {transfer} | " in row and f" | {word} | " in row, name
 
 
 def test_the_code_the_report_names_is_the_commit_rerun_md_says_every_setting_ran_from():

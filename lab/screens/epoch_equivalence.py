@@ -74,8 +74,8 @@ def report():
         "wide; a shift of 10 points would pass unseen. BRANCHES.md (planned in BRANCH_PLAN.md before its",
         "runs) holds each seed's warm-up fixed and compares the branches alone: their paired differences",
         "(seeds 0-2) and each method's gap to xID (seeds 0-2, then 3-7), with the plan's rules applied.",
-        "Every committed claim (results/claims/) was made on the old input path; its numbers stand for that",
-        "path, and a rerun on the new one is pending.",
+        "The first claims run (results/claims/settings/) was made on the old input path; its numbers stand for",
+        "that path. The claims' rerun (results/claims/rerun/) ran on the new one.",
     ]
     return "\n".join(lines) + "\n"
 
