@@ -194,7 +194,10 @@ def main(argv=None):
     )
     args = p.parse_args(argv)
     if args.run and args.action != "report":
-        p.error(f"--run {args.run}: only `report` reads it; the rerun trains with `python -m lab.claims_rerun run`")
+        p.error(
+            f"--run {args.run}: only `report` reads it (`run` trains the first run's plan; the rerun's: "
+            "`python -m lab.claims_rerun run`)"
+        )
     if args.out and args.action != "report":
         p.error(f"--out {args.out}: only `report` writes there")
     if args.action == "seeds":
