@@ -153,7 +153,12 @@ def compare(results, reference, args, spread=None):
     return "\n".join(lines)
 
 
-SPREAD_FROM = ("results/demo_screen/*/demo_settings", "results/claims/settings")  # committed, under the root
+# The committed settings the footer's ranges come from: R0's 8-seed check (seeds 1210-1217) and the claims
+# rerun's (seeds 1500-1514, run on a8be88a, whose training code is today's). Both are make demo's regime; the
+# first claims run (results/claims/settings) and the branch-length screen (results/demo_screen) ran older
+# code and are superseded by these (SUPERSEDED: a test holds the footer off them).
+SPREAD_FROM = ("results/spread/check_r0/demo_settings", "results/claims/rerun/settings")
+SUPERSEDED = ("results/claims/settings", "results/demo_screen")
 SAME_REGIME_BUT = {"transfer", "finetune_epochs", "train_args"}  # in a key, but not what sets the regime's noise
 DIFF_COLUMNS = COLUMNS[:-1]  # AUROC aside: xID has no weights to compare
 ROOT = Path(__file__).resolve().parents[1]
@@ -203,7 +208,7 @@ def noise(results, args, spread):
         lines += [
             f"\nEach method's difference from xID on this run, in points, beside the range that 95% of seeds' "
             f"differences fall in, from the (up to) {seeds} seeds at {faulty:.0%} in {', '.join(sources)}{other}: "
-            "paired (same seed, same warm-up), a prediction interval, from runs of older code (CLAIMS.md). "
+            "paired (same seed, same warm-up), a prediction interval (CLAIMS.md has the claims these seeds judge). "
             "Inside it, a difference is what seeds alone give.",
             "",
             "| Method - xID | " + " | ".join(DIFF_COLUMNS) + " |",

@@ -98,7 +98,7 @@ def test_the_comparison_puts_each_difference_from_xid_beside_where_the_committed
     import json
 
     key = {"data": "d", "epochs": 24, "train_args": []}
-    folder = tmp_path / "results" / "claims" / "settings"
+    folder = tmp_path / "results" / "claims" / "rerun" / "settings"
     folder.mkdir(parents=True)
     for seed, (x, s) in enumerate([(0.30, 0.35), (0.40, 0.47), (0.20, 0.24)]):  # soft - xid: 5, 7, 4 points
         rows = {m: dict.fromkeys(demo_report.COLUMNS, v) for m, v in (("xid", x), ("soft", s))}
@@ -108,10 +108,34 @@ def test_the_comparison_puts_each_difference_from_xid_beside_where_the_committed
     (folder / "seed9_faulty25.json").write_text(json.dumps(other))
     spread = demo_report.paired_spread({0.25: key | {"train_args": ["--lam", "0.3"]}}, root=tmp_path)
     assert sorted(round(100 * d) for d in spread[0][(0.25, "soft", "R@1")]) == [4, 5, 7]
-    assert spread[1] == ["results/claims/settings"]
+    assert spread[1] == ["results/claims/rerun/settings"]
     args = DemoArgs(faulty=[0.25], methods=["xid", "soft"], compare="r", train_args=["--lam", "0.3"])
     mine = [{0.25: {"xid": dict.fromkeys(demo_report.COLUMNS, 0.30), "soft": dict.fromkeys(demo_report.COLUMNS, 0.27)}}]
     text = demo_report.compare(mine, {"results": [{"0.25": mine[0][0.25]}]}, args, spread)
     # mean 5.3, SD 1.5, t(0.975, 2) = 4.303: 5.3 ± 4.303 x 1.53 x sqrt(1 + 1/3) = -2.3 ... +12.9
     assert "| Soft-xID | -3.0, OUTSIDE -2.3 … +12.9 (3 seeds) |" in text
-    assert "they ran without this run's --lam 0.3" in text and "in results/claims/settings" in text
+    assert "they ran without this run's --lam 0.3" in text and "in results/claims/rerun/settings" in text
+
+
+def test_the_footer_reads_todays_evidence_at_the_demos_regime_never_a_superseded_folder():
+    """The committed settings at make demo's regime (the key of R0's 8-seed check, which is the demo's: its
+    warm-up, branch length, trials and clips are DemoArgs' defaults) give the footer its ranges from the 8-seed
+    check and the claims rerun only, each row from at least 8 seeds; the first claims run and the branch-length
+    screen, which ran older code, never enter."""
+    import json
+
+    check = sorted((demo_report.ROOT / "results/spread/check_r0/demo_settings").glob("seed*_faulty25.json"))
+    key = json.loads(check[0].read_text())["key"]
+    demo = DemoArgs()
+    assert (key["warmup_epochs"], key["epochs"], key["trials"], key["eval_clips"]) == (
+        demo.warmup_epochs,
+        demo.epochs,
+        demo.trials,
+        demo.eval_clips,
+    )
+    measured, sources = demo_report.paired_spread({0.25: key})
+    assert sources == sorted(demo_report.SPREAD_FROM)
+    assert not [s for s in sources if s.startswith(demo_report.SUPERSEDED)]
+    for method in ("weighted", "soft", "robust", "oracle"):
+        for column in demo_report.DIFF_COLUMNS:
+            assert len(measured[(0.25, method, column)]) >= 8, (method, column)
