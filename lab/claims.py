@@ -223,7 +223,8 @@ def main(argv=None):
         elif waiting:  # RERUN_PLAN.md: the documents change once every setting is in
             print(f"README.md and CLAIMS.md unchanged: {len(waiting)} claims still lack seeds ({', '.join(waiting)})")
         else:
-            claims_docs.update(folder, res, which)
+            power = claims_rerun.show_power(*claims_rerun.power_seen(folder, which)) if rerun else None
+            claims_docs.update(folder, res, which, power=power)
 
 
 if __name__ == "__main__":

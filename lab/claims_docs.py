@@ -14,6 +14,7 @@ from pathlib import Path
 from lab import claims_report as cr
 
 README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
+POWER_MARK, POWER_END = "<!-- POWER -->", "<!-- /POWER -->"  # CLAIMS.md: the endpoints wider than planned
 
 
 def readme_rows(res, run=cr.FIRST_RUN, folder="results/claims"):
@@ -126,6 +127,10 @@ def replace_after(path, mark, new, until=None):
     Path(path).write_text(head + mark + "\n" + new + rest)
 
 
-def update(folder, res, run=cr.FIRST_RUN, readme="README.md", claims_md="CLAIMS.md"):
+def update(folder, res, run=cr.FIRST_RUN, readme="README.md", claims_md="CLAIMS.md", power=None):
+    """The README's verdict line and CLAIMS.md's claims section from the report; `power` (the rerun's
+    `lab.claims_rerun power` block) between CLAIMS.md's POWER markers."""
     replace_after(readme, README_MARK, "\n" + summary(folder, res, run) + "\n", until="## ")
     replace_after(claims_md, CLAIMS_MARK, claims_block(folder, run), until="## ")
+    if power is not None:
+        replace_after(claims_md, POWER_MARK, power + "\n", until=POWER_END)

@@ -74,8 +74,9 @@ def judge(claim, res):
     Verdicts (PLAN.md, verdict rules): an endpoint whose baseline is at its ceiling (at_ceiling), or
     whose compared sides all average within 3 points of chance (Claim.at_floor), is left out
     ("untestable here (ceiling)" or "(floor)" when none is left). 'A > B': holds / contradicted / not shown by Holm
-    over the tested endpoints. 'A >= B': holds (not worse) when the one-sided 95% lower bound is above
-    -MARGIN on every tested endpoint, worse when the one-sided upper bound is below -MARGIN on one,
+    over the tested endpoints. 'A >= B': holds (not worse) when the one-sided lower bound at the claim's
+    not_worse_level (the first run's 95%; the rerun's 97.5%, the printed 95% interval's lower end) is above
+    -MARGIN on every tested endpoint, worse when the upper bound at that level is below -MARGIN on one,
     else inconclusive."""
     sides = {m: claim.sides(res, m) for m in PRIMARY + SHOWN}
     n = min(len(sides[m][0]) for m in PRIMARY)  # a seed missing either endpoint is not finished
@@ -90,7 +91,7 @@ def judge(claim, res):
     untestable = "untestable here (" + ", ".join(w for w, ms in left_out if ms) + ")" if not tested else None
     ceiling_note = "".join(f"; {', '.join(ms)} at {what}" for what, ms in left_out if ms)
     if claim.at_least:
-        bounds = {m: interval(*sides[m], claim.paired, sided=1) for m in PRIMARY}
+        bounds = {m: interval(*sides[m], claim.paired, level=claim.not_worse_level, sided=1) for m in PRIMARY}
         worse = [m for m in PRIMARY if bounds[m][2] < -MARGIN]  # a left-out endpoint counts against it too
         if worse:
             verdict = "worse (" + ", ".join(worse) + ")"
@@ -335,6 +336,14 @@ def rests_on():
     )
 
 
+def not_worse_rule(run):
+    """The 'not worse' bound of a run's claims in words: one level for every 'A >= B' claim of the run."""
+    (level,) = {c.not_worse_level for c in run.claims + run.sweeps if c.at_least}
+    if level == 0.975:
+        return "lower end of the 95% interval printed (a one-sided 97.5% bound)"
+    return f"one-sided {100 * level:g}% lower bound"
+
+
 def main(folder, run=FIRST_RUN, out=None):
     """Every report file of one claims run (claims_plan.Run: the first, or lab/claims_rerun's) into `out`
     (default: `folder`), from its settings in `folder` alone."""
@@ -391,9 +400,9 @@ def main(folder, run=FIRST_RUN, out=None):
         "positive mean and none with a negative one. An endpoint whose baseline averages "
         f"{100 * CEILING:g}% or more (on average or on most seeds) is untestable here (ceiling), and one whose "
         f"compared sides all average below {100 * FLOOR:g}% (chance + 3) is untestable here (floor); either is "
-        "left out. 'Not worse' holds when the "
-        f"one-sided 95% lower bound is above -{100 * MARGIN:g} points on both endpoints, is 'worse' when the "
-        f"upper bound is below -{100 * MARGIN:g} on one, and is 'inconclusive' otherwise. The 5-shots and R@1 "
+        f"left out. 'Not worse' holds when the {not_worse_rule(run)} is above -{100 * MARGIN:g} points on both "
+        f"endpoints, is 'worse' when the upper bound is below -{100 * MARGIN:g} on one, and is 'inconclusive' "
+        "otherwise. The 5-shots and R@1 "
         "are shown, not judged. The last column is the family-wise view: Holm across all "
         f"{len(family)} judged 'A > B' claims, each entering with its smallest within-claim p in its own "
         "direction.\n",

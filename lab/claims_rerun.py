@@ -7,6 +7,8 @@ of that regime (results/spread/check_r0/, today's code; in-domain 1-shot only).
     python -m lab.claims_rerun run --jobs 2 [--levels 0.25 0.75]   # every missing setting, in order; resumes
     python -m lab.claims_rerun status   # which planned settings results/claims/rerun/ holds, and what each lacks
     python -m lab.claims_rerun changes  # the claims whose verdict differs from the first run's (for HISTORY.md)
+    python -m lab.claims_rerun power    # the planned endpoints whose SD came out above their bound, per level,
+                                        # and each such claim's power at the SD seen (CLAIMS.md's block)
 
 The rule (RERUN_PLAN.md says why): per claim and primary endpoint the claim's test would read (not one at
 its floor or ceiling), the measured mean difference d and SD s (paired by seed; F1 and F3b compare two
@@ -244,23 +246,43 @@ def order(need, first=FIRST_SEED):
 CODE = "a8be88a"  # the commit every rerun setting runs from (RERUN.md): the plan's code, 557423f, plus documents
 
 
+def trained(need=None):
+    """{(level, method or sweep value): seeds}: how many seeds order(need) trains each arm on, from seed 1500 up.
+    A branch trains its NEED (Fig. 7's reported rows at least 5); a sweep trains every value of its knob while
+    any value needs it, so each value has the most seeds any of them needs."""
+    from lab.claims_plan import SWEEP_VALUES
+
+    out = {}
+    for _, level, methods, knobs in order(need or NEED):
+        arms = [(level, m) for m in methods] + [((k, level), v) for k in knobs for v in SWEEP_VALUES[k]]
+        for arm in arms:
+            out[arm] = out.get(arm, 0) + 1
+    return out
+
+
+NOT_WORSE_LEVEL = 0.975  # RERUN_PLAN.md, amendment 1: the lower end of the printed 95% interval
+
+
 def claims_of(sized=None, need=None):
     """The rerun as lab.claims report judges it (a claims_plan.Run): every claim of the first run and Table 2's
-    25% rows, each on the rerun seeds both its arms have (the first min(NEED) of them, at least its own count),
-    carrying its own planning SD bound and, where 15 seeds could not power it, its power and the effect 15
-    find; Fig. 7's reported rows on the first 5 seeds."""
+    25% rows, each on every rerun seed that trains both its arms (trained(); at least its own count; RERUN_PLAN.md,
+    analysis seeds), carrying its own planning SD bound and, where 15 seeds could not power it, its power and the
+    effect 15 find; 'not worse' judged by the printed 95% interval (amendment 1); Fig. 7's reported rows on the
+    first 5 seeds."""
     sized = sized or sizing()
     need = need or NEED
+    seeds_of = trained(need)
     out = {}
     for name, (claim, row) in sized.items():
         missing = [arm for arm in claim.a.arms + claim.b.arms if arm[1] not in need.get(arm[0], {})]
         if missing or not row:
             raise SystemExit(f"{name}: {'arms ' + str(missing) + ' not in NEED' if missing else 'nothing sized it'}")
-        k = min(need[level][method] for level, method in claim.a.arms + claim.b.arms)
+        k = min(seeds_of[arm] for arm in claim.a.arms + claim.b.arms)
         if k < row["seeds"]:
             raise SystemExit(f"{name}: its arms train {k} seeds, fewer than the {row['seeds']} it was sized for")
         note = (tuple(sorted(row["bounds"].items())), row["short"], row["smallest"])
-        out[name] = replace(claim, seeds=tuple(range(FIRST_SEED, FIRST_SEED + k)), group="", sized=note)
+        seeds = tuple(range(FIRST_SEED, FIRST_SEED + k))
+        out[name] = replace(claim, seeds=seeds, group="", sized=note, not_worse_level=NOT_WORSE_LEVEL)
     five = tuple(range(FIRST_SEED, FIRST_SEED + FIG7_ONLY))
     reported = [c for c in claims_plan.REPORTED if c.name != "F3 at 25%"]  # judged now, as T2a 25%
     sweeps = {c.name for c in SWEEP_CLAIMS}
@@ -274,6 +296,88 @@ def claims_of(sized=None, need=None):
         per_row=True,
         command="python -m lab.claims report",
     )
+
+
+def arm_level(claim):
+    """The injected share a claim's arms read ("0% vs 50%" for F1 and F3b, which compare two warm-ups)."""
+    shares = sorted({lv[1] if isinstance(lv, tuple) else lv for lv, _ in claim.a.arms + claim.b.arms})
+    return " vs ".join(f"{x:.0%}" for x in shares)
+
+
+def spread_seen(claim, res, metric):
+    """The SD the rerun saw on one endpoint over the claim's seeds: paired differences, or (F1, F3b) the two
+    sides' SDs in quadrature, as the sizing measured it."""
+    a, b = claim.sides(res, metric)
+    if claim.paired:
+        return stdev([x - y for x, y in zip(a, b)])
+    return (stdev(a) ** 2 + stdev(b) ** 2) ** 0.5
+
+
+def power_seen(folder=RESULTS, run=None, sized=None):
+    """Each claim's planned endpoints against the SD the rerun saw on them: (rows, {level: (endpoints, wider)}).
+    A row per claim with an endpoint wider than its planning bound (the upper 80% bound, so about 1 in 5 is
+    expected wider by chance): its seeds, the endpoint, SD seen and planned, and its power with the planned
+    effect, at the planned SD and at the SD seen (S1: the joint power of 'not worse' at the amendment's 97.5%,
+    when the truth is 0), beside its verdict."""
+    from lab import claims_report as cr
+
+    sized = sized or sizing()
+    run = run or claims_of(sized)
+    res = cr.load(folder) | cr.load_sweeps(folder)
+    rows, counts = [], {}
+    for claim in run.claims + run.sweeps:
+        plan, n = sized[claim.name][1], len(claim.seeds)
+        bounds = dict(claim.sized[0])
+        seen = {m: spread_seen(claim, res, m) for m in bounds}
+        wider = [m for m in bounds if seen[m] > bounds[m]]
+        level = arm_level(claim)
+        total, over = counts.get(level, (0, 0))
+        counts[level] = (total + len(bounds), over + len(wider))
+        if not wider:
+            continue
+        if claim.at_least:
+            alpha = 1 - NOT_WORSE_LEVEL
+            planned = prod(not_worse_power(n, bounds[m], MARGIN, alpha) for m in bounds)
+            now = prod(not_worse_power(n, seen[m], MARGIN, alpha) for m in bounds)
+            effect = "0 (margin 2)"
+        else:
+            m = plan["endpoint"]
+            planned, now = (power(n, sd, plan["low"], ALPHA_CLAIM) for sd in (bounds[m], seen[m]))
+            effect = f"{100 * plan['low']:.1f} ({m})"
+        verdict = cr.judge(claim, res)["verdict"].split(";")[0]
+        reading = (
+            "underpowered as planned (15 seeds fell short), more so"
+            if planned < POWER
+            else "underpowered: below the plan's 0.8 at the SD seen"
+            if now < POWER
+            else "powered as planned"
+        )
+        rows.append(
+            f"| {claim.name} | {level} | {n} | "
+            + ", ".join(f"{m} {100 * seen[m]:.2f} > {100 * bounds[m]:.2f}" for m in wider)
+            + f" | {effect} | {planned:.3f} | {now:.3f} | {verdict} | {reading} |"
+        )
+    return rows, counts
+
+
+def show_power(rows, counts):
+    """power_seen() as CLAIMS.md's block: the count per level against the 1 in 5 expected, then the rows."""
+    lines = [
+        "| injected share | planned endpoints | wider than their bound | expected (1 in 5) | P(as many or more) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for level, (total, over) in sorted(counts.items(), key=lambda kv: kv[0]):
+        lines.append(f"| {level} | {total} | {over} | {0.2 * total:.1f} | {stats.binom.sf(over - 1, total, 0.2):.3f} |")
+    total, over = (sum(v[i] for v in counts.values()) for i in (0, 1))
+    lines += [
+        f"| all | {total} | {over} | {0.2 * total:.1f} | {stats.binom.sf(over - 1, total, 0.2):.3f} |",
+        "",
+        "| claim | injected share | seeds | endpoint: SD seen > planned bound (points) | effect planned for "
+        "(points) | power planned | power at the SD seen | verdict | its power |",
+        "|---|---|---:|---|---|---:|---:|---|---|",
+        *rows,
+    ]
+    return "\n".join(lines)
 
 
 def run(args):
@@ -349,7 +453,7 @@ def changes(run=None, first=FIRST, folder=RESULTS):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["seeds", "run", "status", "changes"])
+    p.add_argument("action", choices=["seeds", "run", "status", "changes", "power"])
     p.add_argument("--first", default=str(FIRST), help="the first claims run's results folder")
     p.add_argument("--check", default=str(CHECK), help="R0's 8-seed check's settings")
     p.add_argument("--runs", default="runs/claims_rerun")
@@ -363,6 +467,9 @@ def main(argv=None):
         rows = changes()
         print("| claim | first run (seeds 400-414) | rerun |\n|---|---|---|")
         print("\n".join(f"| {n} | {was} | {now} |" for n, was, now in rows) or "no verdict changed")
+        return
+    if a.action == "power":
+        print(show_power(*power_seen()))
         return
     if a.action == "status":
         lines, missing = status()

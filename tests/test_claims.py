@@ -359,3 +359,19 @@ def test_not_worse_is_worse_on_an_endpoint_left_out_at_the_floor(tmp_path):
         rows["known"]["transfer 1-shot"] = 0.12
         rows["-1"]["transfer 1-shot"] = 0.12 - 0.06
     assert cr.judge(s1, res)["verdict"].startswith("worse (transfer 1-shot)")
+
+
+def test_not_worse_by_the_printed_interval_is_stricter_than_the_first_runs_one_sided_95_bound(tmp_path):
+    """RERUN_PLAN.md's amendment 1: the rerun's 'not worse' holds only when the lower end of the 95% interval
+    VERDICT.md prints clears -2 points. Gaps whose one-sided 95% bound clears it (-1.92) and whose printed
+    interval does not (-2.05) hold under the first run's rule and are inconclusive under the rerun's."""
+    from dataclasses import replace
+
+    s1 = next(c for c in cr.SWEEP_CLAIMS if c.name == "S1 delta -1")
+    res = sweep_gaps(tmp_path, (0.0, -0.03, -0.01))
+    a, b = s1.sides(res, "1-shot")
+    assert cr.interval(a, b, True, level=0.95, sided=1)[1] > -cr.MARGIN > cr.interval(a, b, True)[1]
+    assert cr.judge(s1, res)["verdict"].startswith("holds")  # the first run's plan, as it was
+    strict = replace(s1, not_worse_level=0.975)
+    assert cr.judge(strict, res)["verdict"].startswith("inconclusive")
+    assert cr.judge(strict, res)["cells"]["1-shot"] == "-1.3 [-2.0, -0.6]"  # the interval the rule reads, printed

@@ -140,8 +140,9 @@ def plan_table():
 
 
 def test_the_rerun_judges_the_plans_29_claims_each_on_the_seeds_both_arms_train_with_the_plans_bounds():
+    from lab import claims_report as cr
     from lab.claims_plan import CLAIMS, SWEEP_CLAIMS
-    from lab.claims_rerun import FIRST_SEED, NEED, TABLE2_25, claims_of, sizing
+    from lab.claims_rerun import FIRST_SEED, NEED, RESULTS, TABLE2_25, claims_of, sizing
 
     sized = sizing()
     run = claims_of(sized, NEED)
@@ -149,10 +150,15 @@ def test_the_rerun_judges_the_plans_29_claims_each_on_the_seeds_both_arms_train_
     plan = plan_table()
     assert judged == {c.name for c in CLAIMS + SWEEP_CLAIMS + TABLE2_25 if not c.at_least} and len(judged) == 29
     assert {c.name for c in run.claims + run.sweeps} == set(plan)  # every claim of the plan's table, no other
+    res = cr.load(RESULTS) | cr.load_sweeps(RESULTS)  # the whole rerun, committed
     for c in run.claims + run.sweeps:
         row = sized[c.name][1]
-        k = min(NEED[level][m] for level, m in c.a.arms + c.b.arms)  # the seeds every arm trains
-        assert c.seeds == tuple(range(FIRST_SEED, FIRST_SEED + k)) and row["seeds"] <= k <= HI and c.group == ""
+        # RERUN_PLAN.md: every rerun seed on file with both arms (S1 delta +-1 on the sweep's 8, not NEED's 5)
+        both = tuple(
+            s for s in range(FIRST_SEED, FIRST_SEED + HI) if None not in (c.a(res, s, "1-shot"), c.b(res, s, "1-shot"))
+        )
+        assert c.seeds == both and row["seeds"] <= len(both) <= HI and c.group == "", c.name
+        assert len(c.seeds) >= min(NEED[level][m] for level, m in c.a.arms + c.b.arms), c.name
         endpoint, bound, seeds = plan[c.name]
         bounds = dict(c.sized[0])
         assert f"{100 * max(bounds.values()) if c.at_least else 100 * bounds[endpoint]:.1f}" == bound, c.name
@@ -270,9 +276,12 @@ def test_report_writes_only_the_reruns_verdicts_into_the_documents(monkeypatch):
     monkeypatch.setattr(claims_rerun, "claims_of", lambda: run)
     monkeypatch.setattr(cr, "main", lambda folder, which, out: written.append((Path(folder), which, out)) or {})
     monkeypatch.setattr(claims_docs, "waiting", lambda *a: [])  # as if every claim had its seeds
-    monkeypatch.setattr(claims_docs, "update", lambda folder, res, which: calls.append((Path(folder), which)))
+    monkeypatch.setattr(
+        claims_docs, "update", lambda folder, res, which, power: calls.append((Path(folder), which, power))
+    )
     claims.main(["report"])
-    assert written == [(claims_rerun.RESULTS, run, None)] and calls == [(claims_rerun.RESULTS, run)]
+    power = claims_rerun.show_power(*claims_rerun.power_seen(claims_rerun.RESULTS, run))  # CLAIMS.md's block
+    assert written == [(claims_rerun.RESULTS, run, None)] and calls == [(claims_rerun.RESULTS, run, power)]
     claims.main(["report", "--run", "first"])
     assert written[-1] == (claims.RESULTS, cr.FIRST_RUN, claims.FIRST_OUT) and len(calls) == 1
 
@@ -348,3 +357,67 @@ def test_changes_lists_only_the_claims_whose_verdict_word_moved(tmp_path):
     assert row[0] == "F3a" and row[1].startswith("holds") and row[2].startswith("not shown")
     steady = Run([replace(f3a, seeds=tuple(range(400, 415)))], [], [])  # the first run judged again: no change
     assert changes(steady, tmp_path / "first", tmp_path / "first") == []
+
+
+def test_no_not_worse_verdict_of_the_rerun_holds_with_its_printed_lower_bound_below_the_margin():
+    """The committed rerun, judged as `lab.claims report` judges it: every 'not worse' claim that holds has the
+    lower end of its printed 95% interval at or above -2 points on every endpoint it was tested on, and the
+    exact bound above -2 (RERUN_PLAN.md's amendment 1)."""
+    from lab import claims_report as cr
+    from lab.claims_rerun import RESULTS, claims_of
+
+    res = cr.load(RESULTS) | cr.load_sweeps(RESULTS)
+    judged = [c for c in claims_of().sweeps if c.at_least]
+    assert [c.name for c in judged] == ["S1 delta -2", "S1 delta -1", "S1 delta 1"]
+    for c in judged:
+        j = cr.judge(c, res)
+        if not j["verdict"].startswith("holds"):
+            continue
+        for m in cr.PRIMARY:
+            if c.at_floor(res, m):
+                continue
+            low = float(re.search(r"\[([-+\d.]+),", j["cells"][m]).group(1))
+            assert low >= -100 * cr.MARGIN and cr.interval(*c.sides(res, m), c.paired)[1] > -cr.MARGIN, (c.name, m)
+
+
+def test_the_power_block_counts_an_endpoint_wider_than_its_bound_and_its_power_falls(tmp_path):
+    """lab.claims_rerun power: an endpoint whose SD came out above its planning bound is counted at its share
+    and listed with a lower power at the SD seen than at the planned one; one within its bound is counted only."""
+    from dataclasses import replace
+
+    from lab.claims_plan import Run
+    from lab.claims_rerun import power_seen, show_power
+    from test_claims import write_setting
+
+    folder = tmp_path / "rerun"
+    (folder / "settings").mkdir(parents=True)
+    swing = [0.03, -0.01, 0.05, 0.0, 0.02, 0.04]  # weighted - xID: mean 2.2, SD 2.3 points; soft: SD 0
+    for s, g in enumerate(swing):
+        row = {m: 0.5 for m in ("1-shot", "transfer 1-shot")}
+        write_setting(
+            folder / "settings",
+            s,
+            0.5,
+            {"xid": row, "weighted": {m: 0.5 + g for m in row}, "soft": {m: 0.52 for m in row}},
+        )
+    wide = diff_claim("W", "Weighted > xID", "", 0.5, "weighted", 0.5, "xid")
+    calm = diff_claim("S", "Soft > xID", "", 0.5, "soft", 0.5, "xid")
+    bounds = (("1-shot", 0.01),)
+    claims = [replace(c, seeds=tuple(range(6)), sized=(bounds, None, None)) for c in (wide, calm)]
+    sized = {c.name: (c, {"endpoint": "1-shot", "low": 0.015}) for c in claims}
+    rows, counts = power_seen(folder, Run(claims, [], []), sized)
+    assert counts == {"50%": (2, 1)}
+    (row,) = rows
+    cells = row.split(" | ")
+    assert cells[0] == "| W" and cells[3] == "1-shot 2.32 > 1.00" and float(cells[6]) < float(cells[5])
+    assert "| 50% | 2 | 1 | 0.4 |" in show_power(rows, counts)
+
+
+def test_claims_md_carries_the_power_block_the_command_prints():
+    """CLAIMS.md's block between the POWER markers is `python -m lab.claims_rerun power`'s output, unedited."""
+    from lab import claims_docs
+    from lab.claims_rerun import power_seen, show_power
+
+    text = (Path(__file__).resolve().parents[1] / "CLAIMS.md").read_text()
+    block = text.split(claims_docs.POWER_MARK + "\n", 1)[1].split(claims_docs.POWER_END, 1)[0]
+    assert block == show_power(*power_seen()) + "\n"
