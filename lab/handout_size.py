@@ -68,7 +68,7 @@ def lines(paths):
 
 
 def demo_entry(root):
-    """The file the Makefile's `demo:` rule runs (`-m pkg.mod` or `python file.py`)."""
+    """The file the Makefile's `demo:` rule runs (`-m pkg.mod`, or a script named by its path)."""
     rule = re.search(r"^demo:.*\n((?:\t.*\n)+)", (root / "Makefile").read_text(), re.M).group(1)
     if m := re.search(r" -m ([\w.]+)", rule):
         return str(module_file(root, m.group(1)).relative_to(root))
