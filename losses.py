@@ -18,14 +18,14 @@ unit-norm encoder outputs v_i = f_v(v_i), a_i = f_a(a_i). `vbar`, `abar` (B, 1+K
 targets for each sample's candidates: column 0 is the sample itself, columns 1..K its negatives,
 and vbar[:, j], abar[:, j] belong to the same candidate instance.
 
-Nothing here holds state or touches a device; train.py calls these, tests/test_losses.py checks
-them (python -m pytest tests/test_losses.py).
+Nothing here holds state, touches a device or casts: each function computes in its inputs' dtype, so
+torch.autograd.gradcheck runs on them in float64 (tests/test_gradients.py). train.py's objective hands them
+float32 (a softmax over 1+K logits at temperature 0.02-0.07 loses most of its precision in bf16/fp16).
+tests/test_losses.py checks the equations (python -m pytest tests/test_losses.py tests/test_gradients.py).
 """
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -52,21 +52,6 @@ VARIANTS = {  # the --loss choices of train.py; demo.py and the tests use the sa
 }
 
 
-def _float32(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run `fn` with autocast off and float32 inputs: a softmax over 1+K logits at temperature
-    0.02-0.07 loses most of its precision in bf16/fp16, so the loss is always computed in fp32."""
-
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        def fp32(t: Any) -> Any:
-            return t.float() if torch.is_tensor(t) and t.is_floating_point() else t
-
-        with torch.autocast(device_type=args[0].device.type, enabled=False):
-            return fn(*map(fp32, args), **{k: fp32(t) for k, t in kwargs.items()})
-
-    wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
-    return wrapped
-
-
 def candidate_dot(s: Tensor, tbar: Tensor) -> Tensor:
     """s_i . tbar_{i,j} for every candidate j: (B, D), (B, 1+K, D) -> (B, 1+K)."""
     return torch.einsum("bd,bkd->bk", s, tbar)  # (B, 1+K)
@@ -77,7 +62,6 @@ def log_posterior(s: Tensor, tbar: Tensor, tau: float) -> Tensor:
     return torch.log_softmax(candidate_dot(s, tbar) / tau, dim=1)  # (B, 1+K)
 
 
-@_float32
 def xid_loss(v: Tensor, a: Tensor, vbar: Tensor, abar: Tensor, tau: float = 0.07) -> Tensor:
     """eq. (1) [avid]: L_xID(v_i, a_i) = -log P(abar_i | v_i; tau) - log P(vbar_i | a_i; tau). -> (B,)
 
@@ -88,7 +72,6 @@ def xid_loss(v: Tensor, a: Tensor, vbar: Tensor, abar: Tensor, tau: float = 0.07
 
 
 @torch.no_grad()
-@_float32
 def soft_targets(
     vbar: Tensor,
     abar: Tensor,
@@ -122,7 +105,7 @@ def soft_targets(
     else:  # "oracle" (Table 1): uniform over the candidates of the sample's own class (uses labels)
         if labels is None:
             raise ValueError("soft target strategy 'oracle' needs labels (B, 1+K)")
-        same = (labels == labels[:, :1]).float()  # (B, 1+K); column 0 is always 1
+        same = (labels == labels[:, :1]).to(vbar.dtype)  # (B, 1+K); column 0 is always 1
         S_v = S_a = same / same.sum(1, keepdim=True)  # (B, 1+K)
     one_hot = torch.zeros_like(S_v)
     one_hot[:, 0] = 1.0  # the instance itself is the vanilla xID target
@@ -148,7 +131,6 @@ def ccp_similarity(vbar: Tensor, abar: Tensor, tau_s: float, tau_t: float) -> tu
     return S_v, S_a
 
 
-@_float32
 def soft_xid_loss(
     v: Tensor, a: Tensor, vbar: Tensor, abar: Tensor, T_v: Tensor, T_a: Tensor, tau: float = 0.07
 ) -> Tensor:
@@ -173,7 +155,7 @@ def sample_weights(
     `scores` are bank scores vbar_i . abar_i; mu, sigma their mean and standard deviation over the
     whole bank (MemoryBank.scores()). delta moves the midpoint, kappa sets how fast w rises.
     Returns weights of the shape of `scores`, in [w_min, 1], increasing with the score."""
-    scores = torch.as_tensor(scores, dtype=torch.float32)
+    scores = torch.as_tensor(scores)
     z = (scores - mu - delta * sigma) / (sigma * math.sqrt(kappa) + 1e-12)
     return w_min + (1 - w_min) * torch.special.ndtr(z)
 

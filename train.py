@@ -81,6 +81,7 @@ def objective(
     targets, soft targets T (eqs. (8)-(14)) if the variant is soft, weights w_i from the bank scores
     (eq. (6)) or the oracle's 0/1 if it is weighted. Returns the loss and statistics for the log."""
     variant = VARIANTS[stage]
+    v, a = v.float(), a.float()  # (B, D) each: AMP's bf16/fp16 would lose the softmax at tau 0.07 (losses.py)
     cand = bank.sample(idx, cfg.num_negatives)  # (B, 1+K)
     vbar, abar = bank.targets(cand)  # (B, 1+K, D) each
     targets = None

@@ -190,3 +190,16 @@ def test_train_step_keeps_a_substitute_out_of_the_bank_and_its_failed_slot_out_f
     torch.testing.assert_close(parts.bank.video[5], F.normalize(0.5 * old_video[5] + 0.5 * v[0], dim=0))
     assert torch.equal(parts.bank.video[slot], old_video[slot])
     assert stats["skipped"] == 1
+
+
+def test_the_objective_computes_eq_17_in_float32_from_amps_bf16_embeddings():
+    """losses.py keeps its inputs' dtype, so the objective casts: embeddings that come out of an autocast
+    forward in bf16 give a float32 loss, the one their float32 copies give (a softmax at tau 0.11 over 1+K
+    logits would lose most of its precision in bf16)."""
+    v, a, idx, bank, cfg, truth = setting()
+    v, a = v.detach().bfloat16(), a.detach().bfloat16()
+    state = torch.get_rng_state()
+    loss, stats = train.objective(v, a, idx, bank, cfg, "robust", truth)
+    torch.set_rng_state(state)  # the same negatives
+    exact, _ = train.objective(v.float(), a.float(), idx, bank, cfg, "robust", truth)
+    assert loss.dtype == torch.float32 and torch.equal(loss, exact)
