@@ -121,6 +121,9 @@ def test_the_copy_leaves_out_the_solutions_and_blanks_only_the_exercised_pieces(
     assert answers_in(copy) == {}
     for file, names in handout.STRIPPED.items():
         assert set(names) <= set(functions(ROOT / file)) and not set(names) & set(functions(copy / file))
+    # the worked example of testing a gradient stays whole: gradcheck of eq. (17) for every method
+    gradients = (ROOT / "tests/test_gradients.py").read_text()
+    assert (copy / "tests/test_gradients.py").read_text() == gradients and "torch.autograd.gradcheck" in gradients
 
 
 def test_the_answer_patterns_find_every_piece_where_the_repository_computes_it():
