@@ -161,8 +161,8 @@ class Config:
     w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", "method", check=between(0, 1))
     delta: float = _opt(
         -1.0,
-        "delta of eq. (6): the weights' midpoint at mu + delta sigma (paper: set from the "
-        "known noise level, Sec. 5.2; demo.py does so)",
+        "delta of eq. (6): the weights' midpoint at mu + delta sigma. -1 is this project's default, not "
+        "the paper's: the paper sets delta from the known noise level (Sec. 5.2), as demo.py does",
         "method",
     )
     momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", "method", check=between(0, 1))

@@ -102,7 +102,10 @@ def soft_targets(
         S_a = torch.softmax(candidate_dot(abar_i, abar) / tau_s, dim=1)  # (B, 1+K)
     elif strategy == "ccp":  # eqs. (13)-(14): swapped prediction, favouring candidates that correspond well
         S_v, S_a = ccp_similarity(vbar, abar, tau_s, tau_t)  # (B, 1+K) each
-    else:  # "oracle" (Table 1): uniform over the candidates of the sample's own class (uses labels)
+    else:  # "oracle" (Table 1): uniform over the candidates of the sample's own class (uses labels).
+        # This project's reading: Sec. 5.3 makes T itself uniform over same-class instances; here that uniform
+        # distribution is S, mixed with lam like every other strategy (lam = 1 gives the paper's T), so
+        # that Table 1's rows differ in S alone
         if labels is None:
             raise ValueError("soft target strategy 'oracle' needs labels (B, 1+K)")
         same = (labels == labels[:, :1]).to(vbar.dtype)  # (B, 1+K); column 0 is always 1

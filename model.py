@@ -115,12 +115,16 @@ class AudioEncoder(nn.Module):
 
 
 def projection_head(in_dim: int, out_dim: int = 128) -> nn.Sequential:
-    """SimCLR's non-linear head (Linear-BN-ReLU-Linear-BN), the paper's; its output is L2-normalised by
-    AVModel.
+    """A non-linear head, Linear-BN-ReLU-Linear, then BatchNorm1d without affine parameters; its output is
+    L2-normalised by AVModel.
 
-    The final BatchNorm matters here: the xID gradient (ā_i - sum_j P_j ā_j)/tau has no component
-    along the mean of the targets, so nothing else removes an offset shared by all embeddings, and
-    training then starts in two opposite caps of the sphere (bank scores near -0.8, spread 0.03)."""
+    Deviation: the BatchNorms are this project's. The paper's head is "as in SimCLR" (Sec. 5.1); SimCLR
+    v1's and the authors' AVID-CMA code's are Linear-ReLU-Linear, without BatchNorm. The xID gradient
+    (ā_i - sum_j P_j ā_j)/tau has no component along the mean of the targets, so without the final one
+    nothing removes an offset shared by all embeddings, and the bank's two modalities drift into opposite
+    caps of the sphere. Measured (`python -m lab.head_bn`, results/HISTORY.md): without it, make demo's
+    warm-up ends its 5 epochs with the bank scores' mean negative and falling, and its bank ranks classes
+    and faults worse."""
     return nn.Sequential(
         nn.Linear(in_dim, in_dim),
         nn.BatchNorm1d(in_dim),
