@@ -1,5 +1,5 @@
 """Shared test set-up: every test seeded, generated media, and the two datasets several test files use
-(pytest.ini puts the repository root on the path)."""
+(pyproject.toml puts the repository root on the path)."""
 
 import os
 import shutil
