@@ -12,7 +12,8 @@ What each side runs, through its command lines only (module paths may move; the 
 2. `train.py` on that set: 2 xID warm-up epochs and 2 Robust-xID epochs at 25% injected, one thread, no
    loader workers (tests/test_refactor_numbers.py's settings): every number of log.jsonl;
 3. `evaluate.py all` on its checkpoint, few trials and a 2-epoch fine-tune: every number of eval.json;
-4. with --demo: make demo's command into a folder of its own: demo.md's tables, the timing line aside.
+4. with --demo: make demo's command into a folder of its own, on the threads make demo takes (the thread
+   count alone moves its table): demo.md's tables, the timing line aside.
 
 A side's commands are found in its own tree (GENERATOR, DEMO): when a restructure step moves an entry
 point, it adds the new place there, and the old commit keeps being run as it was.
@@ -63,9 +64,12 @@ def entry(tree, choices):
     raise SystemExit(f"{tree}: none of {choices} stands there: add the entry point's new place to the guard")
 
 
-def run(tree, argv, log):
-    """One command of a side, in its tree, one thread; its output to `log`; refused in one line if it fails."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(tree)}
+def run(tree, argv, log, threads=1):
+    """One command of a side, in its tree, on `threads` threads (None: as make demo runs, the machine's
+    default); its output to `log`; refused in one line if it fails."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    if threads:
+        env |= {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     with open(log, "a") as out:
         print(f"$ {' '.join(argv)}", file=out, flush=True)
         done = subprocess.run([sys.executable, *argv], cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -109,7 +113,9 @@ def side(tree, work, demo):
     }
     if demo:
         folder = work / "demo"
-        run(tree, [*entry(tree, DEMO), "--fresh", "--runs", str(folder / "runs"), "--results", str(folder)], log)
+        # the thread count moves the table (float rounding grows over training): make demo's own, on both sides
+        argv = [*entry(tree, DEMO), "--fresh", "--runs", str(folder / "runs"), "--results", str(folder)]
+        run(tree, argv, log, threads=None)
         text = (folder / "demo.md").read_text()
         got["demo"] = [line for line in text.splitlines() if line.startswith("|")]  # the tables, not the timing
     return got
