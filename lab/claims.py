@@ -209,7 +209,7 @@ def main(argv=None):
             sys.exit("lab/claims_plan.py: SEEDS is empty; fill it from `python -m lab.claims seeds`")
         run(args)
     else:
-        from lab import claims_rerun
+        from lab import claims_power, claims_rerun
 
         rerun = args.run != "first"
         if not rerun:  # its report files left results/claims/ with the rerun (RERUN.md); they are remade aside
@@ -223,7 +223,7 @@ def main(argv=None):
         elif waiting:  # RERUN_PLAN.md: the documents change once every setting is in
             print(f"README.md and CLAIMS.md unchanged: {len(waiting)} claims still lack seeds ({', '.join(waiting)})")
         else:
-            power = claims_rerun.show_power(*claims_rerun.power_seen(folder, which)) if rerun else None
+            power = claims_power.show_power(*claims_power.power_seen(folder, which)) if rerun else None
             claims_docs.update(folder, res, which, power=power)
 
 

@@ -298,88 +298,6 @@ def claims_of(sized=None, need=None):
     )
 
 
-def arm_level(claim):
-    """The injected share a claim's arms read ("0% vs 50%" for F1 and F3b, which compare two warm-ups)."""
-    shares = sorted({lv[1] if isinstance(lv, tuple) else lv for lv, _ in claim.a.arms + claim.b.arms})
-    return " vs ".join(f"{x:.0%}" for x in shares)
-
-
-def spread_seen(claim, res, metric):
-    """The SD the rerun saw on one endpoint over the claim's seeds: paired differences, or (F1, F3b) the two
-    sides' SDs in quadrature, as the sizing measured it."""
-    a, b = claim.sides(res, metric)
-    if claim.paired:
-        return stdev([x - y for x, y in zip(a, b)])
-    return (stdev(a) ** 2 + stdev(b) ** 2) ** 0.5
-
-
-def power_seen(folder=RESULTS, run=None, sized=None):
-    """Each claim's planned endpoints against the SD the rerun saw on them: (rows, {level: (endpoints, wider)}).
-    A row per claim with an endpoint wider than its planning bound (the upper 80% bound, so about 1 in 5 is
-    expected wider by chance): its seeds, the endpoint, SD seen and planned, and its power with the planned
-    effect, at the planned SD and at the SD seen (S1: the joint power of 'not worse' at the amendment's 97.5%,
-    when the truth is 0), beside its verdict."""
-    from lab import claims_report as cr
-
-    sized = sized or sizing()
-    run = run or claims_of(sized)
-    res = cr.load(folder) | cr.load_sweeps(folder)
-    rows, counts = [], {}
-    for claim in run.claims + run.sweeps:
-        plan, n = sized[claim.name][1], len(claim.seeds)
-        bounds = dict(claim.sized[0])
-        seen = {m: spread_seen(claim, res, m) for m in bounds}
-        wider = [m for m in bounds if seen[m] > bounds[m]]
-        level = arm_level(claim)
-        total, over = counts.get(level, (0, 0))
-        counts[level] = (total + len(bounds), over + len(wider))
-        if not wider:
-            continue
-        if claim.at_least:
-            alpha = 1 - NOT_WORSE_LEVEL
-            planned = prod(not_worse_power(n, bounds[m], MARGIN, alpha) for m in bounds)
-            now = prod(not_worse_power(n, seen[m], MARGIN, alpha) for m in bounds)
-            effect = "0 (margin 2)"
-        else:
-            m = plan["endpoint"]
-            planned, now = (power(n, sd, plan["low"], ALPHA_CLAIM) for sd in (bounds[m], seen[m]))
-            effect = f"{100 * plan['low']:.1f} ({m})"
-        verdict = cr.judge(claim, res)["verdict"].split(";")[0]
-        reading = (
-            "underpowered as planned (15 seeds fell short), more so"
-            if planned < POWER
-            else "underpowered: below the plan's 0.8 at the SD seen"
-            if now < POWER
-            else "powered as planned"
-        )
-        rows.append(
-            f"| {claim.name} | {level} | {n} | "
-            + ", ".join(f"{m} {100 * seen[m]:.2f} > {100 * bounds[m]:.2f}" for m in wider)
-            + f" | {effect} | {planned:.3f} | {now:.3f} | {verdict} | {reading} |"
-        )
-    return rows, counts
-
-
-def show_power(rows, counts):
-    """power_seen() as CLAIMS.md's block: the count per level against the 1 in 5 expected, then the rows."""
-    lines = [
-        "| injected share | planned endpoints | wider than their bound | expected (1 in 5) | P(as many or more) |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for level, (total, over) in sorted(counts.items(), key=lambda kv: kv[0]):
-        lines.append(f"| {level} | {total} | {over} | {0.2 * total:.1f} | {stats.binom.sf(over - 1, total, 0.2):.3f} |")
-    total, over = (sum(v[i] for v in counts.values()) for i in (0, 1))
-    lines += [
-        f"| all | {total} | {over} | {0.2 * total:.1f} | {stats.binom.sf(over - 1, total, 0.2):.3f} |",
-        "",
-        "| claim | injected share | seeds | endpoint: SD seen > planned bound (points) | effect planned for "
-        "(points) | power planned | power at the SD seen | verdict | its power |",
-        "|---|---|---:|---|---|---:|---:|---|---|",
-        *rows,
-    ]
-    return "\n".join(lines)
-
-
 def run(args):
     """lab.claims.run's way (one job per setting, side by side) over the rerun's order, into RESULTS."""
     from experiments import demo, jobs
@@ -468,7 +386,9 @@ def main(argv=None):
         print("| claim | first run (seeds 400-414) | rerun |\n|---|---|---|")
         print("\n".join(f"| {n} | {was} | {now} |" for n, was, now in rows) or "no verdict changed")
         return
-    if a.action == "power":
+    if a.action == "power":  # lab/claims_power.py's block, for CLAIMS.md
+        from lab.claims_power import power_seen, show_power
+
         print(show_power(*power_seen()))
         return
     if a.action == "status":

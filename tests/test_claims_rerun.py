@@ -268,7 +268,7 @@ def test_only_report_reads_the_run_switch(monkeypatch):
 def test_report_writes_only_the_reruns_verdicts_into_the_documents(monkeypatch):
     """The documents cite the rerun: a plain `report` hands the rerun's folder and claims to the documents'
     update, and `report --run first` remakes the first run's report aside and never calls it."""
-    from lab import claims, claims_docs, claims_rerun
+    from lab import claims, claims_docs, claims_power, claims_rerun
     from lab import claims_report as cr
 
     calls, written = [], []
@@ -280,7 +280,7 @@ def test_report_writes_only_the_reruns_verdicts_into_the_documents(monkeypatch):
         claims_docs, "update", lambda folder, res, which, power: calls.append((Path(folder), which, power))
     )
     claims.main(["report"])
-    power = claims_rerun.show_power(*claims_rerun.power_seen(claims_rerun.RESULTS, run))  # CLAIMS.md's block
+    power = claims_power.show_power(*claims_power.power_seen(claims_rerun.RESULTS, run))  # CLAIMS.md's block
     assert written == [(claims_rerun.RESULTS, run, None)] and calls == [(claims_rerun.RESULTS, run, power)]
     claims.main(["report", "--run", "first"])
     assert written[-1] == (claims.RESULTS, cr.FIRST_RUN, claims.FIRST_OUT) and len(calls) == 1
@@ -386,7 +386,7 @@ def test_the_power_block_counts_an_endpoint_wider_than_its_bound_and_its_power_f
     from dataclasses import replace
 
     from lab.claims_plan import Run
-    from lab.claims_rerun import power_seen, show_power
+    from lab.claims_power import power_seen, show_power
     from test_claims import write_setting
 
     folder = tmp_path / "rerun"
@@ -416,7 +416,7 @@ def test_the_power_block_counts_an_endpoint_wider_than_its_bound_and_its_power_f
 def test_claims_md_carries_the_power_block_the_command_prints():
     """CLAIMS.md's block between the POWER markers is `python -m lab.claims_rerun power`'s output, unedited."""
     from lab import claims_docs
-    from lab.claims_rerun import power_seen, show_power
+    from lab.claims_power import power_seen, show_power
 
     text = (Path(__file__).resolve().parents[1] / "CLAIMS.md").read_text()
     block = text.split(claims_docs.POWER_MARK + "\n", 1)[1].split(claims_docs.POWER_END, 1)[0]
