@@ -129,7 +129,7 @@ def replace_after(path, mark, new, until=None):
 
 def update(folder, res, run=cr.FIRST_RUN, readme="README.md", claims_md="CLAIMS.md", power=None):
     """The README's verdict line and CLAIMS.md's claims section from the report; `power` (the rerun's
-    `lab.claims_rerun power` block) between CLAIMS.md's POWER markers."""
+    `lab.claims_power` block) between CLAIMS.md's POWER markers."""
     replace_after(readme, README_MARK, "\n" + summary(folder, res, run) + "\n", until="## ")
     replace_after(claims_md, CLAIMS_MARK, claims_block(folder, run), until="## ")
     if power is not None:

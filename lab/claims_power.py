@@ -4,12 +4,14 @@ injected share against the 1 in 5 that the planning bound (an upper 80% bound) l
 each claim with a wider endpoint: its power for the effect it was sized on, at the planned SD and at the SD
 seen, beside its verdict.
 
-    python -m lab.claims_rerun power    # prints the block; `python -m lab.claims report` writes it into CLAIMS.md
+    python -m lab.claims_power    # prints the block; `python -m lab.claims report` writes it into CLAIMS.md
 
 Tests: tests/test_claims_rerun.py
 """
 
+import argparse
 from math import prod
+from pathlib import Path
 from statistics import stdev
 
 from scipy import stats
@@ -99,3 +101,14 @@ def show_power(rows, counts):
         *rows,
     ]
     return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--results", default=str(RESULTS), help="the rerun's results folder")
+    a = p.parse_args(argv)
+    print(show_power(*power_seen(Path(a.results))))
+
+
+if __name__ == "__main__":
+    main()

@@ -7,8 +7,7 @@ of that regime (results/spread/check_r0/, today's code; in-domain 1-shot only).
     python -m lab.claims_rerun run --jobs 2 [--levels 0.25 0.75]   # every missing setting, in order; resumes
     python -m lab.claims_rerun status   # which planned settings results/claims/rerun/ holds, and what each lacks
     python -m lab.claims_rerun changes  # the claims whose verdict differs from the first run's (for HISTORY.md)
-    python -m lab.claims_rerun power    # the planned endpoints whose SD came out above their bound, per level,
-                                        # and each such claim's power at the SD seen (CLAIMS.md's block)
+    python -m lab.claims_power          # the planned endpoints whose SD came out above their bound (CLAIMS.md)
 
 The rule (RERUN_PLAN.md says why): per claim and primary endpoint the claim's test would read (not one at
 its floor or ceiling), the measured mean difference d and SD s (paired by seed; F1 and F3b compare two
@@ -371,7 +370,7 @@ def changes(run=None, first=FIRST, folder=RESULTS):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["seeds", "run", "status", "changes", "power"])
+    p.add_argument("action", choices=["seeds", "run", "status", "changes"])
     p.add_argument("--first", default=str(FIRST), help="the first claims run's results folder")
     p.add_argument("--check", default=str(CHECK), help="R0's 8-seed check's settings")
     p.add_argument("--runs", default="runs/claims_rerun")
@@ -385,11 +384,6 @@ def main(argv=None):
         rows = changes()
         print("| claim | first run (seeds 400-414) | rerun |\n|---|---|---|")
         print("\n".join(f"| {n} | {was} | {now} |" for n, was, now in rows) or "no verdict changed")
-        return
-    if a.action == "power":  # lab/claims_power.py's block, for CLAIMS.md
-        from lab.claims_power import power_seen, show_power
-
-        print(show_power(*power_seen()))
         return
     if a.action == "status":
         lines, missing = status()

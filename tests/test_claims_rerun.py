@@ -381,7 +381,7 @@ def test_no_not_worse_verdict_of_the_rerun_holds_with_its_printed_lower_bound_be
 
 
 def test_the_power_block_counts_an_endpoint_wider_than_its_bound_and_its_power_falls(tmp_path):
-    """lab.claims_rerun power: an endpoint whose SD came out above its planning bound is counted at its share
+    """lab.claims_power: an endpoint whose SD came out above its planning bound is counted at its share
     and listed with a lower power at the SD seen than at the planned one; one within its bound is counted only."""
     from dataclasses import replace
 
@@ -414,7 +414,7 @@ def test_the_power_block_counts_an_endpoint_wider_than_its_bound_and_its_power_f
 
 
 def test_claims_md_carries_the_power_block_the_command_prints():
-    """CLAIMS.md's block between the POWER markers is `python -m lab.claims_rerun power`'s output, unedited."""
+    """CLAIMS.md's block between the POWER markers is `python -m lab.claims_power`'s output, unedited."""
     from lab import claims_docs
     from lab.claims_power import power_seen, show_power
 
