@@ -208,7 +208,7 @@ def noise(results, args, spread):
         lines += [
             f"\nEach method's difference from xID on this run, in points, beside the range that 95% of seeds' "
             f"differences fall in, from the (up to) {seeds} seeds at {faulty:.0%} in {', '.join(sources)}{other}: "
-            "paired (same seed, same warm-up), a prediction interval (CLAIMS.md has the claims these seeds judge). "
+            "paired (same seed, same warm-up), a prediction interval (CLAIMS.md: the check and the claims rerun). "
             "Inside it, a difference is what seeds alone give.",
             "",
             "| Method - xID | " + " | ".join(DIFF_COLUMNS) + " |",

@@ -36,10 +36,27 @@ def spread_seen(claim, res, metric):
     return (stdev(a) ** 2 + stdev(b) ** 2) ** 0.5
 
 
+def chance_wider(n_old, n_new, level=0.8):
+    """The chance that an SD measured anew on n_new values exceeds the upper `level` bound set on n_old, when
+    the spread has not changed: (s_new / s_old)^2 is F(n_new - 1, n_old - 1), and the bound is
+    s_old sqrt((n_old - 1) / chi2_{1-level}(n_old - 1)) (lab.statistics.sd_bound). A little above 1 - level:
+    the bound was itself set on a sample."""
+    c = (n_old - 1) / stats.chi2.ppf(1 - level, n_old - 1)
+    return float(stats.f.sf(c, n_new - 1, n_old - 1))
+
+
+def at_least_as_many(chances, k):
+    """P(k or more of independent events with these chances): the Poisson-binomial tail, by convolution."""
+    dist = [1.0]
+    for p in chances:
+        dist = [a * (1 - p) + b * p for a, b in zip(dist + [0.0], [0.0] + dist)]
+    return sum(dist[k:])
+
+
 def power_seen(folder=RESULTS, run=None, sized=None):
-    """Each claim's planned endpoints against the SD the rerun saw on them: (rows, {level: (endpoints, wider)}).
-    A row per claim with an endpoint wider than its planning bound (the upper 80% bound, so about 1 in 5 is
-    expected wider by chance): its seeds, the endpoint, SD seen and planned, and its power with the planned
+    """Each claim's planned endpoints against the SD the rerun saw on them: (rows, {level: [(wider, chance)]}),
+    chance being chance_wider()'s for that endpoint. A row per claim with an endpoint wider than its planning
+    bound (an upper 80% bound): its seeds, the endpoint, SD seen and planned, and its power with the planned
     effect, at the planned SD and at the SD seen (S1: the joint power of 'not worse' at the amendment's 97.5%,
     when the truth is 0), beside its verdict."""
     from lab import claims_report as cr
@@ -54,8 +71,8 @@ def power_seen(folder=RESULTS, run=None, sized=None):
         seen = {m: spread_seen(claim, res, m) for m in bounds}
         wider = [m for m in bounds if seen[m] > bounds[m]]
         level = arm_level(claim)
-        total, over = counts.get(level, (0, 0))
-        counts[level] = (total + len(bounds), over + len(wider))
+        n_seen = len(claim.sides(res, "1-shot")[0])
+        counts.setdefault(level, []).extend((m in wider, chance_wider(plan["n"], n_seen)) for m in bounds)
         if not wider:
             continue
         if claim.at_least:
@@ -68,12 +85,13 @@ def power_seen(folder=RESULTS, run=None, sized=None):
             planned, now = (power(n, sd, plan["low"], ALPHA_CLAIM) for sd in (bounds[m], seen[m]))
             effect = f"{100 * plan['low']:.1f} ({m})"
         verdict = cr.judge(claim, res)["verdict"].split(";")[0]
+        moved = "lower" if now < planned else "higher"
         reading = (
-            "underpowered as planned (15 seeds fell short), more so"
+            f"short of 0.8 as planned, {moved} at the SD seen"
             if planned < POWER
             else "underpowered: below the plan's 0.8 at the SD seen"
             if now < POWER
-            else "powered as planned"
+            else f"powered as planned, {moved} at the SD seen"
         )
         rows.append(
             f"| {claim.name} | {level} | {n} | "
@@ -84,16 +102,16 @@ def power_seen(folder=RESULTS, run=None, sized=None):
 
 
 def show_power(rows, counts):
-    """power_seen() as CLAIMS.md's block: the count per level against the 1 in 5 expected, then the rows."""
+    """power_seen() as CLAIMS.md's block: per share, the endpoints wider than their bound against the number
+    chance gives (each endpoint's chance_wider(), the endpoints taken as independent), then the rows."""
     lines = [
-        "| injected share | planned endpoints | wider than their bound | expected (1 in 5) | P(as many or more) |",
+        "| injected share | planned endpoints | wider than their bound | expected by chance | P(as many or more) |",
         "|---|---:|---:|---:|---:|",
     ]
-    for level, (total, over) in sorted(counts.items(), key=lambda kv: kv[0]):
-        lines.append(f"| {level} | {total} | {over} | {0.2 * total:.1f} | {stats.binom.sf(over - 1, total, 0.2):.3f} |")
-    total, over = (sum(v[i] for v in counts.values()) for i in (0, 1))
+    for level, ends in [*sorted(counts.items()), ("all", [e for v in counts.values() for e in v])]:
+        over, chances = sum(w for w, _ in ends), [c for _, c in ends]
+        lines.append(f"| {level} | {len(ends)} | {over} | {sum(chances):.1f} | {at_least_as_many(chances, over):.3f} |")
     lines += [
-        f"| all | {total} | {over} | {0.2 * total:.1f} | {stats.binom.sf(over - 1, total, 0.2):.3f} |",
         "",
         "| claim | injected share | seeds | endpoint: SD seen > planned bound (points) | effect planned for "
         "(points) | power planned | power at the SD seen | verdict | its power |",

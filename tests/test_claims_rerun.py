@@ -162,7 +162,15 @@ def test_the_rerun_judges_the_plans_29_claims_each_on_the_seeds_both_arms_train_
         endpoint, bound, seeds = plan[c.name]
         bounds = dict(c.sized[0])
         assert f"{100 * max(bounds.values()) if c.at_least else 100 * bounds[endpoint]:.1f}" == bound, c.name
-        assert seeds.startswith(str(row["seeds"])) and (c.sized[1] is None) == ("short" not in seeds), c.name
+        if c.at_least:  # amendment 1: "not worse" at 97.5%, marked short where its seeds' joint power falls below 0.8
+            from math import prod
+
+            from lab.statistics import not_worse_power
+
+            joint = prod(not_worse_power(len(c.seeds), b, 0.02, 0.025) for b in bounds.values())
+            assert c.not_worse_level == 0.975 and (c.sized[1] is None) == (joint >= 0.8), c.name
+        else:
+            assert seeds.startswith(str(row["seeds"])) and (c.sized[1] is None) == ("short" not in seeds), c.name
     reported = {c.name: (c.a.arms + c.b.arms, c.seeds) for c in run.reported}
     five = tuple(range(FIRST_SEED, FIRST_SEED + 5))
     assert reported == {  # RERUN_PLAN.md: reported beside them, not judged, on 5 seeds
@@ -172,6 +180,8 @@ def test_the_rerun_judges_the_plans_29_claims_each_on_the_seeds_both_arms_train_
         "F4 at 25%": (((0.25, "weighted"), (0.25, "oracle")), five),
     }
     assert run.table2 == (0.0, 0.25, 0.5) and run.per_row
+    # the first run keeps PLAN.md's one-sided 95%
+    assert {c.not_worse_level for c in cr.FIRST_RUN.sweeps if c.at_least} == {0.95}
 
 
 def test_claims_of_refuses_an_arm_no_branch_trains_or_fewer_seeds_than_a_claim_was_sized_for():
@@ -384,9 +394,11 @@ def test_the_power_block_counts_an_endpoint_wider_than_its_bound_and_its_power_f
     """lab.claims_power: an endpoint whose SD came out above its planning bound is counted at its share
     and listed with a lower power at the SD seen than at the planned one; one within its bound is counted only."""
     from dataclasses import replace
+    from statistics import stdev
 
     from lab.claims_plan import Run
-    from lab.claims_power import power_seen, show_power
+    from lab.claims_power import chance_wider, power_seen, show_power
+    from lab.statistics import not_worse_power, power
     from test_claims import write_setting
 
     folder = tmp_path / "rerun"
@@ -401,16 +413,26 @@ def test_the_power_block_counts_an_endpoint_wider_than_its_bound_and_its_power_f
             {"xid": row, "weighted": {m: 0.5 + g for m in row}, "soft": {m: 0.52 for m in row}},
         )
     wide = diff_claim("W", "Weighted > xID", "", 0.5, "weighted", 0.5, "xid")
+    near = diff_claim("N", "Weighted >= xID", "", 0.5, "weighted", 0.5, "xid", at_least=True)
     calm = diff_claim("S", "Soft > xID", "", 0.5, "soft", 0.5, "xid")
     bounds = (("1-shot", 0.01),)
     claims = [replace(c, seeds=tuple(range(6)), sized=(bounds, None, None)) for c in (wide, calm)]
-    sized = {c.name: (c, {"endpoint": "1-shot", "low": 0.015}) for c in claims}
+    sized = {c.name: (c, {"endpoint": "1-shot", "low": 0.015, "n": 15}) for c in claims}
     rows, counts = power_seen(folder, Run(claims, [], []), sized)
-    assert counts == {"50%": (2, 1)}
+    chance = chance_wider(15, 6)  # (s_new / s_old)^2 ~ F(5, 14) beyond 14 / chi2_0.2(14)
+    assert 0.2 < chance < 0.3 and counts == {"50%": [(True, chance), (False, chance)]}
     (row,) = rows
     cells = row.split(" | ")
     assert cells[0] == "| W" and cells[3] == "1-shot 2.32 > 1.00" and float(cells[6]) < float(cells[5])
-    assert "| 50% | 2 | 1 | 0.4 |" in show_power(rows, counts)
+    assert cells[5] == f"{power(6, 0.01, 0.015, 0.025):.3f}"  # the plan's effect at the planned SD, Holm's 0.025
+    tail = 1 - (1 - chance) ** 2  # one or more of two
+    assert f"| 50% | 2 | 1 | {2 * chance:.1f} | {tail:.3f} |" in show_power(rows, counts)
+    # "not worse": the joint power at amendment 1's one-sided 97.5%, when the truth is 0
+    s1 = replace(near, seeds=tuple(range(6)), sized=(bounds, None, None), not_worse_level=0.975)
+    (row,), _ = power_seen(folder, Run([], [s1], []), {"N": (s1, {"n": 15})})
+    cells = row.split(" | ")
+    assert cells[5] == f"{not_worse_power(6, 0.01, 0.02, 0.025):.3f}" and cells[4] == "0 (margin 2)"
+    assert cells[6] == f"{not_worse_power(6, stdev(swing), 0.02, 0.025):.3f}"  # at the SD seen
 
 
 def test_claims_md_carries_the_power_block_the_command_prints():

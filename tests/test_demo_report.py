@@ -134,8 +134,9 @@ def test_the_footer_reads_todays_evidence_at_the_demos_regime_never_a_superseded
         demo.eval_clips,
     )
     measured, sources = demo_report.paired_spread({0.25: key})
-    assert sources == sorted(demo_report.SPREAD_FROM)
-    assert not [s for s in sources if s.startswith(demo_report.SUPERSEDED)]
+    assert sources == ["results/claims/rerun/settings", "results/spread/check_r0/demo_settings"]
+    # the first claims run and the branch-length screen ran older code: never read, though they hold this key
+    assert {"results/claims/settings", "results/demo_screen"} <= set(demo_report.SUPERSEDED)
     for method in ("weighted", "soft", "robust", "oracle"):
         for column in demo_report.DIFF_COLUMNS:
             assert len(measured[(0.25, method, column)]) >= 8, (method, column)
