@@ -12,7 +12,6 @@ Tests: tests/test_claims_rerun.py
 import argparse
 from math import prod
 from pathlib import Path
-from statistics import stdev
 
 from scipy import stats
 
@@ -25,15 +24,6 @@ def arm_level(claim):
     """The injected share a claim's arms read ("0% vs 50%" for F1 and F3b, which compare two warm-ups)."""
     shares = sorted({lv[1] if isinstance(lv, tuple) else lv for lv, _ in claim.a.arms + claim.b.arms})
     return " vs ".join(f"{x:.0%}" for x in shares)
-
-
-def spread_seen(claim, res, metric):
-    """The SD the rerun saw on one endpoint over the claim's seeds: paired differences, or (F1, F3b) the two
-    sides' SDs in quadrature, as the sizing measured it."""
-    a, b = claim.sides(res, metric)
-    if claim.paired:
-        return stdev([x - y for x, y in zip(a, b)])
-    return (stdev(a) ** 2 + stdev(b) ** 2) ** 0.5
 
 
 def chance_wider(n_old, n_new, level=0.8):
@@ -68,7 +58,7 @@ def power_seen(folder=RESULTS, run=None, sized=None):
     for claim in run.claims + run.sweeps:
         plan, n = sized[claim.name][1], len(claim.seeds)
         bounds = dict(claim.sized[0])
-        seen = {m: spread_seen(claim, res, m) for m in bounds}
+        seen = {m: claims_rerun.measured(claim, res, m, every=False)[1] for m in bounds}  # the SD, as sized
         wider = [m for m in bounds if seen[m] > bounds[m]]
         level = arm_level(claim)
         n_seen = len(claim.sides(res, "1-shot")[0])

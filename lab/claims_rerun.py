@@ -99,11 +99,13 @@ def check_run(folder=CHECK, seeds=CHECK_SEEDS):
     }
 
 
-def measured(claim, res, metric):
+def measured(claim, res, metric, every=True):
     """(mean difference, its SD, seeds) of a claim on one endpoint over every seed `res` has both sides of (not
-    only the seeds the first plan gave it), or None where fewer than 3 seeds have it."""
-    every = sorted({s for v in res.values() for s in v})
-    a, b = replace(claim, seeds=tuple(every)).sides(res, metric)
+    only the seeds the first plan gave it; every=False: the claim's own seeds), or None where fewer than 3
+    seeds have it."""
+    if every:
+        claim = replace(claim, seeds=tuple(sorted({s for v in res.values() for s in v})))
+    a, b = claim.sides(res, metric)
     if len(a) < 3:
         return None
     if claim.paired:

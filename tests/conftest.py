@@ -17,6 +17,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from config import Config
+from lab import refactor_guard
 from media import manifest
 from memory_bank import MemoryBank
 from model import AVModel
@@ -61,29 +62,7 @@ def counter_frames(seconds, fps, size=32):
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory):
     out = tmp_path_factory.mktemp("synth")
-    synthetic.main(
-        [
-            "--out",
-            str(out),
-            "--classes",
-            "2",
-            "--train-per-class",
-            "8",
-            "--test-per-class",
-            "2",
-            "--pool",
-            "4",
-            "--faulty",
-            "0.25",
-            "--size",
-            "32",
-            "--seconds",
-            "2.2",
-            "2.6",
-            "--noise",
-            "0.5",
-        ]
-    )
+    synthetic.main(["--out", str(out), *refactor_guard.TINY])  # the guard's tiny set, one list
     return out
 
 
