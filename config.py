@@ -7,15 +7,15 @@ error. `python train.py --help` prints the options grouped: data, clip, model, o
 (the paper's hyper-parameters) and engineering (workers, preload, precision, ...: they change speed,
 not results).
 
-Which fields change a run's result matters twice: a resumed run refuses to continue under other values
-of those its trained epochs read (result_changes), and `ENGINEERING` lists the ones that never do.
+Which fields change a run's result, and so stop a resume under other values, is checkpoint.py's
+(result_changes): the engineering group's never do, but for preload and amp.
 """
 
 import argparse
 import math
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
@@ -237,18 +237,6 @@ class Config:
     )
 
 
-# Fields a resume may change, because they change speed or bookkeeping but not what the run computes:
-#   out, allow_config_change, max_bad_fraction, save_every  where and whether the run goes on, what is kept
-#   init           read only when OUT has no checkpoint yet; a resume starts from the checkpoint
-#   workers, pin_workers  each item's draws are seeded by (seed, epoch, index): tests/test_data.py
-#   channels_last, device  where the run computes and the GPU's memory layout (kernels round as another card's)
-#   manifest       which file lists the videos; the resumed bank's size and injected set are checked
-# Not preload (a preloaded clip's audio is cut from a whole-file decode, a decoded one's after a seek, and
-# AAC's restart changes the samples slightly: tests/test_data.py) nor amp (bf16 and fp16 round every step;
-# "auto" resolves by device, so moving a run between a GPU and a CPU changes it).
-NOT_RESUMABLE = {"preload", "amp"}
-ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "engineering"} - NOT_RESUMABLE | {"manifest"}
-
 PRESETS = {
     "ablation": {},  # the dataclass defaults are the paper's Sec. 5.1 values
     "sota": dict(
@@ -395,56 +383,3 @@ def parse_config(argv: list[str] | None = None, description: str | None = None) 
     for problem in relations(cfg):
         parser.error(problem)
     return cfg
-
-
-# Options of probes that did not go on (results/HISTORY.md), at the value every run now has.
-RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random"}
-
-
-def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Config:
-    """A Config from a saved dict (a checkpoint's). Fields added since it was written take their
-    defaults; a retired option at the only value it now has is dropped; any other field this version
-    does not know is an error that names it."""
-    known = {f.name for f in fields(Config)}
-    saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k])}
-    if isinstance(saved.get("preload"), bool):  # written when preload was a switch
-        saved["preload"] = "on" if saved["preload"] else "off"
-    unknown = sorted(set(saved) - known)
-    if unknown:
-        raise ValueError(f"{source}: unknown settings {unknown}; it was written by another version of train.py")
-    return Config(**saved)
-
-
-PATHS = ("data", "annotations", "manifest", "faulty_pool")  # the dataset's files, as --data etc. name them
-
-
-def absolute_paths(values: dict[str, Any]) -> dict[str, Any]:
-    """A Config as a dict, its dataset paths resolved against the working directory: a checkpoint then
-    names its data wherever it is evaluated from, and a relative and an absolute --data are one setting."""
-    return values | {k: str(Path(values[k]).resolve()) for k in PATHS if values.get(k)}
-
-
-# What only the second stage reads (the warm-up is xID at a constant rate: train.lr_at), and of it what only soft
-# targets or eq. (6)'s weights read (losses.VARIANTS); the log's diagnostics read tau_s, tau_t, but no step does.
-SOFT_ONLY, WEIGHTS_ONLY = {"soft_targets", "tau_s", "tau_t", "lam", "soft_guard"}, {"kappa", "w_min", "delta"}
-SECOND_STAGE = {"loss", "epochs", "lr_min"} | SOFT_ONLY | WEIGHTS_ONLY
-
-
-def unread(cfg: Config, trained: int) -> set[str]:
-    """The fields that the first `trained` epochs of a run under cfg never read."""
-    variant = VARIANTS[cfg.loss]
-    stage = (set() if variant.soft else SOFT_ONLY) | (set() if variant.weights == "scores" else WEIGHTS_ONLY)
-    return SECOND_STAGE if trained <= cfg.warmup_epochs else stage
-
-
-def result_changes(old: Config, new: Config, trained: int | None = None) -> dict[str, tuple[Any, Any]]:
-    """Fields, other than ENGINEERING ones, whose values differ between two Configs: {name: (old, new)}. Given
-    how many epochs a checkpoint of `old` has trained (begun ones included), only the fields those epochs read
-    under both: another lam leaves a warm-up as it is, and a longer warm-up extends one still in it."""
-    a, b = absolute_paths(asdict(old)), absolute_paths(asdict(new))
-    changed = {k: (a[k], b[k]) for k in a if k not in ENGINEERING and a[k] != b[k]}
-    if trained is not None:
-        same = unread(old, trained) & unread(new, trained)
-        same |= {"warmup_epochs"} if trained <= min(old.warmup_epochs, new.warmup_epochs) else set()
-        changed = {k: v for k, v in changed.items() if k not in same}
-    return changed

@@ -18,7 +18,6 @@ workers), eval_set for the evaluation protocols (their splits: protocols/splits.
 media/manifest.py's business; decoding media/decode.py's and media/preload.py's.
 Tests: test_data.py, test_injection.py, test_in_memory.py"""
 
-import itertools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -35,7 +34,6 @@ from media.cut import video_transform
 from media.decode import read_clip
 from media.manifest import Record
 from media.preload import hold
-from persistence import runstate
 
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
@@ -156,7 +154,7 @@ class AVDataset(torch.utils.data.Dataset):
         return len(self.records)
 
     def instances(self) -> dict[str, Any]:
-        """The per-slot facts a checkpoint keeps (persistence/checkpoint.py)."""
+        """The per-slot facts a checkpoint keeps (checkpoint.py)."""
         return {
             "paths": [r.path for r in self.records],
             "labels": self.labels,
@@ -256,19 +254,18 @@ class AVDataset(torch.utils.data.Dataset):
 class SeededSampler(torch.utils.data.Sampler):
     """Wraps a sampler of indices (the DistributedSampler) to yield (index, seed) with the seed a
     function of (seed, epoch, index). Augmentations are then the same for any number of workers,
-    for persistent workers, and for a run resumed at an epoch boundary or in the middle of one."""
+    for persistent workers, and for a run resumed at an epoch boundary."""
 
     def __init__(self, sampler: torch.utils.data.Sampler, seed: int = 0) -> None:
-        self.sampler, self.seed, self.epoch, self.skip = sampler, seed, 0, 0
+        self.sampler, self.seed, self.epoch = sampler, seed, 0
 
-    def set_epoch(self, epoch: int, skip: int = 0) -> None:
-        """skip: how many of the epoch's indices were trained on before a stop (none are loaded)."""
-        self.epoch, self.skip = epoch, skip
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
         self.sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         base = (self.seed * 1_000_003 + self.epoch) * 10_000_019
-        return ((i, base + i) for i in itertools.islice(self.sampler, self.skip, None))
+        return ((i, base + i) for i in self.sampler)
 
     def __len__(self) -> int:
         return len(self.sampler)
@@ -304,7 +301,7 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             f"train.py: --num-negatives {cfg.num_negatives}: expected fewer than the {len(records)} training "
             f"videos of {cfg.data} (at most {len(records) - 1})"
         )
-    cfg.preload = runstate.preload_path(cfg, records, clip_spec(cfg), device or torch.device("cpu"))
+    cfg.preload = in_memory.preload_path(cfg, records, clip_spec(cfg), device or torch.device("cpu"))
     pooled = cfg.faulty_fraction > 0 and cfg.faulty_source != "train"  # --faulty-source heldout or noise
     try:
         dataset = AVDataset(

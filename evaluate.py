@@ -49,14 +49,14 @@ import torch
 
 import data
 from analysis import fewshot, report, weights
+from checkpoint import CheckpointError
 from config import DEVICE, POSITIVE, Check, OneLineParser, at_least, between, one_of
 from machinery.devices import DeviceError, default_device, resolve_device, start_line
 from media.loader_workers import workers_per_process
-from persistence import records, runstate
-from persistence.checkpoint import CheckpointError, Pretrained, read_pretrained
+from persistence import records
 from protocols import features, finetune
 from protocols.described import named, protocol_of
-from protocols.features import CLIPS, MODALITIES, cached_features, export
+from protocols.features import CLIPS, MODALITIES, Pretrained, cached_features, export, read_pretrained
 from protocols.finetune import FINETUNE
 from protocols.retrieval import recall_at_k
 from protocols.splits import EvalSplits, fold_of, resolve
@@ -98,7 +98,7 @@ def evaluate(
 
     device = device or default_device()
     pre = pre._replace(cfg=copy.copy(pre.cfg)) if pre is not None else read_pretrained(ckpt)  # cfg: overridden
-    holder = runstate.held_by(Path(ckpt).parent)
+    holder = records.held_by(Path(ckpt).parent)
     if holder:
         print(
             f"evaluate.py: {Path(ckpt).parent} is in use by {holder}; evaluating {Path(ckpt).name} as it is, "

@@ -12,8 +12,8 @@ the bank. The first `warmup_epochs` minimise plain xID, eq. (1), at a constant l
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
 Read top to bottom: the schedule, the objective, the step, what a step touches, one epoch, the recipe.
-The training set and its injected faults are data.py's; resuming, checkpoints, the log and SIGTERM are
-persistence/runstate.py's Run, around the loop. Rerunning a command resumes from OUT/ckpt.pt, and stops
+The training set and its injected faults are data.py's; resuming, checkpoints and the log are
+checkpoint.py's Run, around the loop. Rerunning a command resumes from OUT/ckpt.pt, and stops
 if a setting that changes the result differs (--allow-config-change overrides). Logs: a tqdm bar,
 OUT/log.jsonl, a line per epoch, and a warning when a soft-target stage loses the bank's cross-modal
 agreement (analysis/drift.py). Options and their paper values: python train.py --help (config.py).
@@ -33,6 +33,7 @@ from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+import checkpoint
 import data
 from analysis.diagnostics import bank_report
 from analysis.drift import DriftWatch, guarded
@@ -52,7 +53,6 @@ from media.augment import ClipAugment
 from media.loader_workers import workers_per_process
 from memory_bank import MemoryBank, set_aside_failed
 from model import AVModel
-from persistence import checkpoint, runstate
 
 # ----------------------------------------------------------------------------- the schedule (Sec. 4.3, 5.1)
 
@@ -204,20 +204,16 @@ def train_epoch(
     epoch: int,
     world: int,
     show_bar: bool,
-    stop_requested: Callable[[int], bool],
-    resume: dict[str, Any] | None = None,
     history: list[dict[str, Any]] = (),
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """One pass over the loader, or the rest of one after `resume` (how far a stopped run got).
-    Returns the epoch's log record (the means of the step statistics, and data_wait: the share of the
-    epoch's time the loop waited for the loader) and None, or, on a stop request (stop_requested(i)
-    after step i: SIGTERM), None and how far this epoch got."""
+) -> dict[str, Any]:
+    """One pass over the loader. Returns the epoch's log record: the means of the step statistics, and
+    data_wait, the share of the epoch's time the loop waited for the loader."""
     stage, steps = stage_at(epoch, cfg, history), len(loader)
     parts.model.train()
-    tally = Tally(parts.bank.video.device, resume)
+    tally = Tally(parts.bank.video.device)
     shown = {"disable": not show_bar, "leave": False, "file": sys.stdout}
-    bar = tqdm(loader, f"epoch {epoch} {stage}", total=steps, initial=tally.steps, **shown)
-    for i, batch in enumerate(tally.waiting(bar), start=tally.steps):
+    bar = tqdm(loader, f"epoch {epoch} {stage}", total=steps, **shown)
+    for i, batch in enumerate(tally.waiting(bar)):
         step = epoch * steps + i
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
         tally.add(stats, batch["video"].shape[0] * world)
@@ -228,11 +224,9 @@ def train_epoch(
                     f"lower --lr, raise --tau, --tau-s or --tau-t if one is near 0, or try --amp off"
                 )
             bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{tally.clips_per_s():.0f}")
-        if i < steps - 1 and stop_requested(i):
-            return None, tally.partial(epoch, i + 1)
     lr = lr_at(epoch * steps, cfg, steps)
     excluded = parts.bank.num_items - parts.bank.num_valid
-    return {"epoch": epoch, "stage": stage, "lr": lr, **tally.means(steps, world), "excluded": excluded}, None
+    return {"epoch": epoch, "stage": stage, "lr": lr, **tally.means(steps, world), "excluded": excluded}
 
 
 # ----------------------------------------------------------------------------- the recipe
@@ -245,7 +239,7 @@ def main(cfg: Config, on_epoch: Callable[[int], None] | None = None) -> tuple[AV
         ddp, rank, world, device = setup_distributed(cfg.device)
     except DeviceError as err:  # --device cuda without a usable GPU: one line, no traceback
         raise SystemExit(f"train.py: {err}") from None
-    with runstate.hold_for_job(Path(cfg.out), rank == 0):  # one run per folder; a dead holder does not count
+    with checkpoint.hold_for_job(Path(cfg.out), rank == 0):  # one run per folder; a dead holder does not count
         return run(cfg, ddp, rank, world, device, on_epoch)
 
 
@@ -264,31 +258,29 @@ def run(
     random.seed(cfg.seed + rank)
     if cfg.init and not Path(cfg.init).is_file():  # before the data is read
         raise SystemExit(f"train.py: --init {cfg.init}: no such checkpoint (a train.py run's OUT/ckpt.pt)")
-    runstate.refuse_other_settings(cfg)  # a resume under settings that change what it trained: also before
+    checkpoint.refuse_other_settings(cfg)  # a resume under settings that change what it trained: also before
     dataset = data.build_train_set(cfg, device)
     sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
     parts, instances = build_parts(cfg, dataset, device), dataset.instances()
     show_bar = rank == 0 and sys.stdout.isatty()
-    try:  # resumes OUT/ckpt.pt if there is one; saves, logs and stops at each epoch's end
-        with runstate.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank, device, on_epoch) as r:
-            if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
-                parts.load_state_dict(runstate.branch_state(cfg.init, instances, cfg.allow_config_change))
-            watch = DriftWatch(parts.bank, cfg, not r.resumed, rank == 0, r.resume)  # a branch's start: its bank
-            if ddp:  # after the restore: DDP starts every replica from rank 0's weights
-                parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
-            for epoch, resume in r.epochs():
-                # shuffling and every item's augmentation seeds depend on the epoch only; a stopped epoch skips
-                # the items it trained on
-                sampler.set_epoch(epoch, skip=resume["steps"] * loader.batch_size if resume else 0)
-                record, stopped = train_epoch(
-                    parts, loader, cfg, epoch, world, show_bar, r.stop_requested, resume, r.history
-                )
-                if record is not None:  # log only: bank_report reads the ground truth, the drift signals need none
-                    record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
-                    record.update(watch.signals(epoch))
-                r.end_epoch(epoch, record, watch.keep(stopped))  # a stopped branch keeps its start
-                watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
-    except SystemExit:  # a SIGTERM stop, a non-finite loss, an unwritable checkpoint: exits every rank takes together
+    try:  # resumes OUT/ckpt.pt if there is one, at its last whole epoch
+        r = checkpoint.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank)
+        if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
+            parts.load_state_dict(checkpoint.branch_state(cfg.init, instances, cfg.allow_config_change))
+        watch = DriftWatch(parts.bank, cfg, not r.resumed, rank == 0)  # a branch's start: the bank it was given
+        if ddp:  # after the restore: DDP starts every replica from rank 0's weights
+            parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
+        for epoch in range(r.start, cfg.warmup_epochs + cfg.epochs):
+            sampler.set_epoch(epoch)  # shuffling and every item's augmentation seeds depend on the epoch only
+            record = train_epoch(parts, loader, cfg, epoch, world, show_bar, r.history)
+            # log only: bank_report reads the ground truth, the drift signals need none
+            record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
+            record.update(watch.signals(epoch))
+            r.end_epoch(epoch, record)  # the checkpoint, then the log line
+            if on_epoch is not None and rank == 0:
+                on_epoch(epoch)
+            watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
+    except SystemExit:  # a non-finite loss, an unwritable checkpoint: exits every rank takes together
         leave_group(parts, ddp)
         raise
     leave_group(parts, ddp)

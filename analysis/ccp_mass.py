@@ -31,9 +31,8 @@ import torch
 from torch import Tensor
 
 from analysis.diagnostics import draw_candidates, soft_targets_at
-from config import config_from_dict
+from checkpoint import CheckpointError, config_from_dict, load_checkpoint
 from losses import SOFT_TARGET_STRATEGIES
-from persistence.checkpoint import CheckpointError, load_checkpoint
 
 GROUPS = ("itself", "source", "class", "other")
 

@@ -139,7 +139,7 @@ HARD_TWIN = {"soft": "xid", "robust": "weighted"}  # a soft-target variant with 
 def guarded(stage: str, records: list[dict[str, Any]], soft_guard: bool) -> str:
     """The variant an epoch trains: `stage`, or with --soft-guard, once the rule has fired on the run's log
     records (at any epoch so far), its twin without soft targets. Worked out from the log, so a resumed run
-    takes the same turn; every rank reads the same records (persistence/runstate.Run hands each the checkpoint's
+    takes the same turn; every rank reads the same records (checkpoint.Run hands each the checkpoint's
     and rank 0's of every epoch since), so every rank trains the same objective."""
     if not (soft_guard and VARIANTS[stage].soft):
         return stage
@@ -150,15 +150,12 @@ def guarded(stage: str, records: list[dict[str, Any]], soft_guard: bool) -> str:
 class DriftWatch:
     """train.py's hold on the signals for one run. Made after the restore (or --init), so that a run that
     begins in a soft-target stage (fresh: not resumed) measures the bank it was given before training on it;
-    resumed inside that first epoch, it takes the measure the checkpoint kept (`resume`, its partial state)."""
+    resumed, that measure is in its first epoch's record (drift_start)."""
 
-    def __init__(
-        self, bank: "MemoryBank", cfg: "Config", fresh: bool, master: bool, resume: dict[str, Any] | None = None
-    ) -> None:
+    def __init__(self, bank: "MemoryBank", cfg: "Config", fresh: bool, master: bool) -> None:
         self.bank, self.cfg, self.master = bank, cfg, master
         begins_soft = fresh and cfg.warmup_epochs == 0 and VARIANTS[cfg.loss].soft
-        # resumed, the bank it was given is gone: only its measure survives the restart (keep)
-        self.start = bank_signals(bank, cfg) if begins_soft else (resume or {}).get("drift_start")
+        self.start = bank_signals(bank, cfg) if begins_soft else None
 
     def signals(self, epoch: int) -> dict[str, Any]:
         """The bank's signals at an epoch's end, and the stage's start with the first epoch's."""
@@ -166,13 +163,6 @@ class DriftWatch:
         if epoch == 0 and self.start is not None:
             out["drift_start"] = self.start
         return out
-
-    def keep(self, stopped: dict[str, Any] | None) -> dict[str, Any] | None:
-        """How far a stopped epoch got (train.train_epoch's), with the start when its record is still to come:
-        what the checkpoint keeps, so that the resumed run's first record holds the same start."""
-        if stopped is not None and stopped["epoch"] == 0 and self.start is not None:
-            return {**stopped, "drift_start": self.start}
-        return stopped
 
     def warn(self, history: list[dict[str, Any]]) -> None:
         """Rank 0, after an epoch's record was logged: the rule's line on stderr when it starts to fire (once,

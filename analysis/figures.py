@@ -380,20 +380,19 @@ def run_pictures(folder):
     it has one."""
     from dataclasses import asdict
 
+    from checkpoint import load_checkpoint, read_log
     from config import Config
-    from persistence import runstate
-    from persistence.checkpoint import load_checkpoint
 
     folder = Path(folder)
     if (folder / "log.jsonl").exists():
-        runs = {folder.name: runstate.read_log(folder / "log.jsonl")}
+        runs = {folder.name: read_log(folder / "log.jsonl")}
         ckpts = [folder / "ckpt.pt"]
     else:
         found = sorted(p.parent for p in folder.glob("*/log.jsonl"))
         if not found:
             raise SystemExit(f"analysis/figures.py: no log.jsonl in {folder} or its subfolders: not a run folder")
         found.sort(key=lambda p: p.name != "warmup")  # the warm-up first, then the branches
-        runs = {p.name: runstate.read_log(p / "log.jsonl") for p in found}
+        runs = {p.name: read_log(p / "log.jsonl") for p in found}
         ckpts = [p / "ckpt.pt" for p in found if p.name.startswith(("weighted", "robust"))] + [found[0] / "ckpt.pt"]
     cfg = next((load_checkpoint(c)["config"] for c in ckpts if c.exists()), asdict(Config()))  # no checkpoint: defaults
     labels = [run_label(name, records) for name, records in runs.items()]

@@ -51,6 +51,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from statistics import NormalDist
 
+import checkpoint
 import data
 import evaluate
 import train
@@ -70,7 +71,6 @@ from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
 from experiments.reuse import own_settings
 from experiments.sets import SYNTH_SETS, ensure_data  # noqa: F401  (demo.SYNTH_SETS: the tests, the docs)
-from persistence import checkpoint
 
 KEYED = ("data", "warmup_epochs", "epochs")  # in a setting's key under names of their own
 

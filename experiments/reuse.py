@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from config import Config, config_from_dict, result_changes, unread
+from checkpoint import config_from_dict, result_changes, unread
+from config import Config
 
 # A branch's own settings, named in its folder: those of the second stage that its variant reads, but the loss
 # (the method names it), the epochs (the demo's --epochs, the same for every branch) and delta (the demo's rule

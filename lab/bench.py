@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import checkpoint
 import data
 import train
 from analysis import fewshot
@@ -39,7 +40,6 @@ from media.augment import ClipAugment
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
 from model import AVModel
-from persistence import checkpoint
 from tools import prepare
 
 

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
+from checkpoint import load_checkpoint
 from experiments import demo
 from lab.claims import FIRST_SEED, TABLE2
-from persistence.checkpoint import load_checkpoint
 
 RESULTS = Path("results/claims/finetune.jsonl")
 SEEDS, LEVEL = tuple(range(FIRST_SEED, FIRST_SEED + 3)), 0.5  # PLAN.md: Table 2 at 50%, the first 3 seeds
@@ -68,7 +68,7 @@ def pack(runs, out, seeds=SEEDS, methods=TABLE2, faulty=LEVEL):
 
 def encoder_of(slim_path):
     """(config, video encoder, the slim dict) of a packed checkpoint: the encoder load_pretrained gives."""
-    from config import config_from_dict
+    from checkpoint import config_from_dict
     from model import AVModel
 
     slim = torch.load(slim_path, map_location="cpu", weights_only=True)

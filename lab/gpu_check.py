@@ -42,13 +42,13 @@ from types import SimpleNamespace
 
 import torch
 
+import checkpoint
 import evaluate
 from experiments import demo
 from experiments.demo_args import AT_50, DemoArgs
 from lab import bench
 from machinery import devices
 from media import decode
-from persistence import runstate
 from tools import synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,7 +163,7 @@ def train_section(work, smoke):
         common + ["--amp", second, "--warmup-epochs", 3 if smoke else 5, "--epochs", 0, "--allow-config-change"],
     )
     wall = time.time() - t0
-    log = runstate.read_log(out / "log.jsonl")
+    log = checkpoint.read_log(out / "log.jsonl")
     losses = [r["loss"] for r in log]
     res = evaluate.evaluate(
         out / "ckpt.pt", ["retrieval", "fewshot"], workers=2, shots=(1, 5), trials=5 if smoke else 50, figures=False
@@ -251,7 +251,7 @@ def demo_section(work, smoke):
     if res.returncode:
         raise RuntimeError(f"{' '.join(map(str, cmd))} failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     args = DemoArgs()
-    log = runstate.read_log(folder / demo.setting_name(args.seeds[0], args.faulty[0]) / "warmup" / "log.jsonl")
+    log = checkpoint.read_log(folder / demo.setting_name(args.seeds[0], args.faulty[0]) / "warmup" / "log.jsonl")
     wait = sum(r["data_wait"] for r in log) / len(log)
     lines = [
         f"`make demo`'s command, data generation included: {wall:.0f} s from the command to the table (goal <= 60 s); "

@@ -222,7 +222,7 @@ def evaluate_row(ckpt):
 
 
 def log_of(out):
-    from persistence.runstate import read_log
+    from checkpoint import read_log
 
     keep = ("epoch", "loss", "faulty_auroc", "knn_class", "xmodal_class", "own_audio", "agreement", "positive_mass")
     return [

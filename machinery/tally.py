@@ -1,15 +1,13 @@
 """One epoch's running account for train.py's loop: the step statistics summed on the device (no
-host sync per step), the clips seen, the time spent waiting for the loader, and how far a stopped
-epoch got, which the checkpoint keeps (`partial`) and a resumed run continues from.
+host sync per step), the clips seen, and the time spent waiting for the loader.
 
-    tally = Tally(device, resume)          # resume: a stopped epoch's partial(), or None
+    tally = Tally(device)
     for batch in tally.waiting(loader): ...; tally.add(stats, clips)
-    tally.partial(epoch, steps_done)       # on a stop: what the checkpoint keeps
     tally.means(steps, world)              # at the epoch's end: the log record's averages
 
-duration(seconds) writes a time as the epoch line and the demo's progress line show it.
+duration(seconds) writes a time as the demo's progress line shows it.
 
-Tests: tests/test_train.py (resume after a stop mid-epoch), tests/test_faults.py
+Tests: tests/test_train.py
 """
 
 import time
@@ -22,13 +20,11 @@ from torch import Tensor
 
 
 class Tally:
-    def __init__(self, device: torch.device, resume: dict[str, Any] | None = None) -> None:
-        resume = resume or {}
-        self.steps = resume.get("steps", 0)  # steps an earlier, stopped run already did in this epoch
-        self.sums: dict[str, Tensor] = {k: torch.tensor(v, device=device) for k, v in resume.get("sums", {}).items()}
-        self.seen = resume.get("seen", 0)
-        self.t0 = time.time() - resume.get("seconds", 0.0)
-        self.waited = resume.get("waited", 0.0)  # seconds spent waiting for a batch
+    def __init__(self, device: torch.device) -> None:
+        self.sums: dict[str, Tensor] = {}
+        self.seen = 0
+        self.t0 = time.time()
+        self.waited = 0.0  # seconds spent waiting for a batch
 
     def waiting(self, batches: Iterable) -> Iterator:
         """The batches, timing how long the host waits for each. It waits only when the loader is behind:
@@ -46,17 +42,6 @@ class Tally:
 
     def clips_per_s(self) -> float:
         return self.seen / (time.time() - self.t0)
-
-    def partial(self, epoch: int, steps: int) -> dict[str, Any]:
-        """How far a stopped epoch got: what its checkpoint keeps and a resumed run starts from."""
-        return {
-            "epoch": epoch,
-            "steps": steps,
-            "sums": {k: float(v) for k, v in self.sums.items()},
-            "seen": self.seen,
-            "seconds": time.time() - self.t0,
-            "waited": self.waited,
-        }
 
     def means(self, steps: int, world: int) -> dict[str, Any]:
         """The epoch's averages of the step statistics, of the global batch under DDP (each rank's loss

@@ -33,11 +33,15 @@ the set's decoded size.
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
+import checkpoint
+from config import Config
 from media.augment import MelPower
 
 
@@ -186,6 +190,31 @@ def choose(preload: Any, records: list, spec: Any, device: torch.device | None =
     else:  # the decoded files stay alive beside the tables (AVDataset.held reads them)
         need = {cpu: decoded + table}
     return "on" if all(n <= free_bytes(d) // 2 for d, n in need.items()) else "off"
+
+
+def preload_path(cfg: Config, records: list, spec: Any, device: torch.device) -> str:
+    """--preload as this run applies it: on or off as given; auto, the path of the checkpoint a resume restores
+    (checkpoint.NOT_RESUMABLE: a resume keeps it, whatever memory is free now), else rank 0's answer for its
+    memory, on every rank."""
+    if cfg.preload != "auto":
+        return choose(cfg.preload, records, spec, device)
+    saved, ckpt = None, Path(cfg.out) / "ckpt.pt"
+    for path in (ckpt, checkpoint.previous(ckpt)) if ckpt.exists() else ():
+        try:  # as the restore reads it: ckpt.pt, or ckpt.pt.prev where it cannot be read
+            saved = checkpoint.load_checkpoint(path, mmap=True)["config"].get("preload")
+            break
+        except checkpoint.CheckpointError:
+            continue
+        except (OSError, ValueError):  # no checkpoint before it, or not train.py's: the restore says so
+            break
+    saved = {True: "on", False: "off"}.get(saved, saved)
+    if saved in ("on", "off"):
+        return saved
+    rank0 = not dist.is_initialized() or dist.get_rank() == 0
+    choice = [choose("auto", records, spec, device) if rank0 else None]
+    if dist.is_initialized():
+        dist.broadcast_object_list(choice, src=0)
+    return choice[0]
 
 
 def preloads(preload: Any, records: list, spec: Any, device: torch.device | None = None) -> bool:

@@ -26,12 +26,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from persistence.checkpoint import write_atomically
+import checkpoint
 
 FORMAT = 2  # 1: {task: results with their protocol}, as evaluate.py wrote before records were keyed
 NAME = "eval.json"
@@ -55,7 +55,7 @@ def record(
 ) -> dict[str, Any]:
     """One measurement. `fold` is None for layouts without folds; `videos` maps each split to
     {"used": n, "missing": n} and the test split also to "missing_files"; `digest` names the checkpoint's
-    content (persistence/checkpoint.py), `splits` the split lists ({"annotations": path or None, "lists":
+    content (protocols/features.read_pretrained), `splits` the split lists ({"annotations": path or None, "lists":
     digest of what they list}: protocols/splits.py, identity)."""
     return {
         "task": task,
@@ -158,7 +158,7 @@ def set_aside(path: Path, err: RecordsError) -> None:
 def _locked(path: Path) -> Iterator[None]:
     """The eval.json of a folder for one writer at a time: a POSIX lock on EVAL.lock, waited for (an
     evaluation holds it only to merge and write), gone with the process however it ends. Not the
-    run's lock (persistence/runstate.py): evaluation does not write what training writes."""
+    run's lock (checkpoint.py): evaluation does not write what training writes."""
     fd = os.open(Path(f"{path}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.lockf(fd, fcntl.LOCK_EX)
@@ -190,3 +190,36 @@ def add(path: str | Path, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def of_checkpoint(records: list[dict[str, Any]], ckpt: str | Path) -> list[dict[str, Any]]:
     """The records of one checkpoint file, with the legacy ones of its folder (whose checkpoint is unknown)."""
     return [r for r in records if r["checkpoint"] in (Path(ckpt).name, None)]
+
+
+def write_atomically(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
+    """PATH whole or not at all: `write` fills a temporary file of this process's, synced and renamed onto PATH
+    (evaluation's caches and records, which another process may be reading)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def held_by(out: str | Path) -> str | None:
+    """Who else holds OUT now (checkpoint.hold_folder), or None: evaluate.py says so and reads the checkpoint as it is.
+    This process's own hold is not tested (closing a second descriptor would release it)."""
+    path = (Path(out) / checkpoint.LOCK_NAME).resolve()
+    if path in checkpoint._HELD or not path.exists():
+        return None
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return checkpoint._holder(os.read(fd, 4096).decode(errors="replace"))
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

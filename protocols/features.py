@@ -21,20 +21,72 @@ tests/test_features.py
 import hashlib
 import io
 import json
+import os
 import re
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 import torch.nn as nn
 from torch import Tensor
 
+import checkpoint
 import data
 from config import Config
 from media import augment, manifest
 from media.loader_workers import loader, progress
-from persistence.checkpoint import Pretrained, write_atomically
+from memory_bank import MemoryBank
+from model import AVModel
+from persistence.records import write_atomically
 from protocols.splits import EvalSplits, fold_of
+
+
+class Pretrained(NamedTuple):
+    """What evaluation reads from a checkpoint. `epoch`: the last epoch it trained (log.jsonl's
+    numbering); `stamp`: the file's (mtime_ns, size) when read; `digest`: the first 12 hex digits of the
+    SHA-1 of the bytes read, naming that version of its content (evaluation records are keyed by it)."""
+
+    cfg: Config
+    model: AVModel
+    bank: MemoryBank
+    instances: dict[str, Any] | None
+    epoch: int
+    stamp: tuple[int, int]
+    digest: str
+
+
+def read_pretrained(path: str | Path) -> Pretrained:
+    """The checkpoint for evaluation, read once into memory: its digest names the bytes loaded. A run
+    still training may replace it while it is read (by a rename: the read file stays whole); the stamp is
+    then taken again, so that it names the version read."""
+    for _ in range(3):
+        before = _stamp(path)
+        raw = Path(path).read_bytes()
+        if _stamp(path) == before:
+            break
+    state = checkpoint.load_checkpoint(path, raw)
+    cfg = checkpoint.config_from_dict(state["config"], source=str(path))
+    args = {k: v for k, v in state["model_args"].items() if not (k == "head" and v == "mlp")}  # a retired option
+    model = AVModel(**args)
+    model.load_state_dict(state["model"])
+    bank = MemoryBank(state["bank"]["video"].shape[0], dim=state["bank"]["video"].shape[1], momentum=cfg.momentum)
+    bank.load_state_dict(state["bank"])
+    digest = hashlib.sha1(raw).hexdigest()[:12]
+    return Pretrained(cfg, model, bank, state["instances"], state.get("epoch", -1), before, digest)
+
+
+def _stamp(path: str | Path) -> tuple[int, int]:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    st = os.stat(path)
+    return st.st_mtime_ns, st.st_size
+
+
+def load_pretrained(path: str | Path) -> tuple[Config, AVModel, MemoryBank, dict[str, Any] | None]:
+    """(config, model with the checkpoint's weights, memory bank, instances or None) for evaluation."""
+    return read_pretrained(path)[:4]
+
 
 CLIPS = 10  # clips per video averaged for retrieval and few-shot (Sec. 5.1, Sec. 6)
 MODALITIES = ("video", "audio")

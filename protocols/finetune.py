@@ -36,13 +36,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+import checkpoint
 import data
 from config import Config
 from machinery.devices import default_device
 from machinery.schedule import cosine
 from media import augment
 from media.loader_workers import loader, progress
-from persistence import checkpoint
+from persistence import records
 from protocols.splits import EvalSplits
 
 FINETUNE = dict(
@@ -269,7 +270,7 @@ def finetune(
         if curve_every:
             out["curve"] = {**curve, epochs: out["test_acc"]}
         if result is not None:  # the result in a file of its own, then the state goes
-            checkpoint.write_atomically(result, lambda f: f.write(json.dumps(out).encode()))
+            records.write_atomically(result, lambda f: f.write(json.dumps(out).encode()))
             for path in (kept, checkpoint.previous(kept)):
                 path.unlink(missing_ok=True)
         return out

@@ -16,12 +16,12 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import checkpoint
 from config import Config
 from lab import refactor_guard
 from media import manifest
 from memory_bank import MemoryBank
 from model import AVModel
-from persistence import checkpoint
 from tools import synthetic
 
 

@@ -11,9 +11,9 @@ import torch
 
 from analysis import ccp_mass
 from analysis.diagnostics import draw_candidates, soft_targets_at
+from checkpoint import save_checkpoint
 from config import Config
 from memory_bank import MemoryBank
-from persistence.checkpoint import save_checkpoint
 
 CLASSES, SOURCES, CLIPS = 3, 5, 4  # 3 classes x 5 sources x 4 clips = 60 slots
 N = CLASSES * SOURCES * CLIPS

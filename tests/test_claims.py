@@ -139,10 +139,10 @@ def _run_folder(tmp_path, methods, seed=0, data="data/synth2000", model=None):
 
     import torch
 
+    import checkpoint
     from config import Config
     from memory_bank import MemoryBank
     from model import AVModel
-    from persistence import checkpoint
 
     cfg = Config(video_depth=9, width=0.125, data=str(data), size=32, frames=4, preload=False)
     for method in methods:
@@ -170,7 +170,7 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
 
     from lab import claims_finetune
     from model import AVModel
-    from persistence import checkpoint
+    from protocols import features
 
     model = AVModel(video_depth=9, width=0.125)
     for buf in model.buffers():  # BN statistics unlike a fresh model's, so a lost buffer shows
@@ -180,7 +180,7 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
     (slim,) = claims_finetune.unpack(tmp_path / "ft.tar.xz", tmp_path / "work")
     assert slim.stem == claims_finetune.setting_name(1, "weighted")
     cfg, encoder, meta = claims_finetune.encoder_of(slim)
-    full = checkpoint.load_pretrained(runs / "seed1_faulty50" / "weighted" / "ckpt.pt")[1].video.state_dict()
+    full = features.load_pretrained(runs / "seed1_faulty50" / "weighted" / "ckpt.pt")[1].video.state_dict()
     assert encoder.state_dict().keys() == full.keys()
     assert all(torch.equal(encoder.state_dict()[k], full[k]) for k in full)
     assert (cfg.width, meta["seed"], meta["method"]) == (0.125, 1, "weighted")

@@ -6,7 +6,7 @@ with; a setting that shapes the warm-up is refused in one line that names a new 
 import pytest
 import torch
 
-from config import SECOND_STAGE
+from checkpoint import SECOND_STAGE
 from experiments import demo, reuse
 from experiments.demo_args import DemoArgs
 from tools import synthetic

@@ -203,8 +203,8 @@ def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_nami
     that names the file and says what to do; so is one with a setting this version does not know."""
     from dataclasses import asdict
 
+    import checkpoint
     from model import AVModel
-    from persistence import checkpoint
 
     cfg = Config(video_depth=9, width=0.125)
     state = {
@@ -217,15 +217,15 @@ def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_nami
     }
     torch.save({**state, "format": 2}, tmp_path / "old.pt")
     with pytest.raises(checkpoint.CheckpointError, match=f"{tmp_path / 'old.pt'} has format 2.*retrain it"):
-        checkpoint.load_pretrained(tmp_path / "old.pt")
+        features.load_pretrained(tmp_path / "old.pt")
     torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ok.pt")
-    assert checkpoint.load_pretrained(tmp_path / "ok.pt")[2].num_items == 20
+    assert features.load_pretrained(tmp_path / "ok.pt")[2].num_items == 20
     torch.save(
         {**state, "format": checkpoint.CHECKPOINT_FORMAT, "config": {**asdict(cfg), "retired_option": 1}},
         tmp_path / "bad.pt",
     )
     with pytest.raises(ValueError, match="unknown settings \\['retired_option'\\]"):
-        checkpoint.load_pretrained(tmp_path / "bad.pt")
+        features.load_pretrained(tmp_path / "bad.pt")
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from persistence import checkpoint
+import checkpoint
 from test_train import ROOT, log, run
 
 STATE = {"config": {}, "model": {}}
@@ -106,9 +106,9 @@ def test_the_log_holds_each_epoch_once_whichever_side_of_the_checkpoint_a_kill_f
     assert [r["epoch"] for r in log(tmp_path)] == [0, 1, 2, 3]
 
 
-def test_sigterm_mid_epoch_saves_at_the_next_step_and_the_resume_ends_where_an_unstopped_run_does(tiny_data, tmp_path):
-    """What torchrun, SLURM and the clouds send: the run stops at a step boundary, keeps that step's
-    work, and the same command continues in the same data order to the same weights."""
+def test_sigterm_mid_epoch_loses_that_epoch_only_and_the_resume_ends_where_an_unstopped_run_does(tiny_data, tmp_path):
+    """What torchrun, SLURM and the clouds send: the run dies inside an epoch, its last whole epoch's checkpoint
+    stays, and the same command trains that epoch again in the same data order, to the same weights."""
     import signal
     import time
 
@@ -120,24 +120,20 @@ def test_sigterm_mid_epoch_saves_at_the_next_step_and_the_resume_ends_where_an_u
     ckpt = tmp_path / "stopped" / "ckpt.pt"
     deadline = time.time() + 120
     epoch_log = tmp_path / "stopped" / "log.jsonl"
-    # epoch 0's log line is written after its checkpoint, just before the end-of-epoch stop check: once
-    # it is there the signal lands in epoch 1 (waiting for ckpt.pt alone could land between the two)
+    # epoch 0's log line is written after its checkpoint: once it is there the signal lands in epoch 1
     while not (epoch_log.exists() and epoch_log.read_text().strip()) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     for pid in [proc.pid, *map(int, children)]:  # as SLURM does: the run and its loader workers
         os.kill(pid, signal.SIGTERM)
     text, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 128 + signal.SIGTERM and "Traceback" not in text, text
-    assert "stopped by SIGTERM after step" in text and str(ckpt) in text, text
-    partial = checkpoint.load_checkpoint(ckpt)["partial"]
-    assert partial["epoch"] == 1 and 1 <= partial["steps"] < 8  # mid-epoch: at most one step's work is lost
-    assert [r["epoch"] for r in log(tmp_path / "stopped")] == [0]
-    run(tiny_data, tmp_path / "stopped", *args)
+    assert proc.returncode == -signal.SIGTERM, text
+    assert checkpoint.load_checkpoint(ckpt)["epoch"] == 0 and [r["epoch"] for r in log(tmp_path / "stopped")] == [0]
+    assert "resuming from" in run(tiny_data, tmp_path / "stopped", *args)
     assert [r["epoch"] for r in log(tmp_path / "stopped")] == [0, 1, 2]
     assert_same_state(weights(tmp_path / "whole"), weights(tmp_path / "stopped"))
     whole, resumed = log(tmp_path / "whole"), log(tmp_path / "stopped")
-    assert abs(whole[1]["loss"] - resumed[1]["loss"]) < 1e-5  # the stopped epoch's record counts every step once
+    assert abs(whole[1]["loss"] - resumed[1]["loss"]) < 1e-5
 
 
 def test_a_file_corrupted_after_the_scan_leaves_the_bank_whole(tiny_data, tmp_path):

@@ -62,7 +62,8 @@ def test_a_checkpoint_with_the_retired_options_at_their_one_value_still_loads():
     the value every run now has reads as before, and one that used the probe's value is refused by name."""
     from dataclasses import asdict
 
-    from config import Config, config_from_dict
+    from checkpoint import config_from_dict
+    from config import Config
 
     saved = asdict(Config()) | {"head": "mlp", "lr_ramp": 0, "bank_init": "random"}
     assert config_from_dict(saved) == Config()

@@ -34,11 +34,11 @@ from pathlib import Path
 import pytest
 import torch
 
+import checkpoint
 import evaluate
 import train
 from config import parse_config
 from lab.refactor_guard import TRAIN
-from persistence import runstate
 
 RECORDED = Path(__file__).with_name("refactor_numbers.json")
 DIGITS = 4  # train.py prints the loss with 4 decimals, the rest with fewer
@@ -85,7 +85,7 @@ def seeded_numbers(tiny_data, out):
         )
     finally:
         torch.set_num_threads(threads)
-    numbers = {f"epoch{r['epoch']}.{k}": r[k] for r in runstate.read_log(out / "log.jsonl") for k in LOGGED}
+    numbers = {f"epoch{r['epoch']}.{k}": r[k] for r in checkpoint.read_log(out / "log.jsonl") for k in LOGGED}
     numbers |= {f"eval.{k}": v for k, v in flatten(json.loads(json.dumps(res))).items()}
     return numbers
 

@@ -11,22 +11,22 @@ from dataclasses import replace
 import pytest
 import torch
 
+import checkpoint
 import data
 import train
-from config import Config, parse_config, result_changes
-from persistence import runstate
+from checkpoint import result_changes
+from config import Config, parse_config
 from test_train import TINY, assert_same_state, log, run, weights
 
 
 def restorer(cfg, parts, dataset):
-    """The run management of cfg.out, for calling its restore alone (one process, CPU)."""
-    return runstate.Run(cfg, parts, dataset.instances(), {}, 1, rank=0, device=torch.device("cpu"))
+    """The run management of cfg.out, which restores its checkpoint when made (one process)."""
+    return checkpoint.Run(cfg, parts, dataset.instances(), {}, 1, rank=0)
 
 
 def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
     """preload and amp change the numbers (AAC's restart after a seek; rounding), so they are result
     settings a resume must keep; the rest of the engineering group is bookkeeping and speed."""
-    from config import result_changes
 
     base = parse_config(["--preset", "demo"])
 
@@ -108,12 +108,12 @@ def test_a_checkpoint_made_with_other_injected_positives_is_refused():
     would mix two experiments silently."""
 
     injected = torch.tensor([True, False, False, True])
-    runstate.same_injection({"instances": {"injected": injected.clone()}}, injected, "same.pt")  # no error
+    checkpoint.same_injection({"instances": {"injected": injected.clone()}}, injected, "same.pt")  # no error
     with pytest.raises(SystemExit, match="other.pt was trained with other injected faulty positives"):
-        runstate.same_injection(
+        checkpoint.same_injection(
             {"instances": {"injected": torch.tensor([False, True, False, True])}}, injected, "other.pt"
         )
-    runstate.same_injection({"instances": {"injected": ~injected}}, injected, "other.pt", allow=True)
+    checkpoint.same_injection({"instances": {"injected": ~injected}}, injected, "other.pt", allow=True)
 
 
 def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
@@ -141,4 +141,4 @@ def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
     dataset = data.build_train_set(cfg)
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     assert parts.scaler.is_enabled()
-    assert restorer(cfg, parts, dataset).restore()[0] == 1
+    assert restorer(cfg, parts, dataset).start == 1

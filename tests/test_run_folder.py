@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from persistence import folder_lock, records
+import checkpoint as folder_lock
+from persistence import records
 from test_train import ROOT, log, run
 from test_train_ddp import torchrun_cmd
 
@@ -38,7 +39,7 @@ def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(
     probe = [
         sys.executable,
         "-c",
-        "import sys; sys.path.insert(0, '.'); from persistence import folder_lock\n"
+        "import sys; sys.path.insert(0, '.'); import checkpoint as folder_lock\n"
         f"with folder_lock.hold_folder({str(tmp_path)!r}, 'other'): pass",
     ]
     with folder_lock.hold_folder(tmp_path, "first"):
@@ -67,9 +68,9 @@ def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_log
         wait_until(
             lambda: (tmp_path / "log.jsonl").exists() and len(log(tmp_path)) >= 2, first
         )  # goes on training after the refusal ...
-        first.send_signal(signal.SIGTERM)  # training after the refusal, then stopped (its 400 epochs took 90 s)
+        first.send_signal(signal.SIGTERM)  # training after the refusal, then killed (its 400 epochs took 90 s)
         out, _ = first.communicate(timeout=120)
-        assert first.returncode == 128 + signal.SIGTERM and "Traceback" not in out, out
+        assert first.returncode == -signal.SIGTERM and "Traceback" not in out, out
     finally:
         first.kill()
     epochs = [r["epoch"] for r in log(tmp_path)]
