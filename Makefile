@@ -52,17 +52,17 @@ mutation: venv
 
 # The main job: synthetic data, an xID warm-up, then xID / Weighted / Soft / Robust / Oracle-xID from it,
 # evaluation (experiments/demo.py; its regime: experiments/demo_args.py's DemoArgs). It writes only
-# runs/make_demo/ (its table: runs/make_demo/demo.md) and prints it beside the committed results/demo.json;
+# runs/make_demo/ (its table: runs/make_demo/demo.md) and prints it beside the committed lab/results/demo.json;
 # tracked files and other experiments' runs are left as they are.
 demo: venv
-	$(PY) -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare results/demo.json
+	$(PY) -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare lab/results/demo.json
 
-# The GPU path end to end (lab/gpu_check.py). It remakes the committed results/gpu.md: with the claims'
+# The GPU path end to end (lab/gpu_check.py). It remakes the committed lab/results/gpu.md: with the claims'
 # commands (lab/claims.py), the only ones that write tracked files. Uses .venv when there is one, else the
 # machine's own python3 (a GPU box with torch but no internet: OPERATIONS.md, "On a GPU").
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 gpu-check:
-	$(GPU_PYTHON) -m lab.gpu_check --out results/gpu.md
+	$(GPU_PYTHON) -m lab.gpu_check --out lab/results/gpu.md
 
 # Only what the project generates: the synthetic sets under data/ (each holds synthetic.py's marker),
 # make demo's runs/make_demo, and caches. A folder of data/ without the marker (a dataset of yours) and

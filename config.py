@@ -183,7 +183,7 @@ class Config:
         -1,
         "DataLoader workers per process; -1: the cores available to each process (the affinity mask shared "
         "by torchrun's processes on the node), at most 16, the count that delivered the most clips/s in "
-        "results/gpu.md's loader table",
+        "lab/results/gpu.md's loader table",
         "engineering",
         check=Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0"),
     )
@@ -254,7 +254,7 @@ PRESETS = {
     # The larger synthetic regime, which README.md's longer demo runs: there the bank finds the faults at
     # 50%. 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide.
     # workers=0: with the clips preloaded, a loader worker only competes with the step for 2 cores
-    # (BENCHMARKS.md, "The training step on a CPU"). How it was chosen: results/HISTORY.md.
+    # (BENCHMARKS.md, "The training step on a CPU"). How it was chosen: lab/results/HISTORY.md.
     "demo2000": dict(
         data="data/synth2000",
         size=64,
@@ -276,7 +276,7 @@ PRESETS = {
     ),
 }
 # make demo's regime: 1000 clips in sources of 2, a model half as wide, 2 frames a clip (1 s at 2 fps: the same
-# sound), 30 + 24 epochs (results/demo_screen/: where the methods separate at 25% injected, demo_args.py's level).
+# sound), 30 + 24 epochs (lab/results/demo_screen/: where the methods separate at 25% injected, demo_args.py's level).
 PRESETS["demo"] = PRESETS["demo2000"] | dict(
     data="data/synth_src2p", width=0.125, frames=2, fps=2.0, warmup_epochs=30, epochs=24
 )

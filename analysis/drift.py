@@ -1,5 +1,5 @@
 """Soft-target drift, seen without labels: what the memory bank still knows of its own pairs, logged every
-epoch, and the warning train.py prints when a soft-target branch loses it (results/ccp_drift/).
+epoch, and the warning train.py prints when a soft-target branch loses it (lab/results/ccp_drift/).
 
 Soft targets T = (1 - lam) 1[i=j] + lam S, eqs. (8)-(9) [bts-trg-v/a], amplify what the bank already
 believes: CCP's S, eqs. (13)-(14), ranks the candidates by the bank's swapped posterior P(vbar_j | abar_i;
@@ -29,11 +29,11 @@ bank it was given, measured before its first step and kept in its first record a
 checkpoint of a stop before that record: DriftWatch.keep); where neither is in the log (a checkpoint stopped
 inside its first epoch by an older train.py), its first epoch's value.
 
-Why MARGIN 0.02 and PATIENCE 2 (chosen, not fitted): on the demo screen's branches (results/demo_screen/
+Why MARGIN 0.02 and PATIENCE 2 (chosen, not fitted): on the demo screen's branches (lab/results/demo_screen/
 PLAN.md: 25% injected, 30-epoch warm-up, seeds 700-702 at 8 epochs, 700-701 at 12) agreement, computed
 afterwards from their checkpoints, rose from 0.74-0.80 at the warm-up's end to 0.77-0.86 after Soft- or Robust-xID,
 so a fall below the start is unusual there; two epochs keep one bad epoch quiet. How well the rule
-separates drifting runs from the others: results/ccp_drift/RESULTS.md (2 of 3 caught, 1 false alarm).
+separates drifting runs from the others: lab/results/ccp_drift/RESULTS.md (2 of 3 caught, 1 false alarm).
 
 A module of its own because train.py holds the recipe within 300 lines; this is a diagnosis of the
 method, like analysis/diagnostics.py, but label-free, so its warning is the user's. It costs one (M, M)

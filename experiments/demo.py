@@ -8,7 +8,7 @@ over seeds and paired differences against xID with 95% confidence intervals), RE
 with several noise levels, Fig. 7 as RESULTS/noisy.png.
 
     make demo        # = python -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo \
-                     #       --compare results/demo.json
+                     #       --compare lab/results/demo.json
     python -m experiments.demo --figure noisy                                   # Fig. 7: 4 levels x 3 methods x 3 seeds
     python -m experiments.demo --methods xid weighted soft robust soft:oracle --seeds 0 1 2 3 4   # Table 2
     python -m experiments.demo --figure noisy --jobs 8                          # settings side by side (GPU box)

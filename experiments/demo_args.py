@@ -20,8 +20,8 @@ from losses import VARIANTS
 TRANSFER = ("transfer R@1", "transfer R@5", "transfer 1-shot", "transfer 5-shot")  # --transfer's columns
 FIGURES = {"noisy": dict(methods=["xid", "weighted", "oracle"], faulty=[0.0, 0.25, 0.5, 0.75], seeds=[0, 1, 2])}
 DEMO = PRESETS["demo"]  # train.py --preset demo: the set and epochs make demo runs
-# The demo at 50% injected, beyond 2 cores' minutes (results/faults_screen/): the larger regime on 2000
-# independent videos, whose 44-epoch warm-ups found the faults (results/HISTORY.md), 24-epoch branches as the
+# The demo at 50% injected, beyond 2 cores' minutes (lab/results/faults_screen/): the larger regime on 2000
+# independent videos, whose 44-epoch warm-ups found the faults (lab/results/HISTORY.md), 24-epoch branches as the
 # claims'. The README's command for a GPU; `make gpu-check` part e times it.
 AT_50 = [
     "--faulty",
@@ -49,7 +49,7 @@ def opt(default, text, **argparse_kwargs):
 class DemoArgs:
     """What a demo run trains and evaluates. The defaults are `make demo`'s regime: config.PRESETS["demo"]'s
     set and epochs, five methods at 25% injected, 2 clips per video in evaluation (the paper's 10 is a named
-    deviation). How the regime was chosen: results/demo_screen/."""
+    deviation). How the regime was chosen: lab/results/demo_screen/."""
 
     data: str = opt(
         DEMO["data"],
@@ -60,7 +60,7 @@ class DemoArgs:
     results: str = opt(
         "runs/demo",
         "where demo.md, demo.json and the finished settings go (default: beside the runs; the tracked "
-        "results/ are remade only by `python -m lab.claims report`)",
+        "lab/results/ are remade only by `python -m lab.claims report`)",
     )
     methods: list[str] = opt(
         ["xid", "weighted", "soft", "robust", "oracle"],
@@ -70,7 +70,7 @@ class DemoArgs:
     )
     seeds: list[int] = opt([0], "one setting per seed and share", type=int, nargs="+")
     faulty: list[float] = opt(
-        [0.25], "shares of injected faulty positives (make demo: 25%%, results/demo_screen/)", type=float, nargs="+"
+        [0.25], "shares of injected faulty positives (make demo: 25%%, lab/results/demo_screen/)", type=float, nargs="+"
     )
     warmup_epochs: int = opt(DEMO["warmup_epochs"], "epochs of the xID warm-up every branch starts from", type=int)
     epochs: int = opt(DEMO["epochs"], "epochs of each branch", type=int)
@@ -80,7 +80,7 @@ class DemoArgs:
     finetune_epochs: int = opt(
         0,
         "add a fine-tune column: the paper's recipe (evaluate.py) for this many epochs (paper: 200; on the "
-        "demo's set it converges only with the full schedule, results/finetune_curve.md, about 33 min a "
+        "demo's set it converges only with the full schedule, lab/results/finetune_curve.md, about 33 min a "
         "checkpoint on 2 cores); 0: none",
         type=int,
     )
@@ -112,7 +112,7 @@ class DemoArgs:
         1,
         "train the warm-up as this many DDP processes (torchrun, gloo) of one share of the threads each: on 2 "
         "cores about 1.7x faster, but each rank's batch norm sees its share of the batch, so it changes the "
-        "arithmetic; not the default until shown equal to 1 within seed noise (results/warmup_ranks/)",
+        "arithmetic; not the default until shown equal to 1 within seed noise (lab/results/warmup_ranks/)",
         type=int,
     )
     figures: bool = opt(True, "skip the per-run analysis plots", flag="--no-figures", action="store_false")

@@ -155,10 +155,10 @@ def compare(results, reference, args, spread=None):
 
 # The committed settings the footer's ranges come from: R0's 8-seed check (seeds 1210-1217) and the claims
 # rerun's (seeds 1500-1514, run on a8be88a, whose training code is today's). Both are make demo's regime; the
-# first claims run (results/claims/settings) and the branch-length screen (results/demo_screen) ran older
+# first claims run (lab/results/claims/settings) and the branch-length screen (lab/results/demo_screen) ran older
 # code and are superseded by these (SUPERSEDED: a test holds the footer off them).
-SPREAD_FROM = ("results/spread/check_r0/demo_settings", "results/claims/rerun/settings")
-SUPERSEDED = ("results/claims/settings", "results/demo_screen")
+SPREAD_FROM = ("lab/results/spread/check_r0/demo_settings", "lab/results/claims/rerun/settings")
+SUPERSEDED = ("lab/results/claims/settings", "lab/results/demo_screen")
 SAME_REGIME_BUT = {"transfer", "finetune_epochs", "train_args"}  # in a key, but not what sets the regime's noise
 DIFF_COLUMNS = COLUMNS[:-1]  # AUROC aside: xID has no weights to compare
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,9 +1,9 @@
 """The generated sets the project's commands name, each with the options that make it, and `ensure_data`,
 which generates one only where nothing of a user's can be overwritten. The synthetic sets (SYNTH_SETS,
-tools/synthetic.py): `make demo`'s is `synth_src2p` (results/regime/PLAN.md); the claims ran on
+tools/synthetic.py): `make demo`'s is `synth_src2p` (lab/results/regime/PLAN.md); the claims ran on
 `synth2000` and `synth_cue_d`; `synth_transfer` is the transfer endpoint (experiments/demo.py --transfer).
 The sets of real recordings (RECORDED_SETS, tools/recorded.py): `drums` and `drums5`, Debian's hydrogen-drumkits
-rendered as `synth_src2p` is, as near its counts as 9 (or 5) classes allow (results/drums/README.md).
+rendered as `synth_src2p` is, as near its counts as 9 (or 5) classes allow (lab/results/drums/README.md).
 
     python -m tools.synthetic --out data/NAME $(options of SYNTH_SETS[NAME])   # what ensure_data runs
     python -m tools.recorded --src SRC --out data/NAME $(options of RECORDED_SETS[NAME])
@@ -16,7 +16,7 @@ from tools import recorded, synthetic
 
 # the generator's options for the sets the project's commands name (others get its defaults)
 def _sources(clips, test, pitch="shared", train=100, heldout=None):
-    """The one-regime screen's candidate sets (results/regime/PLAN.md): 10 x `train` training clips from
+    """The one-regime screen's candidate sets (lab/results/regime/PLAN.md): 10 x `train` training clips from
     sources of `clips` clips each, split by source; short 8-fps files with FLAC audio, cheap to generate
     (`heldout`: fewer held-out sounds than the default one per training clip, enough for 50%)."""
     sources = f"--train-per-class {train} --test-per-class {test} --clips-per-source {clips} --source-pitch {pitch}"
@@ -39,7 +39,7 @@ SYNTH_SETS = {
     "synth_src5p": _sources(5, 30, "own"),
     "synth_src2p": _sources(2, 30, "own"),
     "synth_src2p_2k": _sources(2, 30, "own", train=200, heldout=1000),
-    # the faults screen's candidate sets (results/faults_screen/PLAN.md): independent videos, 1000-4000
+    # the faults screen's candidate sets (lab/results/faults_screen/PLAN.md): independent videos, 1000-4000
     "synth_iid1k": _sources(1, 30, "own"),
     "synth_iid2k": _sources(1, 30, "own", train=200, heldout=1000),
     "synth_iid4k": _sources(1, 30, "own", train=400, heldout=2000),
@@ -71,7 +71,7 @@ def drumkits():
 # clips, each clip's own pitch, 8 fps, 2.5-3 s, FLAC) with 9 classes, at 112 + 34 clips a class (1008 and
 # 306, for synth_src2p's 1000 and 300) and 1000 held-out sounds. drums5: the same recipe on 5 coarser
 # classes (crash and ride as one cymbal; clap, cowbell and stick left out), 200 + 60 a class: a candidate
-# for a stronger bank on real sound (results/drums/PLAN_STRONG.md)
+# for a stronger bank on real sound (lab/results/drums/PLAN_STRONG.md)
 _DRUMS = "--layout hydrogen --clips-per-source 2 --source-pitch own --heldout 1000 --fps 8 --seconds 2.5 3"
 _DRUMS += " --audio-codec flac"
 RECORDED_SETS = {

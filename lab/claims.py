@@ -1,19 +1,19 @@
 """The paper's claims on the adopted regime: Fig. 7 (Sec. 5.2), Table 1 (Sec. 5.3), Table 2 (Sec. 5.4)
 and the appendix's delta and lambda sweeps, each (seed, level) trained once and shared by every claim
 that reads it, and every branch evaluated in-domain and on the transfer set. What is judged, how, and
-on how many seeds was written before the runs: results/claims/PLAN.md.
+on how many seeds was written before the runs: lab/results/claims/PLAN.md.
 
     python -m lab.claims seeds      # the plan's seed counts, from the power pilot's paired SDs
     python -m lab.claims run        # every missing setting, in the plan's order; resumes
     python -m lab.claims run --jobs 2   # two settings at a time, one thread each (2 cores: 1.7x)
     python -m lab.claims run --jobs 2 --levels 0.25 0.75   # only those levels' settings
-    python -m lab.claims report     # the rerun's report in results/claims/rerun/, and the documents' verdicts
+    python -m lab.claims report     # the rerun's report in lab/results/claims/rerun/, and the documents' verdicts
     python -m lab.claims report --run first   # the first run's report (seeds 400-414), in runs/claims_first/
     python -m lab.claims_finetune run PACK   # Table 2's fine-tune column, on a GPU (see its docstring)
 
 The regime is `make demo`'s (config.PRESETS["demo"], data/synth_src2p, 30 warm-up epochs) with branches of
-24 epochs (results/ccp_length: the demo's 4 are far from done). Each finished (seed, level) is written to
-results/claims/settings/ as it finishes (commit it: runs/ is not kept), and `run` skips it next time.
+24 epochs (lab/results/ccp_length: the demo's 4 are far from done). Each finished (seed, level) is written to
+lab/results/claims/settings/ as it finishes (commit it: runs/ is not kept), and `run` skips it next time.
 """
 
 import argparse
@@ -29,16 +29,16 @@ from lab.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS
 from lab.claims_setting import run_one
 from lab.statistics import not_worse_power, power, sd_bound
 
-RESULTS = Path("results/claims")
+RESULTS = Path("lab/results/claims")
 FIRST_OUT = "runs/claims_first"  # where `report --run first` remakes the first run's report
-PILOT = Path("results/power_pilot/settings")  # the screen the seeds are sized from (never its seeds)
+PILOT = Path("lab/results/power_pilot/settings")  # the screen the seeds are sized from (never its seeds)
 TABLE2 = ["xid", "weighted", "soft", "robust"]
 TABLE1 = ["soft:oracle", "soft:bootstrap", "soft:neighbor", "soft:swapped"]  # CCP is Table 2's "soft"
 FIG7 = ["xid", "weighted", "oracle"]
 EFFECT, POWER, ALPHA_CLAIM, MARGIN = 0.03, 0.8, 0.025, 0.02  # 3 points; Holm's first step over 2 endpoints
 
 
-# what results/power_pilot/PLAN.md (with its amendment) trains: seeds sized on less are refused
+# what lab/results/power_pilot/PLAN.md (with its amendment) trains: seeds sized on less are refused
 PILOT_SEEDS = (300, 301, 302, 303)
 PILOT_METHODS = {
     0.0: {"xid", "weighted", "soft", "soft:oracle", "robust", "soft:bootstrap"},
@@ -175,9 +175,9 @@ def main(argv=None):
     p.add_argument(
         "--run",
         choices=["first", "rerun"],
-        help="`report`: the rerun on today's code (the default: seeds 1500-1514, results/claims/rerun/, "
+        help="`report`: the rerun on today's code (the default: seeds 1500-1514, lab/results/claims/rerun/, "
         "RERUN_PLAN.md), whose report the documents cite, or the first claims run (seeds 400-414, "
-        "results/claims/settings/, PLAN.md); --results defaults to the run's folder",
+        "lab/results/claims/settings/, PLAN.md); --results defaults to the run's folder",
     )
     p.add_argument(
         "--out",
@@ -212,7 +212,7 @@ def main(argv=None):
         from lab import claims_power, claims_rerun
 
         rerun = args.run != "first"
-        if not rerun:  # its report files left results/claims/ with the rerun (RERUN.md); they are remade aside
+        if not rerun:  # its report files left lab/results/claims/ with the rerun (RERUN.md); they are remade aside
             args.out = args.out or FIRST_OUT
         which = claims_rerun.claims_of() if rerun else claims_report.FIRST_RUN
         folder = Path(args.results or (claims_rerun.RESULTS if rerun else RESULTS))

@@ -1,7 +1,7 @@
 """The README's summary of the claims and CLAIMS.md's claims section, remade from the claims' report, so
-the documents say what the rerun's report (results/claims/rerun/) says and nothing else.
+the documents say what the rerun's report (lab/results/claims/rerun/) says and nothing else.
 
-    python -m lab.claims report     # writes results/claims/rerun/*.md, then calls update() here
+    python -m lab.claims report     # writes lab/results/claims/rerun/*.md, then calls update() here
 
 Each document holds a marker; what follows it, to the next "## " heading, is replaced. Text outside
 the markers is written by hand.
@@ -17,7 +17,7 @@ README_MARK, CLAIMS_MARK = "<!-- README-VERDICTS -->", "<!-- VERDICT -->"
 POWER_MARK, POWER_END = "<!-- POWER -->", "<!-- /POWER -->"  # CLAIMS.md: the endpoints wider than planned
 
 
-def readme_rows(res, run=cr.FIRST_RUN, folder="results/claims"):
+def readme_rows(res, run=cr.FIRST_RUN, folder="lab/results/claims"):
     """One line per claim with any seed: its verdict (or how many seeds it still lacks) and the
     primary endpoints' paired differences, and how many judged claims have all their seeds. The sweeps'
     claims join only with all their seeds (a sweep half run would show a verdict on fewer seeds)."""
@@ -64,10 +64,10 @@ def summary(folder, res, run=cr.FIRST_RUN):
         "in-domain 1-shot and transfer 1-shot (`data/synth_transfer`, classes pre-training never saw)"
     )
     if not cr.SEEDS:
-        plan = "[results/claims/PLAN.md](results/claims/PLAN.md)"
+        plan = "[lab/results/claims/PLAN.md](lab/results/claims/PLAN.md)"
         return f"The claims' runs have not started; the plan ({plan}): {where}.\n"
     if complete == 0:
-        return f"No claim has all its planned seeds yet ({where}); the rows so far: [CLAIMS.md](CLAIMS.md).\n"
+        return f"No claim has all its planned seeds yet ({where}); the rows so far: [CLAIMS.md](lab/CLAIMS.md).\n"
     verdicts = {c.name: cr.judge(c, res)["verdict"] for c in claims}
 
     def named(*starts):
@@ -85,7 +85,7 @@ def summary(folder, res, run=cr.FIRST_RUN):
     )
     if waiting:
         text += f" **Waiting for their seeds**: {', '.join(waiting)}."
-    return text + " Every row, interval and table: [CLAIMS.md](CLAIMS.md).\n"
+    return text + " Every row, interval and table: [CLAIMS.md](lab/CLAIMS.md).\n"
 
 
 def waiting(folder, res, run):
@@ -94,16 +94,16 @@ def waiting(folder, res, run):
     return [c.name for c in run.claims + run.sweeps + run.reported if cr.judge(c, res)["n"] < len(c.seeds)]
 
 
-def claims_block(folder, run=cr.FIRST_RUN):
-    """The report's verdict, Fig. 7, Table 2 and Table 1, their links made relative to the repository."""
+def claims_block(folder, run=cr.FIRST_RUN, at="lab"):
+    """The report's verdict, Fig. 7, Table 2 and Table 1, their links made relative to `at`, CLAIMS.md's folder."""
     folder = Path(folder)
 
     def body(name):
         text = (folder / name).read_text().split("\n", 1)[1].strip()  # less its title
-        return re.sub(r"\]\((?!http|results/)([^)]+)\)", lambda m: f"]({at_root(m.group(1))})", text)
+        return re.sub(r"\]\((?!http|results/)([^)]+)\)", lambda m: f"]({at_doc(m.group(1))})", text)
 
-    def at_root(link):  # a report's link, from the repository's root ("../RERUN_PLAN.md" made plain)
-        return posixpath.normpath(f"{folder.as_posix()}/{link}")
+    def at_doc(link):  # a report's link, from CLAIMS.md's folder ("../RERUN_PLAN.md" made plain)
+        return posixpath.relpath(posixpath.normpath(f"{folder.as_posix()}/{link}"), at)
 
     verdict = body("VERDICT.md")
     return (
@@ -127,10 +127,10 @@ def replace_after(path, mark, new, until=None):
     Path(path).write_text(head + mark + "\n" + new + rest)
 
 
-def update(folder, res, run=cr.FIRST_RUN, readme="README.md", claims_md="CLAIMS.md", power=None):
+def update(folder, res, run=cr.FIRST_RUN, readme="README.md", claims_md="lab/CLAIMS.md", power=None):
     """The README's verdict line and CLAIMS.md's claims section from the report; `power` (the rerun's
     `lab.claims_power` block) between CLAIMS.md's POWER markers."""
     replace_after(readme, README_MARK, "\n" + summary(folder, res, run) + "\n", until="## ")
-    replace_after(claims_md, CLAIMS_MARK, claims_block(folder, run), until="## ")
+    replace_after(claims_md, CLAIMS_MARK, claims_block(folder, run, Path(claims_md).parent.as_posix()), until="## ")
     if power is not None:
         replace_after(claims_md, POWER_MARK, power + "\n", until=POWER_END)

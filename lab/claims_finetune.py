@@ -2,7 +2,7 @@
 
 One fine-tune is 200 epochs on the train split (about 33 min on 2 cores), so the column is run
 where a GPU is: every checkpoint in its own process, all at once, each appending one JSON line to
-results/claims/finetune.jsonl as it finishes (a run cut short keeps what finished).
+lab/results/claims/finetune.jsonl as it finishes (a run cut short keeps what finished).
 
     python -m lab.claims_finetune pack --out .ft/ckpts.tar.xz   # here: the checkpoints to carry
     python -m lab.claims_finetune run .ft/ckpts.tar.xz          # on the GPU machine
@@ -31,7 +31,7 @@ from checkpoint import load_checkpoint
 from experiments import demo
 from lab.claims import FIRST_SEED, TABLE2
 
-RESULTS = Path("results/claims/finetune.jsonl")
+RESULTS = Path("lab/results/claims/finetune.jsonl")
 SEEDS, LEVEL = tuple(range(FIRST_SEED, FIRST_SEED + 3)), 0.5  # PLAN.md: Table 2 at 50%, the first 3 seeds
 
 

@@ -1,8 +1,8 @@
-"""The claims of results/claims/PLAN.md as data: the primary endpoints, the seeds of each group of claims,
+"""The claims of lab/results/claims/PLAN.md as data: the primary endpoints, the seeds of each group of claims,
 and every claim, 'A > B' or 'A >= B', with the two arms it compares. lab/claims_report.py judges
 them; lab/claims.py runs the settings they read.
 
-    python -m lab.claims report --run first   # judges these claims from results/claims/settings/
+    python -m lab.claims report --run first   # judges these claims from lab/results/claims/settings/
     python -m lab.claims report               # the rerun's (lab/claims_rerun.py's claims_of)
 
 Each comparison is one claim, counted once: where the paper's figures and the earlier faulty-negative
@@ -234,11 +234,11 @@ class Run:
     reported: list
     plan: str = "PLAN.md"
     code: str = (
-        "run on the code before the faster epoch (0756166), not today's (results/HISTORY.md says how it differs)"
+        "run on the code before the faster epoch (0756166), not today's (lab/results/HISTORY.md says how it differs)"
     )
     table2: tuple = (0.0, 0.5)
     per_row: bool = False
     command: str = "python -m lab.claims report --run first"  # the command that remakes its report, as its files say
 
 
-FIRST_RUN = Run(CLAIMS, SWEEP_CLAIMS, REPORTED)  # the first claims run, seeds 400-414 (results/claims/PLAN.md)
+FIRST_RUN = Run(CLAIMS, SWEEP_CLAIMS, REPORTED)  # the first claims run, seeds 400-414 (lab/results/claims/PLAN.md)

@@ -1,11 +1,11 @@
 """The report of `python -m lab.claims report`: Fig. 7, Table 1 and Table 2 from the finished
-settings of one claims run (the rerun's in results/claims/rerun/settings/, the first run's in
-results/claims/settings/), and each claim of its plan judged as the plan says:
+settings of one claims run (the rerun's in lab/results/claims/rerun/settings/, the first run's in
+lab/results/claims/settings/), and each claim of its plan judged as the plan says:
 paired differences over seeds on the two primary endpoints (in-domain 1-shot and transfer 1-shot), two-sided
 paired t-tests, Holm's step-down over the two at family-wise 0.05 (lab/statistics.py). The 5-shots and
 R@1 are shown, not judged.
 
-    python -m lab.claims report     # writes results/claims/rerun/{fig7,table1,table2,VERDICT,sweeps}.md, fig7*.png
+    python -m lab.claims report     # writes lab/results/claims/rerun/{fig7,table1,table2,VERDICT,sweeps}.md, fig7*.png
 
 Table 2's fine-tune column joins table2.md from finetune.jsonl (lab/claims_finetune.py), and
 the README's summary and CLAIMS.md's claims section are remade from the same numbers

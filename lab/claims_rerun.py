@@ -1,11 +1,11 @@
-"""The claims' rerun on today's code (results/claims/RERUN_PLAN.md): each claim's seeds sized from the spread
-and the effect it had in the first claims run (results/claims/settings/, seeds 400-414, the same regime on
+"""The claims' rerun on today's code (lab/results/claims/RERUN_PLAN.md): each claim's seeds sized from the spread
+and the effect it had in the first claims run (lab/results/claims/settings/, seeds 400-414, the same regime on
 the code of two rounds ago), and Table 2's rows added at 25% injected, sized from the demo's 8-seed check
-of that regime (results/spread/check_r0/, today's code; in-domain 1-shot only).
+of that regime (lab/results/spread/check_r0/, today's code; in-domain 1-shot only).
 
     python -m lab.claims_rerun seeds    # the sizing table and each level's seeds and branches, for the plan
     python -m lab.claims_rerun run --jobs 2 [--levels 0.25 0.75]   # every missing setting, in order; resumes
-    python -m lab.claims_rerun status   # which planned settings results/claims/rerun/ holds, and what each lacks
+    python -m lab.claims_rerun status   # which planned settings lab/results/claims/rerun/ holds, and what each lacks
     python -m lab.claims_rerun changes  # the claims whose verdict differs from the first run's (for HISTORY.md)
     python -m lab.claims_power          # the planned endpoints whose SD came out above their bound (CLAIMS.md)
 
@@ -33,11 +33,11 @@ from lab.claims_plan import CLAIMS, PRIMARY, SWEEP_CLAIMS, Run, diff_claim, load
 from lab.regime import rows as demo_rows
 from lab.statistics import not_worse_power, power, sd_bound, seeds_for
 
-FIRST = Path("results/claims")  # the first run's settings and sweeps
-CHECK = Path("results/spread/check_r0/demo_settings")  # R0's 8-seed check (CHECK_PLAN.md, amendment 1)
+FIRST = Path("lab/results/claims")  # the first run's settings and sweeps
+CHECK = Path("lab/results/spread/check_r0/demo_settings")  # R0's 8-seed check (CHECK_PLAN.md, amendment 1)
 CHECK_SEEDS = tuple(range(1210, 1218))
 FIRST_SEED = 1500  # the rerun's seeds are 1500, 1501, ...: no experiment used them (lab/seeds.py)
-RESULTS = Path("results/claims/rerun")  # its settings, sweeps and (once whole) its report
+RESULTS = Path("lab/results/claims/rerun")  # its settings, sweeps and (once whole) its report
 REPORTED = {0.25: ("xid", "weighted", "oracle"), 0.75: ("xid", "weighted", "oracle")}  # Fig. 7's rows, 5 seeds
 FIG7_ONLY = 5
 # Each branch's seeds, pasted from `python -m lab.claims_rerun seeds` into RERUN_PLAN.md and here before the
@@ -296,7 +296,7 @@ def claims_of(sized=None, need=None):
         sweeps=[c for n, c in out.items() if n in sweeps],
         reported=[replace(c, seeds=five) for c in reported],
         plan="../RERUN_PLAN.md",
-        code=f"run on commit {CODE}, today's code (results/claims/RERUN.md names it)",
+        code=f"run on commit {CODE}, today's code (lab/results/claims/RERUN.md names it)",
         table2=(0.0, 0.25, 0.5),
         per_row=True,
         command="python -m lab.claims report",
@@ -359,7 +359,7 @@ def status(folder=RESULTS, need=None):
 def changes(run=None, first=FIRST, folder=RESULTS):
     """[(claim, first run's verdict, rerun's verdict)] for every claim both runs judge whose verdict word changed
     (holds, contradicted, not shown, ...; a claim still incomplete in the rerun counts as changed): the lines
-    results/HISTORY.md gains once the rerun is whole (RERUN.md, step 4), each to be given its why by hand."""
+    lab/results/HISTORY.md gains once the rerun is whole (RERUN.md, step 4), each to be given its why by hand."""
     from lab import claims_report as cr
 
     run = run or claims_of()

@@ -1,4 +1,4 @@
-"""One setting of a claims run (results/claims/PLAN.md, RERUN_PLAN.md): `make demo`'s set and warm-up with the
+"""One setting of a claims run (lab/results/claims/PLAN.md, RERUN_PLAN.md): `make demo`'s set and warm-up with the
 plan's branch length, every branch evaluated in-domain and on the transfer set, then at 50% the appendix's
 sweeps from that same warm-up. lab/claims.py and lab/claims_rerun.py train their plans' settings with it.
 
@@ -23,7 +23,9 @@ def demo_args(results, seed_methods, data=DATA, runs="runs/claims"):
         methods=seed_methods,
         warmup_epochs=WARMUP_EPOCHS,
         epochs=EPOCHS,
-        eval_clips=RECIPE["eval_clips"],  # make demo's (results/regime/PLAN.md); the paper's 10 is a named deviation
+        eval_clips=RECIPE[
+            "eval_clips"
+        ],  # make demo's (lab/results/regime/PLAN.md); the paper's 10 is a named deviation
         trials=RECIPE["trials"],
         transfer=TRANSFER,
         figures=False,

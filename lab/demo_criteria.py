@@ -1,4 +1,4 @@
-"""The demo's own criteria, judged on finished demo settings (the regime criteria (a) and (b); results/spread/
+"""The demo's own criteria, judged on finished demo settings (the regime criteria (a) and (b); lab/results/spread/
 SCREEN_PLAN.md's stage 2 and the 8-seed check read them). 1-shot in %, 25% injected.
 
     (a) xID's 1-shot has an SD of at most 3.5 points across the seeds, and no method's SD exceeds 4;
@@ -8,10 +8,11 @@ SCREEN_PLAN.md's stage 2 and the 8-seed check read them). 1-shot in %, 25% injec
 
     python -m lab.demo_criteria runs/stage2/R0 --seeds 1110 1111 1112
     python -m lab.demo_criteria --stage2 runs/spread/stage2 --seeds 1110 1111 1112   # SCREEN_PLAN.md's stage 2:
-        # every candidate folder under it, each seed's rows, into results/spread/STAGE2.md and stage2.json
-    python -m lab.demo_criteria --check results/spread --seeds 1200 1201 1202 1203 1204 1205 1206 1207
+        # every candidate folder under it, each seed's rows, into lab/results/spread/STAGE2.md and stage2.json
+    python -m lab.demo_criteria --check lab/results/spread --seeds 1200 1201 1202 1203 1204 1205 1206 1207
         # CHECK_PLAN.md's (a)-(c) from the committed settings in check/ and check_t1/, into CHECK.md
-    python -m lab.demo_criteria --check results/spread --name check_r0 --seeds 1210 1211 1212 1213 1214 1215 1216 1217
+    python -m lab.demo_criteria --check lab/results/spread --name check_r0 \\
+        --seeds 1210 1211 1212 1213 1214 1215 1216 1217
         # its amendment 1, the same check of R0 (make demo's regime), into CHECK_R0.md
 """
 
@@ -72,7 +73,7 @@ def show(j):
     return "\n".join(lines)
 
 
-def stage2(runs, seeds, results=Path("results/spread")):
+def stage2(runs, seeds, results=Path("lab/results/spread")):
     """SCREEN_PLAN.md's stage 2 read out: per candidate folder under `runs`, each seed's 1-shot rows and (b)'s
     tests; the candidate meeting (b)'s per-seed tests on the most seeds goes on (ties: the plan says the
     smaller stage-1 pooled SD, read from screen.json). Writes STAGE2.md and stage2.json under `results`."""
@@ -207,7 +208,7 @@ def main(argv=None):
     p.add_argument("results", nargs="?", help="a demo --results folder (its demo_settings/)")
     p.add_argument("--seeds", type=int, nargs="+", required=True)
     p.add_argument("--stage2", help="a folder of demo --results folders, one per candidate (stage 2's read-out)")
-    p.add_argument("--check", help="results/spread: CHECK_PLAN.md's read-out from its NAME/ and NAME_t1/")
+    p.add_argument("--check", help="lab/results/spread: CHECK_PLAN.md's read-out from its NAME/ and NAME_t1/")
     p.add_argument("--name", default="check", choices=sorted(CHECKED), help="which check (default: R3's)")
     a = p.parse_args(argv)
     if a.check:
@@ -216,7 +217,7 @@ def main(argv=None):
         return
     if a.stage2:
         stage2(a.stage2, a.seeds)
-        print((Path("results/spread") / "STAGE2.md").read_text())
+        print((Path("lab/results/spread") / "STAGE2.md").read_text())
         return
     if not a.results:
         p.error("a results folder, or --stage2 FOLDER")

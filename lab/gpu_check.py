@@ -1,7 +1,7 @@
 """The GPU workstation path in one command, with a verdict: `make gpu-check` (about 10 minutes on an H100).
 
 On a CUDA machine that has torch, torchvision and torchaudio but no internet (OPERATIONS.md, "On a GPU":
-bring PyAV as a wheel), it runs and writes one table (`make gpu-check`: the committed results/gpu.md):
+bring PyAV as a wheel), it runs and writes one table (`make gpu-check`: the committed lab/results/gpu.md):
 
   a. step    bench.py step for the ablation and sota presets in fp32, bf16 and bf16 + channels_last_3d:
              GFLOP/clip, TFLOP/s, peak memory, model and step clips/s, step/model (goal >= 0.9)
@@ -244,7 +244,7 @@ def demo_section(work, smoke):
     toy = ["--warmup-epochs", "1", "--epochs", "1", "--methods", "xid", "weighted", "--trials", "2", "--no-figures"]
     toy += ["--size", "32", "--frames", "4", "--batch-size", "8", "--num-negatives", "15"]
     cmd = [sys.executable, "-m", "experiments.demo", "--fresh", "--data", data, "--runs", folder, "--results", folder]
-    cmd += toy if smoke else ["--compare", ROOT / "results" / "demo.json"]
+    cmd += toy if smoke else ["--compare", ROOT / "lab" / "results" / "demo.json"]
     t0 = time.time()
     res = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True)
     wall = time.time() - t0
@@ -298,7 +298,7 @@ def main(argv=None):
     p.add_argument(
         "--out",
         default="runs/gpu_check/gpu.md",
-        help="the table (`make gpu-check` remakes the committed results/gpu.md: the one command here that writes "
+        help="the table (`make gpu-check` remakes the committed lab/results/gpu.md: the one command here that writes "
         "a tracked file)",
     )
     p.add_argument("--work", default="runs/gpu_check", help="generated data and runs (reused when there)")

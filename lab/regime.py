@@ -1,4 +1,4 @@
-"""The one-regime screen's judge: criteria (a)-(d) of results/regime/PLAN.md (written before its runs)
+"""The one-regime screen's judge: criteria (a)-(d) of lab/results/regime/PLAN.md (written before its runs)
 on one candidate's finished settings. (e), make demo's wall time, is measured in a fresh clone.
 
 The candidates' runs are experiments.demo commands (PLAN.md lists them): at 0% injected, xID and
@@ -6,7 +6,7 @@ Soft-xID with the oracle's soft targets on the screen seeds 100-102; at 50%, xID
 seeds 100-101. The judge reads their settings files and, when given, the honesty log.
 
     python -m lab.regime judge runs/regime/a runs/regime/a50 [--honesty data/synth_src10]
-    python -m lab.regime judge results/regime/settings/e results/regime/settings/e50   # the committed ones
+    python -m lab.regime judge lab/results/regime/settings/e lab/results/regime/settings/e50   # the committed ones
 """
 
 import argparse

@@ -1,11 +1,11 @@
-"""The seed registry: which seeds each experiment under results/ used, in one table, and where the next plan's
+"""The seed registry: which seeds each experiment under lab/results/ used, in one table, and where the next plan's
 fresh seeds start. A claim's seeds are never a screen's, a pilot's or a check's (the claims' standard), so a
 new plan takes its seeds from `fresh` and adds its row here in the plan's commit, before its first run.
 
     python -m lab.seeds             # the table: experiment, seeds, what they were for
     python -m lab.seeds fresh 15    # 15 seeds no experiment used, from the next free hundred
 
-tests/test_seeds.py reads the seeds every tracked file under results/ names in one of these forms, and finds
+tests/test_seeds.py reads the seeds every tracked file under lab/results/ names in one of these forms, and finds
 each in its experiment's row: a file named seedN; in JSON, a "seed" or "seeds" value, a key or string holding
 seedN as a word of a path or a name (seed750, W16/seed750, runs/drums/seed1300_faulty25/...), and the keys of
 a document, or of its "settings", "signals" or "per seed" entries, that are all numbers. A seed only a
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# experiment (a folder under results/, or a file's stem there; the longest naming a path wins) -> seeds, what for
+# experiment (a folder under lab/results/, or a file's stem there; the longest naming a path wins) -> seeds, what for
 REGISTRY: dict[str, tuple[tuple[int, ...], str]] = {
     "demo": ((0,), "make demo's reference seed"),
     "finetune_curve": ((0,), "the fine-tune curve of the demo's xID"),
@@ -70,7 +70,7 @@ def spans(seeds) -> str:
 
 
 def row_of(rel: str) -> str | None:
-    """The registry row of a path under results/: the longest key that is the path, its folder or its stem."""
+    """The registry row of a path under lab/results/: the longest key that is the path, its folder or its stem."""
     keys = [k for k in REGISTRY if rel == k or rel.startswith((k + "/", k + "."))]
     return max(keys, key=len) if keys else None
 
@@ -93,8 +93,8 @@ def _seeds_in_json(obj, found: set[int], keyed=True) -> None:
 
 
 def tracked(root: Path = ROOT) -> list[Path]:
-    """The files git tracks under root/results: a run's half-written or uncommitted files are not read."""
-    out = subprocess.run(["git", "ls-files", "-z", "results"], cwd=root, capture_output=True, text=True, check=True)
+    """The files git tracks under root/lab/results: a run's half-written or uncommitted files are not read."""
+    out = subprocess.run(["git", "ls-files", "-z", "lab/results"], cwd=root, capture_output=True, text=True, check=True)
     return [root / p for p in out.stdout.split("\0") if p]
 
 
@@ -110,15 +110,15 @@ def named_in(files: list[Path], results: Path) -> dict[str, set[int]]:
     return out
 
 
-def unregistered(files: list[Path] | None = None, results: Path = ROOT / "results") -> list[str]:
+def unregistered(files: list[Path] | None = None, results: Path = ROOT / "lab" / "results") -> list[str]:
     """One line per file naming a seed its experiment's row lacks (or with no row at all)."""
     problems = []
     for rel, found in named_in(tracked() if files is None else files, results).items():
         name = row_of(rel)
         if name is None:
-            problems.append(f"results/{rel}: seeds {sorted(found)}, but lab/seeds.py has no row for it")
+            problems.append(f"lab/results/{rel}: seeds {sorted(found)}, but lab/seeds.py has no row for it")
         elif extra := sorted(found - seeds_of(name)):
-            problems.append(f"results/{rel}: seeds {extra} are not in lab/seeds.py's row '{name}'")
+            problems.append(f"lab/results/{rel}: seeds {extra} are not in lab/seeds.py's row '{name}'")
     return problems
 
 

@@ -1,15 +1,15 @@
-"""Soft targets on real recordings: the drum set's demo runs read by results/drums/PLAN.md's
+"""Soft targets on real recordings: the drum set's demo runs read by lab/results/drums/PLAN.md's
 rules, and CCP's target mass split by candidate (analysis/ccp_mass.py; paper eqs. (13)-(14)) on the drum
 set and on a synthetic run of the same recipe, at the warm-up's end and through the soft branch.
 
-    python -m lab.soft_real report             # results/drums/RESULTS.md, runs.json, mass.json (PLAN.md)
+    python -m lab.soft_real report             # lab/results/drums/RESULTS.md, runs.json, mass.json (PLAN.md)
     python -m lab.soft_real report --strong    # RESULTS_STRONG.md, runs_strong.json, mass_strong.json (drums5,
                                                # PLAN_STRONG.md's stage B, from runs/strong/B)
     python -m lab.soft_real warnings runs/check_r0 --seeds 1210 1211 1212 1213 1214 1215 1216 1217 \
-        --out results/spread/check_r0/warnings.json   # the drift warning on whole demo runs' soft-target branches
-                                                      # (results/spread/CHECK_PLAN.md, amendment 1: at most 2 of 16)
+        --out lab/results/spread/check_r0/warnings.json   # the drift warning on whole demo runs' soft-target branches
+                                                      # (lab/results/spread/CHECK_PLAN.md, amendment 1: at most 2 of 16)
 
-The runs come first (PLAN.md's commands). What the report reads from them is kept in results/drums/runs.json
+The runs come first (PLAN.md's commands). What the report reads from them is kept in lab/results/drums/runs.json
 (each setting's rows, each branch's per-epoch signals) and mass.json (each checkpoint's split), so it
 remakes itself from committed files where runs/ is gone.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lab.statistics import interval
 
-RESULTS = Path("results/drums")
+RESULTS = Path("lab/results/drums")
 # each study: its sets' runs (the first is judged; the others, reported beside), its plan, its files
 STUDIES = {
     "weak": dict(
@@ -44,7 +44,7 @@ MASS_GROUPS = ("itself", "source", "class", "other")
 
 def collect(kept, sets):
     """{set: {"settings": {seed: rows}, "signals": {seed: {branch: signals}}}}: what runs/ holds now, over
-    what `kept` (results/drums/runs.json) held, so the report remakes itself from committed files alone."""
+    what `kept` (lab/results/drums/runs.json) held, so the report remakes itself from committed files alone."""
     for name, runs in sets.items():
         got = kept.setdefault(name, {"settings": {}, "signals": {}})
         for f in sorted(Path(runs).glob("demo_settings/seed*_faulty25.json")):

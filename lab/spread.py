@@ -1,5 +1,5 @@
 """Where the spread of the demo's outcome comes from: the warm-up's share against the branch's, and the
-chaos of one seed under a rounding-level change (results/spread/PLAN.md says what is measured and why).
+chaos of one seed under a rounding-level change (lab/results/spread/PLAN.md says what is measured and why).
 
 The outcome is xID's 1-shot after `make demo`'s recipe: a 30-epoch xID warm-up (eq. (1)), then 24 epochs
 of xID from it (the Table 2 protocol's second stage), evaluated as the demo evaluates (retrieval, 50
@@ -15,10 +15,10 @@ few-shot SVM trials over 2 clips per video, the AUROC of eq. (6)'s bank scores).
                 negatives, the same warm-up and the same injected faults
 
     python -m lab.spread run --seeds 1000 1001 1002 1003     # resumable; runs/spread/ (hours on 2 cores)
-    python -m lab.spread report                              # results/spread/diagnosis.json and tables
+    python -m lab.spread report                              # lab/results/spread/diagnosis.json and tables
     python -m lab.spread screen --seeds 1100 1101 1102 1103  # the regime screen's stage 1 (SCREEN_PLAN.md)
-    python -m lab.spread screen-report                       # results/spread/screen.json and SCREEN.md
-    python -m lab.spread time-check                          # quiet cores: results/spread/timecheck.json
+    python -m lab.spread screen-report                       # lab/results/spread/screen.json and SCREEN.md
+    python -m lab.spread time-check                          # quiet cores: lab/results/spread/timecheck.json
 
 Every job is a process of its own with OMP_NUM_THREADS set, two 1-thread jobs side by side.
 """
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 RUNS = Path("runs/spread")
-RESULTS = Path("results/spread")
+RESULTS = Path("lab/results/spread")
 DATA = "data/synth_src2p"
 FAULTY = 0.25
 WARMUP, BRANCH = 30, 24
@@ -41,7 +41,7 @@ FORKS = (0, 5, 10, 20)  # epochs of the 2-thread warm-up before its 1-thread con
 EVAL_AT = (5, 10, 20, 30)  # the reference warm-up evaluated after these epochs
 BRANCH_SEEDS = (1, 2)  # added to the seed, on the first seed's reference warm-up (with the seed itself: 3)
 CONTROL = 10  # the resume control's epoch, on the first seed
-# The regime screen's candidates (results/spread/SCREEN_PLAN.md): options added to every run of a seed. A
+# The regime screen's candidates (lab/results/spread/SCREEN_PLAN.md): options added to every run of a seed. A
 # warm-up takes them after its own epoch counts (R4's length wins), a branch before its own (its 0 wins).
 CANDIDATES = {
     "R0": [],
@@ -270,12 +270,12 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run every job of these seeds (resumable)")
     r.add_argument("--seeds", type=int, nargs="+", required=True)
-    c = sub.add_parser("screen", help="stage 1 of results/spread/SCREEN_PLAN.md (resumable; seed by seed)")
+    c = sub.add_parser("screen", help="stage 1 of lab/results/spread/SCREEN_PLAN.md (resumable; seed by seed)")
     c.add_argument("--seeds", type=int, nargs="+", required=True)
     c.add_argument("--candidates", nargs="+", choices=sorted(CANDIDATES), default=sorted(CANDIDATES))
-    sub.add_parser("report", help="collect runs/spread/ into results/spread/diagnosis.json")
-    sub.add_parser("screen-report", help="collect runs/spread/screen/ into results/spread/screen.json")
-    sub.add_parser("time-check", help="each candidate's clips/s on quiet cores: results/spread/timecheck.json")
+    sub.add_parser("report", help="collect runs/spread/ into lab/results/spread/diagnosis.json")
+    sub.add_parser("screen-report", help="collect runs/spread/screen/ into lab/results/spread/screen.json")
+    sub.add_parser("time-check", help="each candidate's clips/s on quiet cores: lab/results/spread/timecheck.json")
     j = sub.add_parser("job", help="one job (what `run` starts)")
     j.add_argument("args", nargs="+")
     a = p.parse_args(argv)

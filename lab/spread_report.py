@@ -1,5 +1,5 @@
 """The spread's diagnosis, read out: runs/spread/ (lab/spread.py's jobs) collected into
-results/spread/diagnosis.json, and results/spread/RESULTS.md's tables answering results/spread/PLAN.md's
+lab/results/spread/diagnosis.json, and lab/results/spread/RESULTS.md's tables answering lab/results/spread/PLAN.md's
 four questions by the rules written there.
 
     python -m lab.spread report
@@ -140,7 +140,7 @@ def report(runs, results):
         else "Rule 3: no fork epoch keeps the move within 3 points: the outcome is not decided in the warm-up."
     )
     lines += _signals(seeds)
-    lines += paired_against_level(Path("results/claims/settings"))
+    lines += paired_against_level(Path("lab/results/claims/settings"))
     (results / "RESULTS.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -1,4 +1,4 @@
-"""The statistics the claims are judged by (results/claims/PLAN.md): t-tests, paired and Welch t-intervals
+"""The statistics the claims are judged by (lab/results/claims/PLAN.md): t-tests, paired and Welch t-intervals
 of a mean difference, and Holm's step-down over a family, on scipy.stats.
 
     t_test     two-sided p-value: one sample against 0, or Welch's for two unpaired samples

@@ -193,7 +193,7 @@ def main(argv=None):
         "--results",
         default="runs/demo",
         help="where KNOB.md, KNOB.png and KNOB_settings/ go (default: beside the runs, never the tracked "
-        "results/; the claims' sweeps are `python -m lab.claims run`'s)",
+        "lab/results/; the claims' sweeps are `python -m lab.claims run`'s)",
     )
     warm, each_branch = demo_is.warmup_epochs, demo_is.epochs
     p.add_argument("--warmup-epochs", type=int, default=warm, help=f"the xID warm-up's (default {warm}, make demo's)")

@@ -1,14 +1,14 @@
 """Is make demo's warm-up as two DDP ranks equal to one process within seed noise? The runs and the
-judge of results/warmup_ranks/PLAN.md (written before the runs).
+judge of lab/results/warmup_ranks/PLAN.md (written before the runs).
 
 Two gloo ranks of one thread each train the xID warm-up faster on 2 cores than one process of two
 threads, but each rank's batch norm sees half the batch of 32 and draws its own negatives, so the
 arithmetic changes. The plan compares seeds 0-2 at 50% injected, three methods from each warm-up,
 against the one-process arm, the earlier claims' 50% settings (the same recipe), kept in
-results/warmup_ranks/one_process/settings since those claims left the tree (commit 554eea5).
+lab/results/warmup_ranks/one_process/settings since those claims left the tree (commit 554eea5).
 
     python -m lab.warmup_ranks run      # seeds 0-2 at 50%, about 45 min on 2 cores; resumes
-    python -m lab.warmup_ranks judge    # results/warmup_ranks/VERDICT.md
+    python -m lab.warmup_ranks judge    # lab/results/warmup_ranks/VERDICT.md
 """
 
 import argparse
@@ -20,8 +20,8 @@ from pathlib import Path
 from experiments import demo, demo_report
 from lab import claims_report
 
-RESULTS = Path("results/warmup_ranks")
-ONE_PROCESS = Path("results/warmup_ranks/one_process")  # settings/seed{0,1,2}_faulty50.json: one process
+RESULTS = Path("lab/results/warmup_ranks")
+ONE_PROCESS = Path("lab/results/warmup_ranks/one_process")  # settings/seed{0,1,2}_faulty50.json: one process
 SEEDS, FAULTY, METHODS, ENDPOINTS = (0, 1, 2), 0.5, ("xid", "weighted", "oracle"), ("1-shot", "5-shot")
 
 

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 MAIN_CORES = 2  # cores left to each main process when workers are held to cores ("auto")
 PROCESS_SLOT = (0, 1)  # (this process, processes) sharing the machine, when torchrun does not say
-# The most workers a process gets by default: in results/gpu.md's loader table (prepared files, an H200
+# The most workers a process gets by default: in lab/results/gpu.md's loader table (prepared files, an H200
 # box with 16 cores), 16 workers delivered the most, 4998 clips/s, against 3036 at 8 and 1246 at 4.
 BEST_WORKERS = 16
 

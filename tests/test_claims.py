@@ -221,7 +221,7 @@ def test_the_readme_summary_names_what_held_and_what_was_contradicted(tmp_path, 
     monkeypatch.setattr(cr, "SEEDS", {"0%": 5})  # sized (the claims keep the counts they were built with)
     text = claims_docs.summary(tmp_path, settings(STEADY, NOISE))
     assert f"1 of {len(cr.CLAIMS) + len(cr.SWEEP_CLAIMS)} claims have all their planned seeds" in text
-    assert "**Held**: F3a." in text and "[CLAIMS.md](CLAIMS.md)" in text
+    assert "**Held**: F3a." in text and "[CLAIMS.md](lab/CLAIMS.md)" in text
     text = claims_docs.summary(tmp_path, settings([-g for g in STEADY], [0.0]))
     assert "**Contradicted or worse**: F3a." in text and "held: none" in text
 
@@ -315,7 +315,7 @@ def test_a_not_worse_claim_rows_wait_for_all_seeds(tmp_path):
     from lab import claims_docs
 
     res = sweep_gaps(tmp_path, (0.01, -0.012, 0.004))
-    assert any(r.startswith("| [S1 delta -1](results/claims/sweeps.md)") for r in claims_docs.readme_rows(res)[0])
+    assert any(r.startswith("| [S1 delta -1](lab/results/claims/sweeps.md)") for r in claims_docs.readme_rows(res)[0])
     s1 = next(c for c in cr.SWEEP_CLAIMS if c.name == "S1 delta -1")
     (tmp_path / "delta_settings" / f"seed{s1.seeds[-1]}_faulty50.json").unlink()
     res = cr.load_sweeps(tmp_path)

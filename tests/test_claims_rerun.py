@@ -134,7 +134,7 @@ def test_run_trains_the_pasted_order_in_run_ones_shape_and_levels_filter_it(monk
 
 def plan_table():
     """{claim: (endpoint, SD's upper 80% bound, seeds text)} of RERUN_PLAN.md's pasted sizing table."""
-    text = (Path(__file__).resolve().parents[1] / "results/claims/RERUN_PLAN.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "lab/results/claims/RERUN_PLAN.md").read_text()
     rows = re.findall(r"^\| ([A-Z][^|]*?) \| ([\w -]+) \| \d+ seeds \| .*? \| ([\d.]+) \| ([^|]+) \|$", text, re.M)
     return {name: (endpoint, bound, seeds.strip()) for name, endpoint, bound, seeds in rows}
 
@@ -230,7 +230,7 @@ def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_wait
     from test_claims import write_setting
 
     run = claims_rerun.claims_of()  # sized from the committed first run and check, before leaving the repository
-    folder = tmp_path / "results/claims/rerun"
+    folder = tmp_path / "lab/results/claims/rerun"
     (folder / "settings").mkdir(parents=True)
     row = {m: 0.5 for m in cr.PRIMARY + cr.SHOWN + ("R@5", "AUROC")}
     for i, seed in enumerate(range(1500, 1510)):  # T2a 25%'s 10 seeds, Weighted ahead by 4.0-4.4 points
@@ -240,7 +240,7 @@ def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_wait
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(claims_rerun, "claims_of", lambda: run)  # the committed files it sizes from are not here
     (tmp_path / "README.md").write_text("<!-- README-VERDICTS -->\nold\n## Next\n")
-    (tmp_path / "CLAIMS.md").write_text("<!-- VERDICT -->\nold\n")
+    (tmp_path / "lab" / "CLAIMS.md").write_text("<!-- VERDICT -->\nold\n")
     claims.main(["report"])  # the rerun is the default run
     table2 = (folder / "table2.md").read_text()
     assert "| xID | 10: 1500-1509 |" in table2 and "| Oracle-xID | 1: 1500 |" in table2  # not cut to the common seed
@@ -250,10 +250,10 @@ def test_the_rerun_report_judges_a_whole_claim_gives_each_row_its_seeds_and_wait
     assert "Code: run on commit a8be88a, today's code" in verdict  # RERUN_PLAN.md: the code it ran on
     t2a = next(line for line in verdict.splitlines() if line.startswith("| **T2a 25%**"))
     assert "| 10 | +4.2 [" in t2a and "| holds (1-shot, transfer 1-shot) |" in t2a
-    assert (tmp_path / "CLAIMS.md").read_text() == "<!-- VERDICT -->\nold\n"  # not yet: most claims lack seeds
-    claims_docs.update(Path("results/claims/rerun"), cr.load(folder), run)  # what `report` does once all are in
-    claims_md = (tmp_path / "CLAIMS.md").read_text()
-    assert "From results/claims/rerun/VERDICT.md" in claims_md and "](results/claims/RERUN_PLAN.md)" in claims_md
+    assert (tmp_path / "lab" / "CLAIMS.md").read_text() == "<!-- VERDICT -->\nold\n"  # not yet: most claims lack seeds
+    claims_docs.update(Path("lab/results/claims/rerun"), cr.load(folder), run)  # what `report` does once all are in
+    claims_md = (tmp_path / "lab" / "CLAIMS.md").read_text()
+    assert "From lab/results/claims/rerun/VERDICT.md" in claims_md and "](results/claims/RERUN_PLAN.md)" in claims_md
     readme = (tmp_path / "README.md").read_text()  # T2a-T2d at 25% have their 10 seeds here; the rest wait
     assert "4 of 32 claims have all their planned seeds" in readme and "run on commit a8be88a" in readme
     assert "made by `python -m lab.claims report`:" in claims_md  # the command that remakes what is committed
@@ -302,20 +302,20 @@ FIG7_PNGS = ["fig7_1shot.png", "fig7_R5.png", "fig7_transfer_1shot.png"]
 def test_the_first_runs_report_remade_aside_gives_history_md_its_verdicts_and_leaves_the_documents_alone(
     tmp_path, monkeypatch
 ):
-    """The first run's report files left results/claims/ with the rerun (RERUN.md's step 3): `report --run
+    """The first run's report files left lab/results/claims/ with the rerun (RERUN.md's step 3): `report --run
     first` must still remake them from the committed settings alone, outside the repository's documents,
-    with the verdicts results/HISTORY.md keeps for it."""
+    with the verdicts lab/results/HISTORY.md keeps for it."""
     from lab import claims
 
     root = Path(__file__).resolve().parents[1]
-    documents = {name: (root / name).read_text() for name in ("README.md", "CLAIMS.md")}
+    documents = {name: (root / name).read_text() for name in ("README.md", "lab/CLAIMS.md")}
     monkeypatch.setattr(claims, "FIRST_OUT", str(tmp_path))  # its default folder, runs/claims_first
-    claims.main(["report", "--run", "first", "--results", str(root / "results/claims")])
+    claims.main(["report", "--run", "first", "--results", str(root / "lab/results/claims")])
     made = sorted(p.name for p in tmp_path.iterdir())
     assert made == sorted(["VERDICT.md", "fig7.md", "table1.md", "table2.md", "sweeps.md"] + FIG7_PNGS)
     assert {name: (root / name).read_text() for name in documents} == documents
     verdict = (tmp_path / "VERDICT.md").read_text()
-    history = (root / "results/HISTORY.md").read_text().split("## The claims' first run on `data/synth_src2p`")[1]
+    history = (root / "lab/results/HISTORY.md").read_text().split("## The claims' first run on `data/synth_src2p`")[1]
     kept = [line.split(" | ") for line in history.splitlines() if re.match(r"\| [FTNS]\d", line)]
     assert len(kept) == 27  # every judged claim of the first run
     for name, _, one, transfer, word, _ in kept:
@@ -326,7 +326,7 @@ def test_the_first_runs_report_remade_aside_gives_history_md_its_verdicts_and_le
 def test_the_code_the_report_names_is_the_commit_rerun_md_says_every_setting_ran_from():
     from lab.claims_rerun import CODE
 
-    text = (Path(__file__).resolve().parents[1] / "results/claims/RERUN.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "lab/results/claims/RERUN.md").read_text()
     assert re.search(r"Every setting runs from commit \*\*(\w+)\*\*", text).group(1) == CODE
 
 
@@ -440,6 +440,6 @@ def test_claims_md_carries_the_power_block_the_command_prints():
     from lab import claims_docs
     from lab.claims_power import power_seen, show_power
 
-    text = (Path(__file__).resolve().parents[1] / "CLAIMS.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "lab" / "CLAIMS.md").read_text()
     block = text.split(claims_docs.POWER_MARK + "\n", 1)[1].split(claims_docs.POWER_END, 1)[0]
     assert block == show_power(*power_seen()) + "\n"

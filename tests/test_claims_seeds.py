@@ -103,7 +103,7 @@ def test_a_claims_setting_and_its_sweeps_share_one_warm_up_and_carry_the_transfe
 
 def test_the_plans_seeds_are_what_the_rule_gives_on_the_committed_pilot():
     """claims_plan.SEEDS (pasted into PLAN.md before the first claims run) is the rule's output on
-    results/power_pilot/settings, not a number chosen by hand; empty only before the pilot finished."""
+    lab/results/power_pilot/settings, not a number chosen by hand; empty only before the pilot finished."""
     from lab import claims
     from test_train import ROOT
 
@@ -113,5 +113,5 @@ def test_the_plans_seeds_are_what_the_rule_gives_on_the_committed_pilot():
         return
     counts, _, notes = claims.seed_counts(pilot)
     assert cr.SEEDS == counts and cr.BOUND == notes["bound"] and cr.SHORT == notes["short"]
-    plan = (ROOT / "results" / "claims" / "PLAN.md").read_text()
+    plan = (ROOT / "lab" / "results" / "claims" / "PLAN.md").read_text()
     assert all(f"| {group} |" in plan for group in ("levels", "F1", "F3b", "S1"))

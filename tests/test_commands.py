@@ -16,7 +16,7 @@ import pytest
 from conftest import ucf_layout
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "TOUR.md", "OPERATIONS.md", "lab/README.md")
+DOCS = ("README.md", "TOUR.md", "lab/OPERATIONS.md", "lab/README.md")
 # Documented commands with no miniature, and why. Each of the others runs in the slow test.
 NOT_RUN = {
     "make test": "the suite itself; CI runs it (.ci/run)",
@@ -192,7 +192,7 @@ def commands(tmp: Path) -> list[list[str]]:
             "--results",
             "runs/make_demo",
             "--compare",
-            "results/demo.json",
+            "lab/results/demo.json",
             "--data",
             data,
             "--num-negatives",
@@ -254,14 +254,14 @@ def commands(tmp: Path) -> list[list[str]]:
         ["evaluate.py", "report", "runs/manual/weighted/ckpt.pt"],
         ["evaluate.py", "features", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--out", "runs/ucf1.npz"],
         ["-c", features_python().replace("ucf1.npz", "runs/ucf1.npz")],
-        ["-m", "lab.gpu_check", "--out", "results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
+        ["-m", "lab.gpu_check", "--out", "lab/results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
         ["-m", "lab.claims", "report"],
     ]
 
 
 def features_python() -> str:
     """OPERATIONS.md's Python lines (the features' scikit-learn example)."""
-    return re.search(r"```python\n(.*?)```", (ROOT / "OPERATIONS.md").read_text(), re.S).group(1)
+    return re.search(r"```python\n(.*?)```", (ROOT / "lab" / "OPERATIONS.md").read_text(), re.S).group(1)
 
 
 def program(line: str) -> str:
@@ -310,7 +310,7 @@ def test_every_torchrun_in_the_docs_is_the_venvs():
     bare = [
         f"{f}:{n}"
         for f in files
-        if not f.startswith(("results/", "tests/"))  # what gpu_check recorded; the tests' own runs
+        if not f.startswith(("lab/results/", "tests/"))  # what gpu_check recorded; the tests' own runs
         for n, line in enumerate((ROOT / f).read_text().splitlines(), 1)
         if (re.search if f.endswith(".md") else re.match)(used[f[-3:]], line)
     ]

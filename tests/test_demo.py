@@ -262,7 +262,7 @@ def test_make_demo_writes_outside_the_tracked_tree():
 
     text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     line = next(x for x in text.splitlines() if "experiments.demo" in x and "$(PY)" in x)
-    assert "--runs runs/" in line and "--results runs/" in line and "--compare results/demo.json" in line
+    assert "--runs runs/" in line and "--results runs/" in line and "--compare lab/results/demo.json" in line
 
 
 def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_rest(tmp_path):

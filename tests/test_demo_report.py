@@ -57,7 +57,7 @@ def test_the_main_job_prints_its_table_beside_the_reference():
     row = {"R@1": 0.30, "R@5": 0.70, "1-shot": 0.20, "5-shot": 0.31, "AUROC": 0.58}
     mine = [{0.5: {"xid": row, "weighted": {**row, "R@1": 0.35}}}]
     reference = {"results": [{"0.5": {"xid": {**row, "R@1": 0.28}, "weighted": row}}]}
-    args = DemoArgs(faulty=[0.5], methods=["xid", "weighted"], compare="results/demo.json")
+    args = DemoArgs(faulty=[0.5], methods=["xid", "weighted"], compare="lab/results/demo.json")
     text = demo_report.compare(mine, reference, args)
     assert "| xID | 30.0 / 28.0 (+2.0) |" in text and "| Weighted-xID | 35.0 / 30.0 (+5.0) |" in text
     assert "the reference has no such setting" in demo_report.compare(
@@ -98,7 +98,7 @@ def test_the_comparison_puts_each_difference_from_xid_beside_where_the_committed
     import json
 
     key = {"data": "d", "epochs": 24, "train_args": []}
-    folder = tmp_path / "results" / "claims" / "rerun" / "settings"
+    folder = tmp_path / "lab" / "results" / "claims" / "rerun" / "settings"
     folder.mkdir(parents=True)
     for seed, (x, s) in enumerate([(0.30, 0.35), (0.40, 0.47), (0.20, 0.24)]):  # soft - xid: 5, 7, 4 points
         rows = {m: dict.fromkeys(demo_report.COLUMNS, v) for m, v in (("xid", x), ("soft", s))}
@@ -108,13 +108,13 @@ def test_the_comparison_puts_each_difference_from_xid_beside_where_the_committed
     (folder / "seed9_faulty25.json").write_text(json.dumps(other))
     spread = demo_report.paired_spread({0.25: key | {"train_args": ["--lam", "0.3"]}}, root=tmp_path)
     assert sorted(round(100 * d) for d in spread[0][(0.25, "soft", "R@1")]) == [4, 5, 7]
-    assert spread[1] == ["results/claims/rerun/settings"]
+    assert spread[1] == ["lab/results/claims/rerun/settings"]
     args = DemoArgs(faulty=[0.25], methods=["xid", "soft"], compare="r", train_args=["--lam", "0.3"])
     mine = [{0.25: {"xid": dict.fromkeys(demo_report.COLUMNS, 0.30), "soft": dict.fromkeys(demo_report.COLUMNS, 0.27)}}]
     text = demo_report.compare(mine, {"results": [{"0.25": mine[0][0.25]}]}, args, spread)
     # mean 5.3, SD 1.5, t(0.975, 2) = 4.303: 5.3 ± 4.303 x 1.53 x sqrt(1 + 1/3) = -2.3 ... +12.9
     assert "| Soft-xID | -3.0, OUTSIDE -2.3 … +12.9 (3 seeds) |" in text
-    assert "they ran without this run's --lam 0.3" in text and "in results/claims/rerun/settings" in text
+    assert "they ran without this run's --lam 0.3" in text and "in lab/results/claims/rerun/settings" in text
 
 
 def test_the_footer_reads_todays_evidence_at_the_demos_regime_never_a_superseded_folder():
@@ -124,7 +124,7 @@ def test_the_footer_reads_todays_evidence_at_the_demos_regime_never_a_superseded
     screen, which ran older code, never enter."""
     import json
 
-    check = sorted((demo_report.ROOT / "results/spread/check_r0/demo_settings").glob("seed*_faulty25.json"))
+    check = sorted((demo_report.ROOT / "lab/results/spread/check_r0/demo_settings").glob("seed*_faulty25.json"))
     key = json.loads(check[0].read_text())["key"]
     demo = DemoArgs()
     assert (key["warmup_epochs"], key["epochs"], key["trials"], key["eval_clips"]) == (
@@ -134,9 +134,9 @@ def test_the_footer_reads_todays_evidence_at_the_demos_regime_never_a_superseded
         demo.eval_clips,
     )
     measured, sources = demo_report.paired_spread({0.25: key})
-    assert sources == ["results/claims/rerun/settings", "results/spread/check_r0/demo_settings"]
+    assert sources == ["lab/results/claims/rerun/settings", "lab/results/spread/check_r0/demo_settings"]
     # the first claims run and the branch-length screen ran older code: never read, though they hold this key
-    assert {"results/claims/settings", "results/demo_screen"} <= set(demo_report.SUPERSEDED)
+    assert {"lab/results/claims/settings", "lab/results/demo_screen"} <= set(demo_report.SUPERSEDED)
     for method in ("weighted", "soft", "robust", "oracle"):
         for column in demo_report.DIFF_COLUMNS:
             assert len(measured[(0.25, method, column)]) >= 8, (method, column)

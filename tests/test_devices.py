@@ -95,9 +95,13 @@ def test_default_workers_are_the_cores_per_process_at_most_the_best_measured():
 
 
 def test_best_workers_is_the_count_results_gpu_md_measured_fastest():
-    """BEST_WORKERS quotes results/gpu.md: the column of its prepared-files loader row that is highest."""
-    row = next(line for line in (ROOT / "results" / "gpu.md").read_text().splitlines() if line.startswith("| prepared"))
-    header = next(line for line in (ROOT / "results" / "gpu.md").read_text().splitlines() if "workers clips/s" in line)
+    """BEST_WORKERS quotes lab/results/gpu.md: the column of its prepared-files loader row that is highest."""
+    row = next(
+        line for line in (ROOT / "lab" / "results" / "gpu.md").read_text().splitlines() if line.startswith("| prepared")
+    )
+    header = next(
+        line for line in (ROOT / "lab" / "results" / "gpu.md").read_text().splitlines() if "workers clips/s" in line
+    )
     counts = [int(c.split()[0]) for c in header.strip("|").split("|") if "workers clips/s" in c]
     rates = [float(c) for c in row.strip("|").split("|")[2 : 2 + len(counts)]]
     assert counts[rates.index(max(rates))] == loader_workers.BEST_WORKERS

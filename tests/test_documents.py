@@ -1,5 +1,5 @@
 """The documents agree with the tree and with the results they quote: no dead link, path, section or
-name (tools/references.py), the README's demo table is results/demo.json's, and the modules import
+name (tools/references.py), the README's demo table is lab/results/demo.json's, and the modules import
 one way only."""
 
 import ast
@@ -47,9 +47,9 @@ def test_a_planted_dead_reference_of_each_kind_is_found(tmp_path):
 
 
 def test_the_readme_demo_table_is_the_committed_reference():
-    """The README quotes `make demo`'s reference table: each cell is results/demo.json's, rounded, and
+    """The README quotes `make demo`'s reference table: each cell is lab/results/demo.json's, rounded, and
     every method the demo trains has its row."""
-    reference = json.loads((ROOT / "results" / "demo.json").read_text())
+    reference = json.loads((ROOT / "lab" / "results" / "demo.json").read_text())
     rows = reference["results"][0][str(reference["args"]["faulty"][0])]  # make demo's level
     names = {demo_report.method_name(m): m for m in reference["args"]["methods"]}
     text = (ROOT / "README.md").read_text()
@@ -117,7 +117,7 @@ def test_no_module_imports_one_that_imports_it_back():
 
 # The stack, lowest first (README, "Where things are"): the method's parts; the rooms of machinery they
 # and the recipe call on; the recipe and the protocols; the demo, the tools and the exercises; the lab,
-# which produces the evidence (its screens' scripts in lab/screens/; results/ only holds it); the tests.
+# which produces the evidence (its screens' scripts in lab/screens/; lab/results/ only holds it); the tests.
 LEVELS = [
     {"config", "losses", "model", "memory_bank", "machinery"},
     {"media", "persistence", "analysis", "checkpoint"},
@@ -176,7 +176,11 @@ def test_the_readme_demo_times_are_benchmarks_md_s():
     readme = " ".join((ROOT / "README.md").read_text().split())
     quoted = re.findall(r"(\d+) min (?:(\d+) s )?on an? ((?:Intel Xeon|AMD EPYC|AVX2-only AMD EPYC)[^,;)]*)", readme)
     assert quoted, "the README quotes no make demo time"
-    kind, rows, table = None, {}, (ROOT / "BENCHMARKS.md").read_text().split("## `make demo`", 1)[1].split("\n\n")[1]
+    kind, rows, table = (
+        None,
+        {},
+        (ROOT / "lab" / "BENCHMARKS.md").read_text().split("## `make demo`", 1)[1].split("\n\n")[1],
+    )
     for line in table.splitlines()[2:]:  # | CPU | code | wall | split |; "same machine" repeats the row above's
         cpu, _code, wall = (c.strip() for c in line.strip("|").split("|")[:3])
         kind = kind if cpu.startswith("same machine") else cpu_kind(cpu)
@@ -192,17 +196,17 @@ def cpu_kind(words: str) -> tuple[str, str]:
 
 
 def test_the_time_to_expect_is_computed_from_results_gpu_md():
-    """OPERATIONS.md's wall time of the ablation preset: epochs x videos / the slower of results/gpu.md's
+    """OPERATIONS.md's wall time of the ablation preset: epochs x videos / the slower of lab/results/gpu.md's
     step (ablation, its fastest setting) and its loader (prepared files, its best worker count)."""
     from config import Config
 
-    gpu = (ROOT / "results" / "gpu.md").read_text().splitlines()
+    gpu = (ROOT / "lab" / "results" / "gpu.md").read_text().splitlines()
     step = max(float(row.split("|")[7]) for row in gpu if row.startswith("| ablation |"))
     loader = max(float(c) for row in gpu if row.startswith("| prepared |") for c in row.split("|")[3:-2])
-    readme = " ".join((ROOT / "OPERATIONS.md").read_text().split())
+    readme = " ".join((ROOT / "lab" / "OPERATIONS.md").read_text().split())
     assert f"step at {step:.0f} clips/s" in readme and f"at {loader:.0f} clips/s: the step limits" in readme
     videos = int(re.search(r"Kinetics-400's ([\d,]+) videos", readme).group(1).replace(",", ""))
-    assert f"Kinetics-400 ({videos:,} files)" in (ROOT / "BENCHMARKS.md").read_text()
+    assert f"Kinetics-400 ({videos:,} files)" in (ROOT / "lab" / "BENCHMARKS.md").read_text()
     epochs, rate = Config().warmup_epochs + Config().epochs, min(step, loader)
     assert f"{videos:,} / {rate:.0f} = {videos / rate:.0f} s" in readme
     hours = float(re.search(r"about ([\d.]+) hours per GPU", readme).group(1))
@@ -211,26 +215,34 @@ def test_the_time_to_expect_is_computed_from_results_gpu_md():
     assert f"50K-video subset, Sec. 5.1: {epochs * 50_000 / rate / 3600:.1f} hours" in readme
 
 
-# results/ holds evidence, and the lab makes it: no script there, and few enough files to read. Files in a
-# folder whose name holds "settings" (results/claims/settings, .../demo_settings, results/ccp_length/settings6)
+# lab/results/ holds evidence, and the lab makes it: no script there, and few enough files to read. Files in a
+# folder whose name holds "settings" (lab/results/claims/settings, .../demo_settings, lab/results/ccp_length/settings6)
 # are one run's setting each, written by the code that runs them, and are not counted.
 RESULTS_FILES = 80
 
 
 def results_files(files: list[str]) -> tuple[list[str], list[str]]:
-    """(the scripts, the files outside settings folders) among tracked paths under results/."""
-    held = [f for f in files if f.startswith("results/")]
+    """(the scripts, the files outside settings folders) among tracked paths under lab/results/."""
+    held = [f for f in files if f.startswith("lab/results/")]
     scripts = [f for f in held if f.endswith((".py", ".sh"))]
     counted = [f for f in held if not any("settings" in part for part in f.split("/")[:-1])]
     return scripts, counted
 
 
 def test_results_holds_results_no_script_and_at_most_80_files_outside_its_settings_folders():
-    files = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    files = subprocess.run(["git", "ls-files", "lab/results"], cwd=ROOT, capture_output=True, text=True).stdout.split()
     scripts, counted = results_files(files)
-    assert scripts == [], "results/ holds evidence; a script that makes it belongs in the lab (lab/screens/)"
-    assert len(counted) <= RESULTS_FILES, f"{len(counted)} files outside results/'s settings folders: merge some"
+    assert scripts == [], "lab/results/ holds evidence; a script that makes it belongs in the lab (lab/screens/)"
+    assert len(counted) <= RESULTS_FILES, f"{len(counted)} files outside lab/results/'s settings folders: merge some"
     # what is counted and what is not, on planted paths
-    planted = ["results/a/run.sh", "results/a/b.py", "results/a/settings/s.json", "results/a/W8/demo_settings/s.json"]
-    planted += ["results/ccp_length/settings6/s.json", "results/a/settings.md", "lab/screens/x.py"]
-    assert results_files(planted) == (["results/a/run.sh", "results/a/b.py"], planted[:2] + ["results/a/settings.md"])
+    planted = [
+        "lab/results/a/run.sh",
+        "lab/results/a/b.py",
+        "lab/results/a/settings/s.json",
+        "lab/results/a/W8/demo_settings/s.json",
+    ]
+    planted += ["lab/results/ccp_length/settings6/s.json", "lab/results/a/settings.md", "lab/screens/x.py"]
+    assert results_files(planted) == (
+        ["lab/results/a/run.sh", "lab/results/a/b.py"],
+        planted[:2] + ["lab/results/a/settings.md"],
+    )

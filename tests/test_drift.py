@@ -1,6 +1,6 @@
 """analysis/drift.py: the label-free signals (agreement, the soft targets' positive mass) and the warning rule
 train.py prints when a soft-target stage (Soft- or Robust-xID, eqs. (7)-(14)) loses the bank's
-cross-modal agreement (results/ccp_drift/).
+cross-modal agreement (lab/results/ccp_drift/).
 
     python -m pytest tests/test_drift.py
 """

@@ -45,7 +45,7 @@ def test_features_writes_an_npz_whose_rows_are_the_split_and_the_readme_example_
     assert np.isfinite(f["audio"][~silent]).all()
     assert json.loads(str(f["about"]))["checkpoint_epoch"] == 7
 
-    example = re.search(r"```python\n(.*?)```", (ROOT / "OPERATIONS.md").read_text(), re.S).group(1)
+    example = re.search(r"```python\n(.*?)```", (ROOT / "lab" / "OPERATIONS.md").read_text(), re.S).group(1)
     lines = [line for line in example.splitlines() if line and not line.startswith(("import", "from"))]
     assert len(lines) == 3  # after the imports: load, split, fit and score
     res = subprocess.run(

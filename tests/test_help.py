@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# results/ holds the scripts of finished studies as they ran (a probe, a verdict): records, not programs with a
+# lab/results/ holds the scripts of finished studies as they ran (a probe, a verdict): records, not programs with a
 # command line of their own; tests/ holds the test suite's helpers.
-NOT_PROGRAMS = ("results/", "tests/")
+NOT_PROGRAMS = ("lab/results/", "tests/")
 
 
 def entry_points() -> list[str]:

@@ -1,4 +1,4 @@
-"""The one-regime screen's judge (lab/regime.py, results/regime/PLAN.md): each criterion can
+"""The one-regime screen's judge (lab/regime.py, lab/results/regime/PLAN.md): each criterion can
 fail, a per-seed bound fails as soon as one finished seed breaks it, and the rest wait for their seeds."""
 
 from lab import regime

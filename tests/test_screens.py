@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_each_collector_remakes_the_committed_report_it_names(monkeypatch, tmp_path):
-    monkeypatch.chdir(ROOT)  # the screens read results/ from the repository root, as their commands run
+    monkeypatch.chdir(ROOT)  # the screens read lab/results/ from the repository root, as their commands run
     made = {
-        "results/epoch_speed/EQUIVALENCE.md": epoch_equivalence.report(),
-        "results/epoch_speed/BRANCHES.md": epoch_branches.report(),
-        "results/demo_screen/RESULTS.md": demo_screen.verdict(),
+        "lab/results/epoch_speed/EQUIVALENCE.md": epoch_equivalence.report(),
+        "lab/results/epoch_speed/BRANCHES.md": epoch_branches.report(),
+        "lab/results/demo_screen/RESULTS.md": demo_screen.verdict(),
         # no runs: the series come from epochs.json, and nothing is rewritten
-        "results/ccp_drift/RESULTS.md": ccp_drift.report(ccp_drift.COMMAND.split()[3:], runs=tmp_path / "none"),
+        "lab/results/ccp_drift/RESULTS.md": ccp_drift.report(ccp_drift.COMMAND.split()[3:], runs=tmp_path / "none"),
     }
     for path, text in made.items():
         assert text == (ROOT / path).read_text(), path
@@ -65,7 +65,7 @@ def test_a_candidate_reuses_its_seeds_warm_up_and_folds_its_report(monkeypatch, 
     demo_screen.run(12, 700)
     assert (tmp_path / "runs/demo_screen/E12/seed700_faulty25/warmup/ckpt.pt").read_text() == "the warm-up"
     assert ran[0][ran[0].index("--epochs") + 1] == "12" and "--no-figures" in ran[0]
-    here = tmp_path / "results/demo_screen"
+    here = tmp_path / "lab/results/demo_screen"
     assert sorted(p.name for p in (here / "E12").iterdir()) == ["demo_settings"]
     assert merged.entries(here / "demos.json") == {"E12": {"args": {"epochs": 12}}}
     assert merged.sections(here / "demos.md")[1] == {"E12/demo.md": "# Demo results\n\n| x |\n|---|\n"}

@@ -10,7 +10,7 @@ from lab.screens import demo_screen, epoch_equivalence
 
 
 def test_every_seed_a_committed_result_names_is_in_its_experiments_row():
-    named = seeds.named_in(seeds.tracked(), seeds.ROOT / "results")
+    named = seeds.named_in(seeds.tracked(), seeds.ROOT / "lab" / "results")
     by_row = {}
     for rel, found in named.items():
         by_row.setdefault(seeds.row_of(rel), set()).update(found)

@@ -105,8 +105,8 @@ def test_every_result_file_the_tour_points_to_exists():
     """The tour sends a reader to measured results: a renamed or never-committed file would strand them."""
     root = Path(__file__).resolve().parents[1]
     text = (root / "TOUR.md").read_text()
-    named = set(re.findall(r"(results/[\w./-]+\.(?:md|png|log|py))", text))
-    assert {"results/claims/rerun/fig7.md"} <= named
+    named = set(re.findall(r"(lab/results/[\w./-]+\.(?:md|png|log|py))", text))
+    assert {"lab/results/claims/rerun/fig7.md"} <= named
     assert [p for p in sorted(named) if not (root / p).is_file()] == []
 
 
@@ -114,11 +114,11 @@ def test_the_tours_delta_weights_are_the_committed_sweeps():
     """Switch 5's measured column quotes the claims' delta sweep: its two figures must be that file's."""
     root = Path(__file__).resolve().parents[1]
     quoted = re.search(
-        r"\(results/claims/rerun/sweeps\.md\): the clean positives' mean weight falls from (\d+)% "
+        r"\(lab/results/claims/rerun/sweeps\.md\): the clean positives' mean weight falls from (\d+)% "
         r"to (\d+)% from delta -2 to 1",
         (root / "TOUR.md").read_text(),
     )
-    sweeps = (root / "results/claims/rerun/sweeps.md").read_text().split("## lambda")[0].split("\n\nPaired")[0]
+    sweeps = (root / "lab/results/claims/rerun/sweeps.md").read_text().split("## lambda")[0].split("\n\nPaired")[0]
     rows = [r.split(" | ") for r in sweeps.splitlines() if r.startswith("| ")]
     clean = {r[0].strip("| "): r[-1].split(" ")[0] for r in rows}  # delta: the clean positives' mean weight
     assert quoted and quoted.groups() == (str(round(float(clean["-2"]))), str(round(float(clean["1"]))))

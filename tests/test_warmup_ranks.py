@@ -1,11 +1,11 @@
-"""The judge of results/warmup_ranks/PLAN.md adopts the two-rank warm-up only when it can fail to."""
+"""The judge of lab/results/warmup_ranks/PLAN.md adopts the two-rank warm-up only when it can fail to."""
 
 import json
 from pathlib import Path
 
 from lab import warmup_ranks
 
-ONE = Path(__file__).resolve().parent.parent / "results" / "warmup_ranks" / "one_process"
+ONE = Path(__file__).resolve().parent.parent / "lab" / "results" / "warmup_ranks" / "one_process"
 
 
 def _two_ranks(tmp_path, shift):

@@ -17,7 +17,7 @@ name names none ('redo super opaco'), that its file's name names. A file is drop
 A file's group is its kit and piece: the velocity layers of one drum, and the several instruments one
 drum makes (Forzee's 'Ride', 'Ride Bell', 'Ride Bow'), go to one split together, so the test set's drums
 are never heard in training. Tambourine (3 instruments, 2 kits) is too few to split three ways and is left
-out with the rest. Package 2017.09.19~dfsg-1 gives 478 files in 9 pieces (results/drums/README.md).
+out with the rest. Package 2017.09.19~dfsg-1 gives 478 files in 9 pieces (lab/results/drums/README.md).
 """
 
 import re

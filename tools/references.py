@@ -5,13 +5,13 @@ tracked Python file (and the Makefile and the settings files):
 
   links     [text](path#anchor) in Markdown: the path exists (relative to the file), and the anchor
             is a heading of the target, by GitHub's rule for heading anchors
-  paths     in backticks: `media/decode.py`, `results/claims/` and tests/test_tour.py::NAME
+  paths     in backticks: `media/decode.py`, `lab/results/claims/` and tests/test_tour.py::NAME
             exist when their first part is a tracked top-level entry (and the test NAME with them);
             a bare `decode.py` or `HISTORY.md` is the name of some tracked file; `losses.xid_loss`
             and `media.decode.SWSCALE_THREADS` are defined where they say. Paths under folders the
             tree does not track (runs/, data/, /tmp, OUT/, ROOT/...) are what a run writes, not
             checked; a path that left the tree may be named in a file that names a commit holding
-            it (results/HISTORY.md: "at commit 2ae1052")
+            it (lab/results/HISTORY.md: "at commit 2ae1052")
   sections  README, "Two commands" / BENCHMARKS.md's "Data loading": the document has a heading
             that starts with the quoted words
 
@@ -208,7 +208,7 @@ def dead_references(root: Path = ROOT, files: list[str] | None = None) -> list[s
     files = tracked(root) if files is None else files
     problems = []
     for path in files:
-        if path in PLANTED or path == STUDENT or path.startswith("results/claims/settings"):
+        if path in PLANTED or path == STUDENT or path.startswith("lab/results/claims/settings"):
             continue
         if not (path.endswith(TEXT_SUFFIXES) or path == "Makefile"):
             continue

@@ -37,7 +37,7 @@ No public video dataset can be downloaded here, so the project makes one whose t
            noise. They are the faulty negatives that matter: the same class, nearly the same instance,
            and xID must push them apart. Splits are by source (no source has clips in train and test).
            Each held-out sound is one clip of a fresh source, so unlike a training sound it has no
-           siblings: results/regime/PLAN.md says why a novelty check should come before such a set
+           siblings: lab/results/regime/PLAN.md says why a novelty check should come before such a set
            is adopted.
   _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
            for `--faulty-source noise`.

@@ -1,9 +1,9 @@
 """The screens' scripts: the runs and the collectors of the smaller studies whose evidence sits under
-results/ (the branch-length screen, the faults screen, the weak-bank drift, F3b's longer warm-ups, the
+lab/results/ (the branch-length screen, the faults screen, the weak-bank drift, F3b's longer warm-ups, the
 faster epoch's equivalence and probes). Each module's docstring says what it made and the command that
 runs it, from the repository root; the files it writes name that command.
 
-| module | results/ |
+| module | lab/results/ |
 |---|---|
 | ccp_drift | ccp_drift/: RESULTS.md, epochs.json, demos.json and demos.md |
 | demo_screen | demo_screen/: demos.json and demos.md (run), RESULTS.md (verdict) |

@@ -1,9 +1,9 @@
-"""The weak-bank reproduction, collected (results/ccp_drift/PLAN.md): per seed and branch, the 1-shot and
+"""The weak-bank reproduction, collected (lab/results/ccp_drift/PLAN.md): per seed and branch, the 1-shot and
 the per-epoch drift series from each branch's log (CCP's same-class share, the bank's cross-modal class
 agreement, the faults' AUROC, the label-free agreement of analysis/drift.py) and whether train.py's warning
-rule fires on it. It keeps each finished setting's series in results/ccp_drift/epochs.json (the runs/
+rule fires on it. It keeps each finished setting's series in lab/results/ccp_drift/epochs.json (the runs/
 folder is not kept), folds the demo.json and demo.md that PLAN.md's experiments.demo commands leave in
-results/ccp_drift/NAME/ into demos.json and demos.md, and writes results/ccp_drift/RESULTS.md.
+lab/results/ccp_drift/NAME/ into demos.json and demos.md, and writes lab/results/ccp_drift/RESULTS.md.
 
     python -m lab.screens.ccp_drift W8 W16 W8G:W8   # the settings' names, as in PLAN.md
                                                     # (NAME:BASE: xID's row from BASE, same seed)
@@ -16,7 +16,7 @@ from pathlib import Path
 from analysis.drift import drift_warning
 from lab.screens import help_asked, merged
 
-HERE = Path("results/ccp_drift")
+HERE = Path("lab/results/ccp_drift")
 COMMAND = "python -m lab.screens.ccp_drift W8 W16 W8G:W8"
 EPOCHS_NOTE = (
     "Per setting and seed (NAME/seedS), the per-epoch drift series of each branch (the warm-up's last epoch, "
@@ -86,7 +86,8 @@ def main(names):
             HERE / name,
             name,
             HERE,
-            f"PLAN.md's `python -m experiments.demo ... --results results/ccp_drift/NAME`, folded in by `{COMMAND}`",
+            "PLAN.md's `python -m experiments.demo ... --results lab/results/ccp_drift/NAME`, "
+            f"folded in by `{COMMAND}`",
         )
     text = report(names)
     (HERE / "RESULTS.md").write_text(text)

@@ -1,10 +1,10 @@
-"""The branch-length screen (results/demo_screen/PLAN.md): its runs, and its verdict.
+"""The branch-length screen (lab/results/demo_screen/PLAN.md): its runs, and its verdict.
 
 `run E S` is one candidate: the demo at 25% injected with E-epoch branches on seed S. A seed's warm-up is
 trained once, by the first length run on it, and copied for the others. experiments.demo writes the
-setting's file to results/demo_screen/E{E}/demo_settings/; its demo.json and demo.md are folded into
-results/demo_screen/demos.json and demos.md. `verdict` applies criteria (a) and (b) to each finished
-(length, seed) settings file, names the winner, and writes results/demo_screen/RESULTS.md.
+setting's file to lab/results/demo_screen/E{E}/demo_settings/; its demo.json and demo.md are folded into
+lab/results/demo_screen/demos.json and demos.md. `verdict` applies criteria (a) and (b) to each finished
+(length, seed) settings file, names the winner, and writes lab/results/demo_screen/RESULTS.md.
 
     python -m lab.screens.demo_screen run E S
     python -m lab.screens.demo_screen verdict
@@ -20,7 +20,7 @@ from statistics import mean
 
 from lab.screens import merged
 
-HERE = Path("results/demo_screen")
+HERE = Path("lab/results/demo_screen")
 RUNS = Path("runs/demo_screen")
 SEEDS = (700, 701, 702)
 LENGTHS = (8, 12, 16, 24)

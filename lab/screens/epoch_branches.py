@@ -1,10 +1,10 @@
-"""The faster epoch's branches, paired on one warm-up (results/epoch_speed/BRANCH_PLAN.md, written before the
+"""The faster epoch's branches, paired on one warm-up (lab/results/epoch_speed/BRANCH_PLAN.md, written before the
 runs): for seeds 0-2, the old code's warm-up (0756166, from the equivalence runs) branched by the new code,
 against the old code's own branches from that warm-up (seedS_old); and the control, the old code's seed-0
 branches rerun from its warm-up (control_seed0), which must equal seed0_old. Writes
-results/epoch_speed/BRANCHES.md.
+lab/results/epoch_speed/BRANCHES.md.
 
-    python -m lab.screens.epoch_branches   # reads results/epoch_speed/demos.json
+    python -m lab.screens.epoch_branches   # reads lab/results/epoch_speed/demos.json
 
 The new runs (branch_seedS_new) are experiments.demo's demo.json of `--seeds S` in a clone of the new code
 with the old warm-up folder copied in (the warm-up is then finished, and only the branches train).

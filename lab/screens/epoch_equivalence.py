@@ -1,9 +1,9 @@
 """The faster epoch's equivalence: make demo's table from the code before the epoch's speed-up (colour ops on every
 clip, the log-mel of each clip's PCM) and after (colour ops where drawn, the mel once per sound, windows on
 the hop grid), seeds 0-2, the same machine, one after the other. Paired differences new - old per method,
-1-shot and R@5, with Student's t 95% intervals over the seeds. Writes results/epoch_speed/EQUIVALENCE.md.
+1-shot and R@5, with Student's t 95% intervals over the seeds. Writes lab/results/epoch_speed/EQUIVALENCE.md.
 
-    python -m lab.screens.epoch_equivalence   # reads results/epoch_speed/demos.json's seedS_old, seedS_new
+    python -m lab.screens.epoch_equivalence   # reads lab/results/epoch_speed/demos.json's seedS_old, seedS_new
 
 The entries are the demo.json of `make demo` (seed 0) and of `python -m experiments.demo --seeds S` (1, 2):
 old at 0756166, new at 11c2e30 (the faster epoch), each in a fresh clone.
@@ -15,7 +15,7 @@ from statistics import mean
 from analysis.figures import ci95
 from lab.screens import help_asked, merged
 
-HERE = Path("results/epoch_speed")
+HERE = Path("lab/results/epoch_speed")
 DEMOS = HERE / "demos.json"  # one demo.json per run, keyed seedS_old, seedS_new, branch_seedS_new, control_seed0
 SEEDS = (0, 1, 2)
 METHODS = ("xid", "weighted", "soft", "robust", "oracle")
@@ -74,8 +74,8 @@ def report():
         "wide; a shift of 10 points would pass unseen. BRANCHES.md (planned in BRANCH_PLAN.md before its",
         "runs) holds each seed's warm-up fixed and compares the branches alone: their paired differences",
         "(seeds 0-2) and each method's gap to xID (seeds 0-2, then 3-7), with the plan's rules applied.",
-        "The first claims run (results/claims/settings/) was made on the old input path; its numbers stand for",
-        "that path. The claims' rerun (results/claims/rerun/) ran on the new one.",
+        "The first claims run (lab/results/claims/settings/) was made on the old input path; its numbers stand for",
+        "that path. The claims' rerun (lab/results/claims/rerun/) ran on the new one.",
     ]
     return "\n".join(lines) + "\n"
 

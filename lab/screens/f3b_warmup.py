@@ -1,6 +1,6 @@
-"""F3b's branches (results/f3b_warmup/PLAN.md, amendment of 2026-11-28): for each seed, warm-ups of 30, 60
+"""F3b's branches (lab/results/f3b_warmup/PLAN.md, amendment of 2026-11-28): for each seed, warm-ups of 30, 60
 and 120 epochs at 50% injected, then an xID and a Weighted-xID branch of 24 epochs from each; then the
-committed record, results/f3b_warmup/branches.json (every finished seed and W). Resumes: rerun it.
+committed record, lab/results/f3b_warmup/branches.json (every finished seed and W). Resumes: rerun it.
 
     OMP_NUM_THREADS=1 nice -n 19 python -m lab.screens.f3b_warmup            # seeds 600 601 602
     OMP_NUM_THREADS=1 nice -n 19 python -m lab.screens.f3b_warmup --seeds 600
@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-RESULT = Path("results/f3b_warmup/branches.json")
+RESULT = Path("lab/results/f3b_warmup/branches.json")
 WARM = ["--preset", "demo", "--data", "data/synth_src2p", "--faulty-fraction", "0.5", "--epochs", "0"]
 LENGTHS = (30, 60, 120)
 

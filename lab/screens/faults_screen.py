@@ -1,6 +1,6 @@
-"""Criterion (a) of the faults screen (results/faults_screen/PLAN.md) for one candidate and seed: its set
+"""Criterion (a) of the faults screen (lab/results/faults_screen/PLAN.md) for one candidate and seed: its set
 made if missing, the 50% warm-up trained (resumed if it exists), and the entry C_seedS of
-results/faults_screen/a.json written from the run's log (the warm-up's last-epoch bank AUROC of the injected
+lab/results/faults_screen/a.json written from the run's log (the warm-up's last-epoch bank AUROC of the injected
 faults, its series, and the memories' class figures).
 
     OMP_NUM_THREADS=1 python -m lab.screens.faults_screen C S DATA [train.py options]
@@ -17,7 +17,7 @@ import torch
 from experiments.sets import ensure_data
 from lab.screens import help_asked, merged
 
-RECORD = Path("results/faults_screen/a.json")
+RECORD = Path("lab/results/faults_screen/a.json")
 COMMAND = "python -m lab.screens.faults_screen C S DATA [train.py options] (adds or replaces C_seedS)"
 
 

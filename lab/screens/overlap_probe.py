@@ -12,7 +12,7 @@ uses is left to the main thread.
     OMP_NUM_THREADS=1 python -m lab.screens.overlap_probe thread   # everything on 1 thread
 
 Its output for each, one after the other on a quiet machine: the overlap_probe.log section of
-results/epoch_speed/timings.log (the CPU kind at its top; BENCHMARKS.md, "An epoch's split").
+lab/results/epoch_speed/timings.log (the CPU kind at its top; BENCHMARKS.md, "An epoch's split").
 """
 
 import itertools
