@@ -113,7 +113,7 @@ def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = Fal
 
 # ----------------------------------------------------------------------------- a checkpoint's settings
 
-RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random"}  # probes that did not go on, at the value all runs have
+RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": False}  # at their only value (HISTORY.md)
 PATHS = ("data", "annotations", "manifest", "faulty_pool")  # the dataset's files, as --data etc. name them
 
 
@@ -141,7 +141,7 @@ NOT_RESUMABLE = {"preload", "amp"}
 ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "engineering"} - NOT_RESUMABLE | {"manifest"}
 # What only the second stage reads (the warm-up is xID at a constant rate), and of it what only soft targets or
 # eq. (6)'s weights read (losses.VARIANTS)
-SOFT_ONLY, WEIGHTS_ONLY = {"soft_targets", "tau_s", "tau_t", "lam", "soft_guard"}, {"kappa", "w_min", "delta"}
+SOFT_ONLY, WEIGHTS_ONLY = {"soft_targets", "tau_s", "tau_t", "lam"}, {"kappa", "w_min", "delta"}
 SECOND_STAGE = {"loss", "epochs", "lr_min"} | SOFT_ONLY | WEIGHTS_ONLY
 
 
@@ -239,8 +239,7 @@ class Run:
         for epoch in range(run.start, cfg.warmup_epochs + cfg.epochs):
             run.end_epoch(epoch, train_epoch(...))   # the checkpoint, then the log line
 
-    `parts` has state_dict, load_state_dict and buffers (train.Parts). A killed run loses at most the epoch it
-    was in: rerunning the command resumes after the last whole one, in the same data order (train.py)."""
+    `parts`: train.Parts. A killed run loses the epoch it was in: the same command resumes after the last whole one."""
 
     def __init__(self, cfg: Config, parts: Any, instances: dict, clip: dict, steps: int, rank: int) -> None:
         self.cfg, self.parts, self.instances, self.clip, self.steps, self.master = (
@@ -325,7 +324,9 @@ class Run:
         """Rank 0 writes the unwrapped model, every rank's RNG and the log so far; a failure raises on every rank."""
         rngs = [rng_state()]
         if dist.is_initialized():
-            for buf in self.parts.buffers():  # each rank holds its own BatchNorm statistics: rank 0's are saved
+            for (
+                buf
+            ) in self.parts.unwrapped().buffers():  # each rank holds its own BatchNorm statistics: rank 0's are saved
                 dist.broadcast(buf, src=0)
             rngs = [None] * dist.get_world_size()
             dist.all_gather_object(rngs, rng_state())
@@ -363,18 +364,17 @@ def read_log(path: str | Path) -> list[dict[str, Any]]:
 
 def log_epoch(record: dict[str, Any], out: Path, timing: str = "") -> None:
     """The epoch's line (its columns: TOUR.md, step 7), then its record in OUT/log.jsonl."""
-    print(
-        "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} "
-        "| soft {soft_mass:.3f} | {clips_per_s:.0f} clips/s{wait} | auroc {auroc} | 1-nn {knn_class:.2f} "
-        "xmodal {xmodal_class:.2f}{agree}{bad}{timing}".format(
-            **record,
-            wait=f", {record['data_wait']:.0%} waiting for data" if "data_wait" in record else "",
-            agree=f" | agree {record['agreement']:.3f}" if record.get("agreement") is not None else "",
-            auroc="-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}",
-            bad=f" | skipped {record['skipped']} items, {record['excluded']} slots out" if record["excluded"] else "",
-            timing=timing,
-        )
-    )
+    auroc = "-" if record["faulty_auroc"] is None else f"{record['faulty_auroc']:.3f}"
+    line = "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} | soft "
+    line = line.format(**record) + f"{record['soft_mass']:.3f} | {record['clips_per_s']:.0f} clips/s, "
+    line += f"{record['data_wait']:.0%} waiting for data | auroc {auroc}"
+    if "knn_class" in record:  # a report's (the demo's: analysis/diagnostics.py)
+        line += f" | 1-nn {record['knn_class']:.2f} xmodal {record['xmodal_class']:.2f}"
+    if record.get("agreement") is not None:
+        line += f" | agree {record['agreement']:.3f}"
+    if record["excluded"]:
+        line += f" | skipped {record['skipped']} items, {record['excluded']} slots out"
+    print(line + timing)
     with open(out / "log.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
 

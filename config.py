@@ -13,11 +13,15 @@ Which fields change a run's result, and so stop a resume under other values, is 
 
 import argparse
 import math
+import re
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
+
+import torch
 
 from losses import SOFT_TARGET_STRATEGIES, VARIANTS
 
@@ -151,12 +155,6 @@ class Config:
         0.07, "temperature of the cycle terms of CCP, eqs. (13)-(14) (paper: 0.07)", "method", check=POSITIVE
     )
     lam: float = _opt(0.5, "mixing coefficient lambda of eqs. (8)-(9) (paper: 0.5)", "method", check=between(0, 1))
-    soft_guard: bool = _opt(
-        False,
-        "once train.py's drift warning fires in a soft-target stage (analysis/drift.py), the rest of the stage "
-        "trains with lam 0: Soft-xID as xID, Robust-xID as Weighted-xID (not in the paper: off)",
-        "method",
-    )
     kappa: float = _opt(0.5, "kappa of eq. (6) (paper: 0.5)", "method", check=POSITIVE)
     w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", "method", check=between(0, 1))
     delta: float = _opt(
@@ -383,3 +381,58 @@ def parse_config(argv: list[str] | None = None, description: str | None = None) 
     for problem in relations(cfg):
         parser.error(problem)
     return cfg
+
+
+# ----------------------------------------------------------------------------- what --device means
+
+NVIDIA = "/proc/driver/nvidia/version"  # the NVIDIA kernel driver's: there on a GPU machine, usable or not
+
+
+class DeviceError(RuntimeError):
+    """The device a run asked for cannot be used; the message says why, in one line."""
+
+
+def cuda_problem() -> str | None:
+    """None when CUDA is usable, else why not: no NVIDIA driver, a CPU-only torch, or a driver it cannot use."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # torch warns once per process; here we want its words
+        if torch.cuda.is_available():
+            return None
+    build = f"torch {torch.__version__}" + (f" (CUDA {torch.version.cuda})" if torch.version.cuda else "")
+    if not Path(NVIDIA).exists():
+        return f"no NVIDIA GPU driver is loaded on this machine (no {NVIDIA}); {build}"
+    found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", Path(NVIDIA).read_text(errors="replace"))
+    driver = found.group(1) if found else "(version unknown)"
+    if torch.version.cuda is None:
+        return f"{build} is a CPU-only build; install the CUDA wheel that matches driver {driver}"
+    said = next((str(w.message).strip().splitlines()[0] for w in caught), "torch.cuda.is_available() is False")
+    return f"{build} cannot use the NVIDIA driver {driver}: {said}"
+
+
+def resolve_device(request: str = "auto", say: bool = True) -> torch.device:
+    """--device auto | cuda | cuda:N | cpu. cuda without a usable GPU is an error; auto then takes the CPU, warning
+    in one line (`say`) where an NVIDIA device is present: a GPU run never falls back silently."""
+    if request == "cpu":
+        return torch.device("cpu")
+    problem = cuda_problem()
+    if problem is None:
+        n = torch.cuda.device_count()
+        if request.startswith("cuda:") and int(request[5:]) >= n:
+            raise DeviceError(f"--device {request}: CUDA sees {n} GPU(s) here, cuda:0 to cuda:{n - 1}")
+        return torch.device("cuda" if request == "auto" else request)
+    if request != "auto":
+        raise DeviceError(f"--device {request}: no usable GPU: {problem}")
+    if say and Path(NVIDIA).exists():
+        print(f"warning: --device auto: an NVIDIA device is present but {problem}; running on the CPU", file=sys.stderr)
+    return torch.device("cpu")
+
+
+def start_line(program: str, device: torch.device, world: int, precision: str, workers: int) -> str:
+    """What a run says first: where it computes, with how many processes, in which precision, with how many workers."""
+    where = f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
+    return f"{program}: device {where}, world size {world}, precision {precision}, {workers} loader workers per process"
+
+
+def precision(amp: str, device: torch.device) -> str:
+    """--amp on `device`: auto is bf16 on a GPU, off (fp32) on a CPU."""
+    return amp if amp != "auto" else ("bf16" if device.type == "cuda" else "off")

@@ -50,8 +50,18 @@ import torch
 import data
 from analysis import fewshot, report, weights
 from checkpoint import CheckpointError
-from config import DEVICE, POSITIVE, Check, OneLineParser, at_least, between, one_of
-from machinery.devices import DeviceError, default_device, resolve_device, start_line
+from config import (
+    DEVICE,
+    POSITIVE,
+    Check,
+    DeviceError,
+    OneLineParser,
+    at_least,
+    between,
+    one_of,
+    resolve_device,
+    start_line,
+)
 from media.loader_workers import workers_per_process
 from persistence import records
 from protocols import features, finetune
@@ -96,7 +106,7 @@ def evaluate(
         raise ValueError("--modality audio: retrieval and fewshot only (the paper fine-tunes the video encoder)")
     from analysis import figures as figs
 
-    device = device or default_device()
+    device = device or resolve_device(say=False)
     pre = pre._replace(cfg=copy.copy(pre.cfg)) if pre is not None else read_pretrained(ckpt)  # cfg: overridden
     holder = records.held_by(Path(ckpt).parent)
     if holder:

@@ -20,8 +20,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
-from machinery.devices import all_gather_cat, gather_on_host
-
 
 class MemoryBank(nn.Module):
     def __init__(self, num_items: int, dim: int = 128, momentum: float = 0.5, seed: int = 0) -> None:
@@ -132,3 +130,36 @@ def set_aside_failed(bank: MemoryBank, batch: dict[str, Tensor]) -> tuple[Tensor
         return None, 0
     bank.exclude(failed_anywhere[substituted].unique())
     return failed < 0, int(substituted.sum())
+
+
+@torch.no_grad()
+def faulty_auroc(bank: MemoryBank, faulty: Tensor) -> float | None:
+    """How well the bank scores (which eq. (6)'s weights are monotone in) rank the known faulty positives below the
+    clean ones, over the valid slots: AUROC, 0.5 = no signal. The log's, never the step's. faulty: (N,) bool."""
+    valid = bank.valid.cpu()  # (N,)
+    scores, faulty = bank.scores().cpu()[valid], faulty[valid]  # (M,) each
+    if faulty.all() or not faulty.any():
+        return None
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
+
+
+def all_gather_cat(t: Tensor, group: dist.ProcessGroup | None = None) -> Tensor:
+    """The same-shaped tensor `t` from every rank of `group` (default: all), concatenated in rank order."""
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(out, t.contiguous(), group=group)
+    return torch.cat(out, dim=0)
+
+
+_HOST_GROUP = None
+
+
+def gather_on_host(t: Tensor) -> Tensor:
+    """A small CPU tensor (B,) from every rank, without a device sync: under NCCL over a gloo group of its own."""
+    global _HOST_GROUP
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return t
+    if _HOST_GROUP is None:
+        _HOST_GROUP = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
+    return all_gather_cat(t, _HOST_GROUP)

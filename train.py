@@ -11,75 +11,92 @@ the bank. The first `warmup_epochs` minimise plain xID, eq. (1), at a constant l
     .venv/bin/torchrun --nproc_per_node=8 train.py --preset sota --data K400 --layout kinetics
     python train.py --preset demo --init runs/demo/ckpt.pt --warmup-epochs 0 --loss weighted --out runs/w
 
-Read top to bottom: the schedule, the objective, the step, what a step touches, one epoch, the recipe.
-The training set and its injected faults are data.py's; resuming, checkpoints and the log are
-checkpoint.py's Run, around the loop. Rerunning a command resumes from OUT/ckpt.pt, and stops
-if a setting that changes the result differs (--allow-config-change overrides). Logs: a tqdm bar,
-OUT/log.jsonl, a line per epoch, and a warning when a soft-target stage loses the bank's cross-modal
-agreement (analysis/drift.py). Options and their paper values: python train.py --help (config.py).
+Read top to bottom. The data and its faults are data.py's; the checkpoint, the log and resuming (the same
+command, after the last whole epoch) checkpoint.py's; the options and their paper values config.py's.
 """
 
+import gc
 import math
+import os
 import random
 import sys
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 import checkpoint
 import data
-from analysis.diagnostics import bank_report
-from analysis.drift import DriftWatch, guarded
-from config import Config, parse_config
+from config import Config, DeviceError, parse_config, precision, resolve_device, start_line
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import (
-    DeviceError,
-    any_rank,
-    leave_group,
-    precision_on,
-    setup_distributed,
-    start_line,
-)
-from machinery.schedule import cosine
-from machinery.tally import Tally
 from media.augment import ClipAugment
 from media.loader_workers import workers_per_process
-from memory_bank import MemoryBank, set_aside_failed
+from memory_bank import MemoryBank, faulty_auroc, set_aside_failed
 from model import AVModel
 
-# ----------------------------------------------------------------------------- the schedule (Sec. 4.3, 5.1)
+# ----------------------------------------------------------------------------- where it runs: torchrun decides
 
 
-def stage_at(epoch: int, cfg: Config, history: list[dict[str, Any]] = ()) -> str:
-    """xID during the warm-up, then the variant --loss names (with --soft-guard, once the drift rule fired on
-    the run's log records, `history`, that variant without soft targets: analysis/drift.py)."""
-    return "xid" if epoch < cfg.warmup_epochs else guarded(cfg.loss, history, cfg.soft_guard)
+def setup_distributed(request: str = "auto") -> tuple[bool, int, int, torch.device]:
+    """(ddp, rank, world, device): plain python is one process; under torchrun NCCL on GPUs, a process per
+    cuda:LOCAL_RANK, and gloo on CPUs. The device is resolve_device's (config.py): rank 0 alone warns."""
+    device = resolve_device(request, say=int(os.environ.get("RANK", 0)) == 0)
+    if "RANK" not in os.environ:
+        return False, 0, 1, device
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    if device.type == "cuda":
+        device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
+        torch.cuda.set_device(device)
+    return True, dist.get_rank(), dist.get_world_size(), device
+
+
+def end_distributed() -> None:
+    """Destroy the process group once the DDP wrapper is gone: in the other order DDP's reducer waits at exit for gloo's
+    threads while one waits for the GIL (pytorch/pytorch#56297). The barrier lets the last collectives finish."""
+    dist.barrier()
+    gc.collect()  # the wrapper's reference cycles go while the group still has an owner
+    dist.destroy_process_group()
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """Whether `flag` holds on any rank: an exit every rank then takes together."""
+    if not dist.is_initialized():
+        return flag
+    t = torch.tensor(float(flag), device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+# ----------------------------------------------------------------------------- the schedule, the objective, the step
+
+
+def stage_at(epoch: int, cfg: Config) -> str:
+    """xID during the warm-up, then the variant --loss names."""
+    return "xid" if epoch < cfg.warmup_epochs else cfg.loss
 
 
 def lr_at(step: int, cfg: Config, steps_per_epoch: int) -> float:
-    """Constant during the xID warm-up, then cosine from lr to lr_min over the second stage."""
+    """Constant during the xID warm-up, then half a cosine from lr to lr_min over the second stage."""
     warm = cfg.warmup_epochs * steps_per_epoch
     if step < warm:
         return cfg.lr
-    return cosine((step - warm) / max(1, cfg.epochs * steps_per_epoch), cfg.lr, cfg.lr_min)
-
-
-# ----------------------------------------------------------------------------- the objective and the step
+    progress = (step - warm) / max(1, cfg.epochs * steps_per_epoch)
+    return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))
 
 
 def objective(
     v: Tensor, a: Tensor, idx: Tensor, bank: MemoryBank, cfg: Config, stage: str, truth: dict[str, Tensor]
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """eq. (17) for one batch with the switches of VARIANTS[stage]: candidates and their bank
-    targets, soft targets T (eqs. (8)-(14)) if the variant is soft, weights w_i from the bank scores
-    (eq. (6)) or the oracle's 0/1 if it is weighted. Returns the loss and statistics for the log."""
+    """eq. (17) for one batch with the switches of VARIANTS[stage]: candidates and their bank targets, soft targets
+    T (eqs. (8)-(14)) if soft, weights w_i (eq. (6), or the oracle's 0/1) if weighted -> the loss, statistics."""
     variant = VARIANTS[stage]
     v, a = v.float(), a.float()  # (B, D) each: AMP's bf16/fp16 would lose the softmax at tau 0.07 (losses.py)
     cand = bank.sample(idx, cfg.num_negatives)  # (B, 1+K)
@@ -104,14 +121,16 @@ def objective(
 def train_step(
     parts: "Parts", batch: dict[str, Tensor], cfg: Config, stage: str, lr: float
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """One step of the recipe on a loader batch (uint8 crops, waveforms, bank indices): augment on the
-    device -> encode -> eq. (17) -> backward -> EMA update of the bank. Returns the loss and the
-    statistics, on the device (no host sync here)."""
+    """One step on a loader batch: augment on the device -> encode -> eq. (17) -> backward -> EMA update of the
+    bank. Returns the loss and the statistics, on the device (no host sync here)."""
     bank, device = parts.bank, parts.bank.video.device
     for group in parts.optimizer.param_groups:
         group["lr"] = lr
     keep, skipped = set_aside_failed(bank, batch)  # before the objective draws negatives
-    video, audio = device_inputs(parts, batch, device)  # (B, 3, T, H, W), (B, 1, F, T')
+    # the loader's uint8 crops and waveforms (or the in-memory set's mel power), augmented on the device, batched
+    wav, mel = (batch[k].to(device, non_blocking=True) if k in batch else None for k in ("audio", "mel"))
+    video, audio = parts.augment(batch["video"].to(device, non_blocking=True), wav, mel)  # (B,3,T,H,W), (B,1,F,T')
+    video = video.to(memory_format=parts.video_format)
     idx = batch["index"].to(device, non_blocking=True)  # (B,)
     with parts.autocast:
         v, a = parts.model(video, audio)  # (B, 128) each
@@ -124,18 +143,6 @@ def train_step(
     stats["loss"] = loss
     stats["skipped"] = torch.tensor(float(skipped), device=device)  # items, over all ranks
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
-
-
-def device_inputs(parts: "Parts", batch: dict[str, Tensor], device: torch.device) -> tuple[Tensor, Tensor]:
-    """The loader's uint8 crops and waveforms (the in-memory set's mel power), augmented on the device:
-    colour, blur and log-mel, batched. -> video (B, 3, T, H, W) in the model's format, audio (B, 1, F, T')."""
-    wav, mel = (batch[k].to(device, non_blocking=True) if k in batch else None for k in ("audio", "mel"))
-    video = batch["video"].to(device, non_blocking=True)  # (B, 3, T, H, W) uint8
-    video, audio = parts.augment(video, wav, mel)  # (B, 3, T, H, W), (B, 1, F, T')
-    return video.to(memory_format=parts.video_format), audio
-
-
-# ----------------------------------------------------------------------------- what a step touches
 
 
 @dataclass
@@ -151,20 +158,12 @@ class Parts:
     video_format: torch.memory_format
     truth: dict  # ground truth on the device, for the oracles only: labels, injected
 
-    def unwrapped(self) -> torch.nn.Module:
-        """The model without its DDP wrapper: what is saved (the wrapper only synchronises gradients)."""
+    def unwrapped(self) -> torch.nn.Module:  # what is saved: DDP's wrapper only synchronises gradients
         return self.model.module if isinstance(self.model, DDP) else self.model
 
-    def buffers(self) -> Iterator[Tensor]:
-        return self.unwrapped().buffers()
-
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.unwrapped().state_dict(),
-            "bank": self.bank.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
-        }
+        parts = {"bank": self.bank, "optimizer": self.optimizer, "scaler": self.scaler}
+        return {"model": self.unwrapped().state_dict(), **{k: part.state_dict() for k, part in parts.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A resumed run's whole state, or a branch's model and bank alone (--init: a fresh optimizer)."""
@@ -178,7 +177,7 @@ class Parts:
 
 def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> Parts:
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
-    amp = precision_on(cfg.amp, device)
+    amp = precision(cfg.amp, device)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     video_format = torch.channels_last_3d if cfg.channels_last and device.type == "cuda" else torch.contiguous_format
     model.video.to(memory_format=video_format)
@@ -194,65 +193,69 @@ def build_parts(cfg: Config, dataset: data.AVDataset, device: torch.device) -> P
     )
 
 
-# ----------------------------------------------------------------------------- one epoch
-
-
 def train_epoch(
-    parts: Parts,
-    loader: torch.utils.data.DataLoader,
-    cfg: Config,
-    epoch: int,
-    world: int,
-    show_bar: bool,
-    history: list[dict[str, Any]] = (),
+    parts: Parts, loader: torch.utils.data.DataLoader, cfg: Config, epoch: int, world: int, show_bar: bool
 ) -> dict[str, Any]:
-    """One pass over the loader. Returns the epoch's log record: the means of the step statistics, and
-    data_wait, the share of the epoch's time the loop waited for the loader."""
-    stage, steps = stage_at(epoch, cfg, history), len(loader)
+    """One pass over the loader -> the epoch's log record: the step statistics' means (of the global batch under
+    DDP), clips/s, the share of the time spent waiting for the loader, the items that stood in for failed files."""
+    stage, steps, device = stage_at(epoch, cfg), len(loader), parts.bank.video.device
     parts.model.train()
-    tally = Tally(parts.bank.video.device)
+    sums: dict[str, Tensor] = {}  # summed on the device: no host sync per step
     shown = {"disable": not show_bar, "leave": False, "file": sys.stdout}
     bar = tqdm(loader, f"epoch {epoch} {stage}", total=steps, **shown)
-    for i, batch in enumerate(tally.waiting(bar)):
+    t0 = ready = time.time()
+    waited, seen = 0.0, 0
+    for i, batch in enumerate(bar):
+        waited += time.time() - ready  # the loader was behind (a GPU step ahead of it blocks at the sync instead)
         step = epoch * steps + i
         loss, stats = train_step(parts, batch, cfg, stage, lr_at(step, cfg, steps))
-        tally.add(stats, batch["video"].shape[0] * world)
+        for k, val in stats.items():
+            sums[k] = sums.get(k, 0.0) + val
+        seen += len(batch["index"]) * world
         if i % 10 == 0 or i == steps - 1:  # the only host syncs: every 10th step
-            if any_rank(not math.isfinite(loss.item()), parts.bank.video.device):  # every rank stops here
+            if any_rank(not math.isfinite(loss.item()), device):  # every rank stops here
                 raise SystemExit(
                     f"non-finite loss ({loss.item()}) at or before step {step} (epoch {epoch}): "
                     f"lower --lr, raise --tau, --tau-s or --tau-t if one is near 0, or try --amp off"
                 )
-            bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{tally.clips_per_s():.0f}")
-    lr = lr_at(epoch * steps, cfg, steps)
+            bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
+        ready = time.time()
+    for k in sorted(sums) if dist.is_initialized() else ():
+        dist.all_reduce(sums[k])
+        sums[k] /= world
+    skipped, seconds = round(float(sums.pop("skipped", 0.0))), time.time() - t0
+    means = {k: float(val) / steps for k, val in sums.items()}
+    record = {
+        "epoch": epoch,
+        "stage": stage,
+        "lr": lr_at(epoch * steps, cfg, steps),
+        **means,
+        "clips_per_s": seen / seconds,
+    }
     excluded = parts.bank.num_items - parts.bank.num_valid
-    return {"epoch": epoch, "stage": stage, "lr": lr, **tally.means(steps, world), "excluded": excluded}
+    return record | {"data_wait": waited / max(1e-9, seconds), "skipped": skipped, "excluded": excluded}
 
 
-# ----------------------------------------------------------------------------- the recipe
+# ----------------------------------------------------------------------------- one epoch, the recipe
+
+Report = Callable[[dict[str, Any] | None, MemoryBank, data.AVDataset, list[dict[str, Any]]], None]
 
 
-def main(cfg: Config, on_epoch: Callable[[int], None] | None = None) -> tuple[AVModel, MemoryBank]:
-    """Train as cfg says. on_epoch(epoch) is called after each epoch that ran and was logged (rank 0):
-    how experiments/demo.py shows its progress."""
+def main(cfg: Config, report: Report | None = None) -> tuple[AVModel, MemoryBank]:
+    """Train as cfg says. report(record, bank, dataset, history), on rank 0, adds to each epoch's record before it
+    is checkpointed and logged, and is called once with record None before the first epoch: make demo's bank
+    diagnostics and progress (analysis/diagnostics.py)."""
     try:
         ddp, rank, world, device = setup_distributed(cfg.device)
     except DeviceError as err:  # --device cuda without a usable GPU: one line, no traceback
         raise SystemExit(f"train.py: {err}") from None
     with checkpoint.hold_for_job(Path(cfg.out), rank == 0):  # one run per folder; a dead holder does not count
-        return run(cfg, ddp, rank, world, device, on_epoch)
+        return run(cfg, ddp, rank, world, device, report)
 
 
-def run(
-    cfg: Config,
-    ddp: bool,
-    rank: int,
-    world: int,
-    device: torch.device,
-    on_epoch: Callable[[int], None] | None = None,
-) -> tuple[AVModel, MemoryBank]:
+def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, report: Report | None = None) -> tuple:
     if rank == 0:
-        amp = precision_on(cfg.amp, device)
+        amp = precision(cfg.amp, device)
         print(start_line("train.py", device, world, "fp32" if amp == "off" else amp, workers_per_process(cfg.workers)))
     torch.manual_seed(cfg.seed + rank)  # different negatives and augmentations per rank
     random.seed(cfg.seed + rank)
@@ -262,29 +265,34 @@ def run(
     dataset = data.build_train_set(cfg, device)
     sampler, loader = data.train_loader(cfg, dataset, rank, world, device)
     parts, instances = build_parts(cfg, dataset, device), dataset.instances()
-    show_bar = rank == 0 and sys.stdout.isatty()
-    try:  # resumes OUT/ckpt.pt if there is one, at its last whole epoch
+    report = report if rank == 0 else None
+    try:  # resumes OUT/ckpt.pt if there is one, after its last whole epoch
         r = checkpoint.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank)
         if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
             parts.load_state_dict(checkpoint.branch_state(cfg.init, instances, cfg.allow_config_change))
-        watch = DriftWatch(parts.bank, cfg, not r.resumed, rank == 0)  # a branch's start: the bank it was given
+        if report is not None:  # the bank this run starts from (a branch's: its warm-up's)
+            report(None, parts.bank, dataset, r.history)
         if ddp:  # after the restore: DDP starts every replica from rank 0's weights
             parts.model = DDP(parts.model, device_ids=[device.index] if device.type == "cuda" else None)
         for epoch in range(r.start, cfg.warmup_epochs + cfg.epochs):
             sampler.set_epoch(epoch)  # shuffling and every item's augmentation seeds depend on the epoch only
-            record = train_epoch(parts, loader, cfg, epoch, world, show_bar, r.history)
-            # log only: bank_report reads the ground truth, the drift signals need none
-            record.update(bank_report(parts.bank, dataset.labels, dataset.faulty, cfg.tau_s, cfg.tau_t))
-            record.update(watch.signals(epoch))
-            r.end_epoch(epoch, record)  # the checkpoint, then the log line
-            if on_epoch is not None and rank == 0:
-                on_epoch(epoch)
-            watch.warn(r.history)  # a soft-target stage losing the bank's cross-modal agreement: one line
+            record = train_epoch(parts, loader, cfg, epoch, world, rank == 0 and sys.stdout.isatty())
+            record["faulty_auroc"] = faulty_auroc(parts.bank, dataset.faulty)  # log only: the ground truth
+            if report is not None:
+                report(record, parts.bank, dataset, r.history)
+            r.end_epoch(epoch, record)  # the checkpoint, then rank 0's log line
     except SystemExit:  # a non-finite loss, an unwritable checkpoint: exits every rank takes together
         leave_group(parts, ddp)
         raise
     leave_group(parts, ddp)
     return parts.unwrapped(), parts.bank
+
+
+def leave_group(parts: Parts, ddp: bool) -> None:
+    """Under torchrun, on the way out of a run that ended or stopped: drop the DDP wrapper, then the group."""
+    if ddp:
+        parts.model = parts.unwrapped()
+        end_distributed()
 
 
 if __name__ == "__main__":

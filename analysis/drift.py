@@ -1,5 +1,5 @@
 """Soft-target drift, seen without labels: what the memory bank still knows of its own pairs, logged every
-epoch, and the warning train.py prints when a soft-target branch loses it (lab/results/ccp_drift/).
+epoch, and the warning make demo's runs print when a soft-target branch loses it (lab/results/ccp_drift/).
 
 Soft targets T = (1 - lam) 1[i=j] + lam S, eqs. (8)-(9) [bts-trg-v/a], amplify what the bank already
 believes: CCP's S, eqs. (13)-(14), ranks the candidates by the bank's swapped posterior P(vbar_j | abar_i;
@@ -21,13 +21,15 @@ labels; these need none, so they work on a user's own data:
     drift_warning   the rule, on the log's records: in a soft-target stage (Soft- or Robust-xID),
                     agreement below its value at the stage's start by more than MARGIN for PATIENCE
                     consecutive epochs -> one line; otherwise None
-    DriftWatch      what train.py holds: measures a branch's starting bank, adds the signals to each
+    DriftWatch      what a run holds: measures a branch's starting bank, adds the signals to each
                     record, prints the rule's line on rank 0
+    BankReport      train.main's `report` that make demo and the lab pass: analysis/diagnostics.py's
+                    bank_report and these signals in each epoch's record, the warning, the demo's progress
 
 The start is the last xID epoch's record in the same run; for a branch off a warm-up (--init) it is the
-bank it was given, measured before its first step and kept in its first record as `drift_start` (and in the
-checkpoint of a stop before that record: DriftWatch.keep); where neither is in the log (a checkpoint stopped
-inside its first epoch by an older train.py), its first epoch's value.
+bank it was given, measured before its first step and kept in its first record as `drift_start`; where
+neither is in the log (a checkpoint stopped inside its first epoch by an older train.py), its first epoch's
+value.
 
 Why MARGIN 0.02 and PATIENCE 2 (chosen, not fitted): on the demo screen's branches (lab/results/demo_screen/
 PLAN.md: 25% injected, 30-epoch warm-up, seeds 700-702 at 8 epochs, 700-701 at 12) agreement, computed
@@ -35,9 +37,9 @@ afterwards from their checkpoints, rose from 0.74-0.80 at the warm-up's end to 0
 so a fall below the start is unusual there; two epochs keep one bad epoch quiet. How well the rule
 separates drifting runs from the others: lab/results/ccp_drift/RESULTS.md (2 of 3 caught, 1 false alarm).
 
-A module of its own because train.py holds the recipe within 300 lines; this is a diagnosis of the
-method, like analysis/diagnostics.py, but label-free, so its warning is the user's. It costs one (M, M)
-product of the bank (M <= 4096 slots) and a (512, 1+K) soft-target draw per epoch.
+Not on train.py's path (`python train.py` logs without it): a diagnosis of the method, like
+analysis/diagnostics.py, but label-free. It costs one (M, M) product of the bank (M <= 4096 slots) and a
+(512, 1+K) soft-target draw per epoch.
 Tests: python -m pytest tests/test_drift.py
 """
 
@@ -46,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from analysis.diagnostics import draw_candidates, soft_targets_at, some_slots
+from analysis.diagnostics import bank_report, draw_candidates, soft_targets_at, some_slots
 from losses import VARIANTS
 
 if TYPE_CHECKING:  # for annotations only
@@ -133,22 +135,8 @@ def drift_warning(records: list[dict[str, Any]], margin: float = MARGIN, patienc
     )
 
 
-HARD_TWIN = {"soft": "xid", "robust": "weighted"}  # a soft-target variant with lam 0
-
-
-def guarded(stage: str, records: list[dict[str, Any]], soft_guard: bool) -> str:
-    """The variant an epoch trains: `stage`, or with --soft-guard, once the rule has fired on the run's log
-    records (at any epoch so far), its twin without soft targets. Worked out from the log, so a resumed run
-    takes the same turn; every rank reads the same records (checkpoint.Run hands each the checkpoint's
-    and rank 0's of every epoch since), so every rank trains the same objective."""
-    if not (soft_guard and VARIANTS[stage].soft):
-        return stage
-    fired = any(drift_warning(records[: k + 1]) for k in range(len(records)))
-    return HARD_TWIN.get(stage, stage) if fired else stage
-
-
 class DriftWatch:
-    """train.py's hold on the signals for one run. Made after the restore (or --init), so that a run that
+    """A run's hold on the signals. Made after the restore (or --init), so that a run that
     begins in a soft-target stage (fresh: not resumed) measures the bank it was given before training on it;
     resumed, that measure is in its first epoch's record (drift_start)."""
 
@@ -174,3 +162,22 @@ class DriftWatch:
                 line.replace("train.py: warning:", f"train.py: warning: {self.cfg.out} ({self.cfg.loss}):", 1),
                 file=sys.stderr,
             )
+
+
+class BankReport:
+    """train.main's `report` for make demo's and the lab's runs (rank 0): each epoch's record gets what the bank
+    knows (diagnostics.bank_report: it reads the ground truth, so it never feeds back into training) and the
+    label-free signals; the warning's line when it starts to fire; then `then(epoch)` (the demo's progress)."""
+
+    def __init__(self, cfg: "Config", then: Any = None) -> None:
+        self.cfg, self.then, self.watch = cfg, then, None
+
+    def __call__(self, record: dict[str, Any] | None, bank: "MemoryBank", dataset: Any, history: list) -> None:
+        if record is None:  # before the first epoch: the bank the run starts from (a branch's: its warm-up's)
+            self.watch = DriftWatch(bank, self.cfg, fresh=not history, master=True)
+            return
+        record.update(bank_report(bank, dataset.labels, dataset.faulty, self.cfg.tau_s, self.cfg.tau_t))
+        record.update(self.watch.signals(record["epoch"]))
+        self.watch.warn([*history, record])
+        if self.then is not None:
+            self.then(record["epoch"])

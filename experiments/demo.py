@@ -55,6 +55,7 @@ import checkpoint
 import data
 import evaluate
 import train
+from analysis.drift import BankReport
 from config import PRESETS, parse_config
 from experiments import jobs, reuse
 from experiments.demo_args import parse_args
@@ -273,7 +274,7 @@ def warm_up(args, seed, faulty, progress=None):
             on_epoch,
         )
     else:
-        train.main(warm, on_epoch=on_epoch)
+        train.main(warm, report=BankReport(warm, then=on_epoch))
     return root, common, paper_delta(faulty)
 
 
@@ -312,7 +313,8 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
     if state is None or state["epoch"] + 1 < args.epochs:  # check_setting refused other settings
         with timed(split, f"branch {name}"):
             # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
-            train.main(cfg, on_epoch=progress and (lambda e: progress.trained(f"{name} epoch {e + 1}/{args.epochs}")))
+            then = progress and (lambda e: progress.trained(f"{name} epoch {e + 1}/{args.epochs}"))
+            train.main(cfg, report=BankReport(cfg, then=then))
     tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
     if progress is not None:
         progress.evaluating(name)

@@ -24,8 +24,6 @@ from pathlib import Path
 
 import torch
 
-from machinery.tally import duration
-
 # An evaluation (retrieval, few-shot SVMs, the bank analysis) in epochs of the demo's training, until
 # one is timed: BENCHMARKS.md's `make demo` split (Xeon) gives 1.2 min per evaluation and 0.33 min per
 # warm-up epoch.
@@ -169,3 +167,10 @@ def time_split(data_seconds, roots, total_seconds):
         + ", ".join(f"{phase} {seconds / 60:.1f} min" for phase, seconds in phases.items())
         + f"; {total_seconds / 60:.1f} min in all, on {cpu_kind()}."
     )
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: 40 s, 12 min, 3.5 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

@@ -21,13 +21,13 @@ from config import Config
 # A branch's own settings, named in its folder: those of the second stage that its variant reads, but the loss
 # (the method names it), the epochs (the demo's --epochs, the same for every branch) and delta (the demo's rule
 # sets it from the noise level; the table gives it). SECOND_STAGE, in the order the table names them.
-OWN = ("soft_targets", "lam", "tau_s", "tau_t", "soft_guard", "kappa", "w_min", "lr_min")
+OWN = ("soft_targets", "lam", "tau_s", "tau_t", "kappa", "w_min", "lr_min")
 
 
 def own_settings(cfg: Config) -> dict:
     """A branch's own settings under cfg, those its variant reads: {name: value}, in OWN's order."""
     skipped = unread(cfg, cfg.warmup_epochs + 1)  # what an epoch of its second stage does not read
-    return {k: getattr(cfg, k) for k in OWN if k not in skipped and not (k == "soft_guard" and not cfg.soft_guard)}
+    return {k: getattr(cfg, k) for k in OWN if k not in skipped}
 
 
 def branch_name(folder: str, cfg: Config, preset: Config) -> str:
@@ -48,7 +48,7 @@ def described(settings: dict, delta: float | None = None) -> str:
         if k == "kappa" and delta is not None:
             words.append(f"delta {delta:.2f}")
         if k != "lr_min":
-            words.append(f"{v} targets" if k == "soft_targets" else "soft guard" if k == "soft_guard" else f"{k} {v:g}")
+            words.append(f"{v} targets" if k == "soft_targets" else f"{k} {v:g}")
     return ", ".join(words) or "none"
 
 

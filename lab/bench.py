@@ -31,10 +31,9 @@ import checkpoint
 import data
 import train
 from analysis import fewshot
-from config import parse_config
+from config import parse_config, resolve_device
 from lab.bench_epoch import bench_epoch
 from lab.timing import bare_model_step, time_per_call
-from machinery.devices import default_device
 from media import decode, loader_workers, manifest
 from media.augment import ClipAugment
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
@@ -119,7 +118,7 @@ def loader_rate(ds, n_workers, pin, batch=8):
 
 def _setup(args, amp, channels_last):
     cfg = parse_config(["--preset", args.preset])
-    device = default_device()
+    device = resolve_device(say=False)
     model = AVModel(**checkpoint.model_args(cfg)).to(device)
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     model.video.to(memory_format=fmt)
@@ -269,7 +268,7 @@ def bench_eval(args):
     from protocols import features, retrieval, splits
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
-    device = default_device()
+    device = resolve_device(say=False)
     encoder = AVModel(**checkpoint.model_args(cfg)).video
     rows, feats, both = [], {}, splits.resolve(cfg)
     for split in ("train", "test"):

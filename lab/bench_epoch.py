@@ -31,9 +31,8 @@ import torch
 import data
 import train
 from analysis import diagnostics, drift
-from config import parse_config
+from config import parse_config, resolve_device
 from lab.timing import bare_model_step, sync, time_per_call
-from machinery.devices import default_device
 
 PARTS = ("waiting for data", "augment + log-mel", "model fwd+bwd+Adam", "objective", "bank update")
 
@@ -111,7 +110,9 @@ def _refuse(*args):
 def model_clips_per_s(cfg, device, batch, steps=5):
     """The bare model's clips/s at the run's batch: encoders, heads and Adam on one ready batch."""
     parts = train.build_parts(cfg, batch["dataset"], device)
-    video, audio = train.device_inputs(parts, batch, device)
+    wav, mel = (batch[k].to(device) if k in batch else None for k in ("audio", "mel"))  # as train.train_step
+    video, audio = parts.augment(batch["video"].to(device), wav, mel)
+    video = video.to(memory_format=parts.video_format)
     step = bare_model_step(parts.model, parts.optimizer, parts.autocast, video, audio)
     return video.shape[0] / time_per_call(step, steps, device)
 
@@ -160,7 +161,7 @@ class TimedRun:
             self.loader.make()
         SUMS.clear()
         t0 = time.perf_counter()
-        train.train_epoch(self.parts, _TimedLoader(self.loader, self.device), self.cfg, epoch, 1, False, lambda i: 0)
+        train.train_epoch(self.parts, _TimedLoader(self.loader, self.device), self.cfg, epoch, 1, False)
         t1 = time.perf_counter()
         diagnostics.bank_report(self.parts.bank, self.dataset.labels, self.dataset.faulty, self.cfg.tau_s)
         drift.bank_signals(self.parts.bank, self.cfg)
@@ -182,7 +183,7 @@ def split(args):
     """Every path's run built first, then their epochs interleaved (path A's epoch e, path B's, ...) and
     the bare model timed beside each round, so that a machine's drift falls on every path alike. Returns
     {path: (mean seconds per part, epoch clips/s, model clips/s, clips per epoch)}, epoch 1 left out."""
-    device = default_device()
+    device = resolve_device(say=False)
     objective, step_fn = train.objective, train.train_step
     train.objective, train.train_step = _timed(objective, "objective", device), _timed(step_fn, "step", device)
     with tempfile.TemporaryDirectory() as tmp:
@@ -204,7 +205,7 @@ def split(args):
 
 
 def bench_epoch(args):
-    device = default_device()
+    device = resolve_device(say=False)
     print(
         f"epoch split ({args.preset} preset, {args.faulty:.0%} injected, {device}, {torch.get_num_threads()} threads; "
         f"mean of epochs 2-{args.epochs})"

@@ -43,11 +43,11 @@ from types import SimpleNamespace
 import torch
 
 import checkpoint
+import config
 import evaluate
 from experiments import demo
 from experiments.demo_args import AT_50, DemoArgs
 from lab import bench
-from machinery import devices
 from media import decode
 from tools import synthetic
 
@@ -305,7 +305,7 @@ def main(argv=None):
     p.add_argument("--cpu-smoke", action="store_true", help="every part on the CPU at toy sizes (for the tests)")
     p.add_argument("--parts", nargs="+", default=["step", "data", "train", "ddp", "demo", "cut"])
     args = p.parse_args(argv)
-    problem = devices.cuda_problem()
+    problem = config.cuda_problem()
     if problem and not args.cpu_smoke:
         print(f"gpu-check: no usable CUDA device: {problem}; nothing to check (run `make gpu-check` on a GPU machine)")
         return 0

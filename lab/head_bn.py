@@ -19,6 +19,7 @@ from torch import nn
 
 import model
 import train
+from analysis.drift import BankReport
 from config import parse_config
 
 HEAD = model.projection_head  # the head as it is
@@ -34,7 +35,8 @@ def warm_up(out, epochs, seed, head=None):
     model.projection_head = head or HEAD
     try:
         argv = ["--preset", "demo", "--data", "data/synth_src2p", "--out", str(out), "--loss", "xid"]
-        train.main(parse_config(argv + ["--warmup-epochs", str(epochs), "--epochs", "0", "--seed", str(seed)]))
+        cfg = parse_config(argv + ["--warmup-epochs", str(epochs), "--epochs", "0", "--seed", str(seed)])
+        train.main(cfg, report=BankReport(cfg))  # knn_class: the demo's report
     finally:
         model.projection_head = HEAD
     return [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines()]

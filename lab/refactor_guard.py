@@ -10,7 +10,9 @@ both sides are computed here and now.
 What each side runs, through its command lines only (module paths may move; the README's commands stay):
 1. the synthetic generator on a tiny set (tests/conftest.py's): every file's bytes must be the same;
 2. `train.py` on that set: 2 xID warm-up epochs and 2 Robust-xID epochs at 25% injected, one thread, no
-   loader workers (tests/test_refactor_numbers.py's settings): every number of log.jsonl;
+   loader workers (tests/test_refactor_numbers.py's settings): every number of log.jsonl. Since step 5 the bank's
+   diagnostics are make demo's report, not train.py's: the new side runs train.main with it (REPORTED) and
+   plain train.py too, whose numbers must be the reported log's, less the report's keys;
 3. `evaluate.py all` on its checkpoint, few trials and a 2-epoch fine-tune: every number of eval.json;
 4. with --demo: make demo's command into a folder of its own, on the threads make demo takes (the thread
    count alone moves its table): demo.md's tables, the timing line aside.
@@ -54,6 +56,15 @@ EVALUATE = [
     *("--trials", "3", "--finetune-epochs", "2", "--finetune-batch", "8", "--workers", "0", "--jobs", "1"),
     *("--clips", "2", "--preload", "off"),
 ]
+# train.py with make demo's report (the bank's diagnostics and drift signals, which left train.py's own log in
+# step 5): run where the tree has it, so that the log compared is the one the old train.py wrote
+REPORTED = (
+    "import sys, train; from config import parse_config; from analysis.drift import BankReport; "
+    "cfg = parse_config(sys.argv[1:]); train.main(cfg, report=BankReport(cfg))"
+)
+# what the report adds to a record (analysis/diagnostics.bank_report, analysis/drift.bank_signals)
+LEFT_THE_LOG = {"score_hist", "knn_class", "xmodal_class", "own_audio", "own_audio_faulty", "soft_share"}
+LEFT_THE_LOG |= {"agreement", "positive_mass", "drift_start"}
 # leaves that say when, where or how long, not what was computed
 NOT_NUMBERS = re.compile(r"time|second|minute|elapsed|per_s|wait|when|path|folder|file|host|sha|digest|version")
 
@@ -97,6 +108,12 @@ def numbers(value, prefix=""):
     return {key: value}
 
 
+def logged(out):
+    """{epochN.key: number} of a run's log.jsonl."""
+    rows = [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines() if line.strip()]
+    return numbers({f"epoch{r.get('epoch', i)}": r for i, r in enumerate(rows)})
+
+
 def same(a, b):
     return math.isclose(a, b, abs_tol=0.5 * 10**-DIGITS) or (math.isnan(a) and math.isnan(b))
 
@@ -106,14 +123,14 @@ def side(tree, work, demo):
     work.mkdir(parents=True, exist_ok=True)
     log, data, out = work / "output.txt", work / "tiny", work / "run"
     run(tree, [*entry(tree, GENERATOR), "--out", str(data), *TINY], log)
-    run(tree, ["train.py", "--data", str(data), "--out", str(out), *TRAIN], log)
+    drift = Path(tree) / "analysis" / "drift.py"
+    reported = drift.is_file() and "class BankReport" in drift.read_text()
+    run(tree, [*(["-c", REPORTED] if reported else ["train.py"]), "--data", str(data), "--out", str(out), *TRAIN], log)
     run(tree, ["evaluate.py", "all", str(out / "ckpt.pt"), *EVALUATE], log)
-    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines() if line.strip()]
-    got = {
-        "files": digests(data),
-        "log": numbers({f"epoch{r.get('epoch', i)}": r for i, r in enumerate(rows)}),
-        "eval": numbers(json.loads((out / "eval.json").read_text())),
-    }
+    got = {"files": digests(data), "log": logged(out), "eval": numbers(json.loads((out / "eval.json").read_text()))}
+    if reported:  # and plain train.py: the same numbers, less the report's
+        run(tree, ["train.py", "--data", str(data), "--out", str(work / "plain"), *TRAIN], log)
+        got["plain"] = logged(work / "plain")
     if demo:
         folder = work / "demo"
         # the thread count moves the table (float rounding grows over training): make demo's own, on both sides
@@ -143,6 +160,13 @@ def compare(old, new):
             bad.append(
                 f"{part}: {len(differ)} of {len(a)} numbers differ (old, new): {dict(sorted(differ.items())[:8])}"
             )
+    if "plain" in new:  # plain train.py: the reported log's numbers, none of them different, the report's aside
+        plain, full = new["plain"], new["log"]
+        if not plain.keys() <= full.keys() or any(not same(plain[k], full[k]) for k in plain):
+            bad.append("plain train.py's log differs from the reported run's")
+        report = {k.split(".")[1] for k in full.keys() - plain.keys()}
+        if report - LEFT_THE_LOG:
+            bad.append(f"plain train.py's log lacks more than the report's: {sorted(report - LEFT_THE_LOG)}")
     if "demo" in old and old["demo"] != new["demo"]:
         lines = [f"  old {x}\n  new {y}" for x, y in zip(old["demo"], new["demo"]) if x != y]
         bad.append("make demo's tables differ:\n" + "\n".join(lines[:10]))

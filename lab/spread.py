@@ -172,6 +172,7 @@ def job_warmup(seed, out, threads, fork, cand="R0"):
     import torch
 
     import train
+    from analysis.drift import BankReport
     from config import parse_config
 
     assert torch.get_num_threads() == int(threads), (torch.get_num_threads(), threads)
@@ -181,7 +182,8 @@ def job_warmup(seed, out, threads, fork, cand="R0"):
         shutil.copyfile(kept(out.parent / "warm", int(fork)), out / "ckpt.pt")
     argv = common(int(seed)) + ["--out", str(out), "--warmup-epochs", str(WARMUP), "--epochs", "0", "--save-every", "5"]
     argv += CANDIDATES[cand]
-    train.main(parse_config(argv))
+    cfg = parse_config(argv)
+    train.main(cfg, report=BankReport(cfg))  # the bank's diagnostics, as make demo's runs log them
     write_row(out, {"threads": int(threads), "fork": int(fork), "log": log_of(out)})
 
 
@@ -193,13 +195,15 @@ def job_branch(seed, warm, out, threads, branch_seed, cand="R0"):
 
     import data
     import train
+    from analysis.drift import BankReport
     from config import parse_config
 
     assert torch.get_num_threads() == int(threads), (torch.get_num_threads(), threads)
     seed, b = int(seed), int(branch_seed)
     data.INJECTION_STREAM -= b  # INJECTION_STREAM + (seed + b) is the warm-up's draw again
     argv = common(seed + b) + CANDIDATES[cand] + ["--out", str(out), "--init", str(Path(warm) / "ckpt.pt")]
-    train.main(parse_config(argv + ["--warmup-epochs", "0", "--epochs", str(BRANCH), "--loss", "xid"]))
+    cfg = parse_config(argv + ["--warmup-epochs", "0", "--epochs", str(BRANCH), "--loss", "xid"])
+    train.main(cfg, report=BankReport(cfg))
     row = evaluate_row(Path(out) / "ckpt.pt")
     write_row(Path(out), {"threads": int(threads), "branch_seed": b, **row, "log": log_of(out)})
 

@@ -3,7 +3,7 @@ pre-trained video encoder, dropout after its global max pooling and a linear lay
 whole train split of the evaluation set; the final epoch's top-1 of video-level predictions (softmax
 averaged over 10 clips) on the test split.
 
-    FINETUNE   the paper's settings: Adam, batch 192, 200 epochs, cosine 1e-4 -> 1e-5 (machinery/schedule.py's cosine),
+    FINETUNE   the paper's settings: Adam, batch 192, 200 epochs, cosine 1e-4 -> 1e-5 (as train.lr_at's),
                backbone lr x0.1, weight decay 1e-3, dropout 0.5
     finetune   the protocol; deviations are named options, off by default: select_on_val (keep the best
                epoch on a held-out tenth of the train split), accumulate (gradient accumulation when a
@@ -24,6 +24,7 @@ Tests: tests/test_evaluate.py, tests/test_finetune_records.py
 
 import copy
 import json
+import math
 import pickle
 import time
 from collections.abc import Iterator
@@ -38,9 +39,7 @@ from torch import Tensor
 
 import checkpoint
 import data
-from config import Config
-from machinery.devices import default_device
-from machinery.schedule import cosine
+from config import Config, resolve_device
 from media import augment
 from media.loader_workers import loader, progress
 from persistence import records
@@ -191,7 +190,7 @@ def finetune(
     diagnostic of how long the fine-tune takes to converge, never used to pick an epoch. `resume`: the
     stem of the files that keep its state and result (the module's docstring); the caller's encoder and
     random number generators are left as they were."""
-    device = device or default_device()
+    device = device or resolve_device(say=False)
     # RESUME + ".pt", not with_suffix: a checkpoint stem with a dot (ckpt.pt.prev) would lose the key
     kept, result = (Path(f"{resume}{tail}") for tail in (".pt", ".json")) if resume is not None else (None, None)
     if result is not None:
@@ -240,7 +239,8 @@ def finetune(
             t0 = time.time()
             for i, batch in enumerate(progress(fit, f"fine-tune epoch {epoch + 1}/{epochs}")):
                 # cosine from lr to lr_min, the backbone's group scaled by the same factor
-                scale = cosine((epoch * len(fit) + i) / steps, 1.0, lr_min / lr)
+                done = (epoch * len(fit) + i) / steps
+                scale = lr_min / lr + 0.5 * (1.0 - lr_min / lr) * (1 + math.cos(math.pi * done))
                 for g in opt.param_groups:
                     g["lr"] = g["initial_lr"] * scale
                 video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from machinery.devices import default_device
+from config import resolve_device
 
 
 def recall_at_k(
@@ -26,7 +26,7 @@ def recall_at_k(
 ) -> tuple[dict[int, float], Tensor]:
     """R@k by Euclidean distance (Fig. 11): the share of queries with a same-label video among their
     k nearest. Returns ({k: R@k}, per-query indices of the nearest max(ks) gallery videos)."""
-    device = device or default_device()
+    device = device or resolve_device(say=False)
     g = gallery.float().to(device)  # (G, F)
     gl = gallery_labels.to(device)
     kmax = min(max(ks), g.shape[0])

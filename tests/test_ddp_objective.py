@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from losses import robust_xid_loss, sample_weights, soft_targets
-from machinery.devices import end_distributed
 from memory_bank import MemoryBank
+from train import end_distributed
 
 B, K, D_IN, D = 8, 7, 5, 4  # global batch B, split 4 + 4 over two ranks
 VARIANTS = ("weighted", "oracle", "robust")

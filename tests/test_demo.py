@@ -291,9 +291,7 @@ def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_pa
     import evaluate
 
     seen = {}
-    monkeypatch.setattr(
-        demo.train, "main", lambda cfg, on_epoch=None: None
-    )  # no training: only what evaluation is asked
+    monkeypatch.setattr(demo.train, "main", lambda cfg, report=None: None)  # no training: only what evaluation is asked
 
     def fake_evaluate(ckpt, tasks, finetune_args=None, **kwargs):
         seen.update(tasks=tasks, finetune_args=finetune_args)
@@ -365,7 +363,7 @@ def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_s
     """--transfer: retrieval and few-shot of the same checkpoint on the other set (its own manifest),
     in columns of their own; a setting evaluated without it is not answered from one with it."""
     calls = []
-    monkeypatch.setattr(demo.train, "main", lambda cfg, on_epoch=None: None)
+    monkeypatch.setattr(demo.train, "main", lambda cfg, report=None: None)
 
     def fake_evaluate(ckpt, tasks, overrides=None, **kwargs):
         calls.append((tasks, overrides))

@@ -57,5 +57,4 @@ def test_a_branch_folder_is_named_by_its_own_settings_where_they_are_not_the_pre
     assert demo.branch_name(args, "soft") == "soft_lam0.3" and demo.branch_name(args, "weighted") == "weighted_kappa0.7"
     assert demo.branch_name(args, "robust") == "robust_lam0.3_kappa0.7" and demo.branch_name(args, "xid") == "xid"
     assert demo.branch_name(DemoArgs(), "soft:oracle") == "soft_oracle"  # the method's own targets: its name
-    assert demo.branch_name(DemoArgs(train_args=["--soft-guard"]), "robust") == "robust_soft_guard"
     assert set(reuse.OWN) == SECOND_STAGE - {"loss", "epochs", "delta"}

@@ -1,4 +1,4 @@
-"""Where a run computes, said before it starts: --device auto | cuda | cpu (machinery/devices.py), a GPU
+"""Where a run computes, said before it starts: --device auto | cuda | cpu (config.resolve_device), a GPU
 run that cannot quietly fall back to the CPU, and the default loader workers (media/loader_workers.py)."""
 
 import subprocess
@@ -8,12 +8,19 @@ import warnings
 import pytest
 import torch
 
-from machinery import devices
+import config as devices
 from media import loader_workers
 from test_train import ROOT, TINY
 
 
-def gpu_broken(monkeypatch, said="The NVIDIA driver on your system is too old (found version 11040)."):
+def nvidia_driver(monkeypatch, folder, version="450.51"):
+    """The kernel driver's file as a machine with an NVIDIA device has it, of `version`."""
+    path = folder / "version"
+    path.write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Sat Aug 19 01:15:15 UTC 2023\n")
+    monkeypatch.setattr(devices, "NVIDIA", str(path))
+
+
+def gpu_broken(monkeypatch, folder, said="The NVIDIA driver on your system is too old (found version 11040)."):
     """A machine with an NVIDIA device and driver 450.51, and a CUDA 13.0 torch that cannot use it."""
 
     def unusable():
@@ -22,28 +29,27 @@ def gpu_broken(monkeypatch, said="The NVIDIA driver on your system is too old (f
 
     monkeypatch.setattr(torch.cuda, "is_available", unusable)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
-    monkeypatch.setattr(devices, "nvidia_present", lambda: True)
-    monkeypatch.setattr(devices, "driver_version", lambda: "450.51")
+    nvidia_driver(monkeypatch, folder)
 
 
-def test_cuda_with_a_driver_torch_cannot_use_is_an_error_naming_the_driver_and_torchs_words(monkeypatch):
-    gpu_broken(monkeypatch)
+def test_cuda_with_a_driver_torch_cannot_use_is_an_error_naming_the_driver_and_torchs_words(monkeypatch, tmp_path):
+    gpu_broken(monkeypatch, tmp_path)
     with pytest.raises(devices.DeviceError) as err:
         devices.resolve_device("cuda")
     text = str(err.value)
     assert "\n" not in text and "--device cuda" in text and "450.51" in text and "too old" in text, text
 
 
-def test_auto_with_an_unusable_nvidia_device_warns_in_one_line_then_takes_the_cpu(monkeypatch, capsys):
-    gpu_broken(monkeypatch)
+def test_auto_with_an_unusable_nvidia_device_warns_in_one_line_then_takes_the_cpu(monkeypatch, capsys, tmp_path):
+    gpu_broken(monkeypatch, tmp_path)
     assert devices.resolve_device("auto") == torch.device("cpu")
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and err.startswith("warning: --device auto") and "too old" in err, err
 
 
-def test_auto_without_any_nvidia_device_takes_the_cpu_silently(monkeypatch, capsys):
+def test_auto_without_any_nvidia_device_takes_the_cpu_silently(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(devices, "nvidia_present", lambda: False)
+    monkeypatch.setattr(devices, "NVIDIA", str(tmp_path / "absent"))
     assert devices.resolve_device("auto") == torch.device("cpu")
     assert capsys.readouterr().err == ""
     assert "no NVIDIA GPU driver" in devices.cuda_problem()
@@ -64,10 +70,10 @@ def test_cuda_n_names_one_gpu_and_one_the_machine_lacks_is_an_error_naming_the_c
 
 
 def test_the_driver_version_is_read_from_the_kernel_module_line(monkeypatch, tmp_path):
-    version = tmp_path / "version"
-    version.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n")
-    monkeypatch.setattr(devices, "NVIDIA_FILES", (str(version),))
-    assert devices.driver_version() == "535.104.05"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)  # a CPU-only build: the message names the driver to match
+    nvidia_driver(monkeypatch, tmp_path, "535.104.05")
+    assert "is a CPU-only build; install the CUDA wheel that matches driver 535.104.05" in devices.cuda_problem()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a usable GPU")

@@ -115,11 +115,11 @@ def test_no_module_imports_one_that_imports_it_back():
     assert re.search(r"from lab import .*claims_report", (ROOT / "lab/claims_docs.py").read_text())
 
 
-# The stack, lowest first (README, "Where things are"): the method's parts; the rooms of machinery they
+# The stack, lowest first (README, "Where things are"): the method's parts; checkpoint.py and the rooms they
 # and the recipe call on; the recipe and the protocols; the demo, the tools and the exercises; the lab,
 # which produces the evidence (its screens' scripts in lab/screens/; lab/results/ only holds it); the tests.
 LEVELS = [
-    {"config", "losses", "model", "memory_bank", "machinery"},
+    {"config", "losses", "model", "memory_bank"},
     {"media", "persistence", "analysis", "checkpoint"},
     {"data", "train", "evaluate", "protocols"},
     {"experiments", "tools", "exercises"},

@@ -16,7 +16,6 @@ from analysis.drift import (
     agreement,
     bank_signals,
     drift_warning,
-    guarded,
     positive_mass,
 )
 from config import parse_config
@@ -156,19 +155,3 @@ def test_drift_watch_measures_a_fresh_branchs_bank_before_training_and_only_rank
     assert DriftWatch(bank, cfg, fresh=False, master=True).start is None
     with_warmup = parse_config(["--preset", "demo", "--warmup-epochs", "2", "--loss", "soft"])
     assert DriftWatch(bank, with_warmup, fresh=True, master=True).start is None
-
-
-@pytest.mark.parametrize(("stage", "twin"), [("soft", "xid"), ("robust", "weighted")])
-def test_soft_guard_turns_a_drifting_stage_into_its_twin_without_soft_targets_and_keeps_it_so(stage, twin):
-    """--soft-guard: from the epoch after the rule first fired, lam 0 (the variant's hard twin), for the rest of
-    the stage, though the twin's own records are no longer a soft stage's; without the flag, nothing turns."""
-    from train import stage_at
-
-    cfg = parse_config(["--preset", "demo", "--warmup-epochs", "1", "--loss", stage, "--soft-guard"])
-    falling = records([0.80, 0.77, 0.75], stage)  # fires on the third soft epoch's record
-    assert guarded(stage, falling[:3], True) == stage and guarded(stage, falling, True) == twin
-    later = falling + [{"epoch": 4, "stage": twin, "agreement": 0.9}]  # recovered after the turn: stays turned
-    assert stage_at(5, cfg, later) == twin and stage_at(0, cfg, later) == "xid"  # the warm-up stays xID
-    assert guarded(stage, later, False) == stage and guarded("weighted", later, True) == "weighted"
-    quiet = records([0.80, 0.81, 0.82], stage)
-    assert stage_at(4, cfg, quiet) == stage

@@ -55,6 +55,7 @@ def test_work_found_done_is_not_counted_as_time():
 
 def test_train_main_reports_every_epoch_it_runs(tiny_data, tmp_path):
     import train
+    from analysis.drift import BankReport
     from config import parse_config
     from test_train import TINY
 
@@ -63,7 +64,7 @@ def test_train_main_reports_every_epoch_it_runs(tiny_data, tmp_path):
         ["--preset", "demo", "--data", str(tiny_data), "--out", str(tmp_path / "run"), *TINY]
         + ["--workers", "0", "--warmup-epochs", "2", "--epochs", "1"]
     )
-    train.main(cfg, on_epoch=seen.append)
+    train.main(cfg, report=BankReport(cfg, then=seen.append))
     assert seen == [0, 1, 2]
 
 

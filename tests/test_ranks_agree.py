@@ -12,7 +12,7 @@ import train
 from config import Config, parse_config
 from conftest import on_ranks
 from media import in_memory
-from test_train import TINY, log
+from test_train import TINY
 
 CPU = torch.device("cpu")
 
@@ -62,40 +62,3 @@ def preload_answer(rank, out):
 
 def test_every_rank_takes_the_preload_path_rank_0_chose(tmp_path):
     assert on_ranks(preload_answer, tmp_path) == {0: ("returned", "on"), 1: ("returned", "on")}
-
-
-def guarded_run(rank, tiny_data, out, stop_after):
-    """--soft-guard with the drift rule made to fire (the bank's agreement logged 0.1 lower every epoch), killed
-    on every rank after epoch `stop_after`'s checkpoint (None: to the end). -> (the stage this rank trained each
-    epoch, its exit)."""
-    from analysis.drift import DriftWatch
-
-    DriftWatch.signals = lambda self, epoch: {"agreement": 0.8 - 0.1 * epoch, "positive_mass": 0.5}
-    stages, real_stage, real_end = [], train.stage_at, checkpoint.Run.end_epoch
-
-    def stage_at(epoch, cfg, history=()):
-        stages.append((epoch, real_stage(epoch, cfg, history)))
-        return stages[-1][1]
-
-    def end_epoch(self, epoch, record):
-        real_end(self, epoch, record)
-        if epoch == stop_after:  # as a kill of the job after the checkpoint would
-            raise SystemExit("killed")
-
-    train.stage_at, checkpoint.Run.end_epoch = stage_at, end_epoch
-    try:
-        tiny_run(rank, tiny_data, out, "--warmup-epochs", "1", "--epochs", "4", "--loss", "soft", "--soft-guard")
-    except SystemExit as stop:
-        return stages, stop.code
-    return stages, 0
-
-
-def test_a_soft_guarded_run_stopped_and_resumed_trains_the_same_stage_on_every_rank_every_epoch(tiny_data, tmp_path):
-    """The rule fires on epoch 2's record, so from epoch 3 on the guard trains Soft-xID's hard twin (xID): after a
-    kill and a resume, on rank 1 too, which reads the same records of the run as rank 0."""
-    first = on_ranks(guarded_run, tiny_data, tmp_path, 2)
-    assert first[0] == first[1] == ("returned", ([(0, "xid"), (1, "soft"), (2, "soft")], "killed"))
-    resumed = on_ranks(guarded_run, tiny_data, tmp_path, None)
-    assert resumed[0] == ("returned", ([(3, "xid"), (4, "xid")], 0)), resumed
-    assert resumed[1] == resumed[0]
-    assert [r["stage"] for r in log(tmp_path)] == ["xid", "soft", "soft", "xid", "xid"]

@@ -19,7 +19,7 @@ from matplotlib.colors import to_rgb
 from analysis import figures
 from analysis.diagnostics import score_histogram
 from losses import sample_weights
-from test_train import ROOT, log, run
+from test_train import ROOT, log, reported
 
 
 def test_the_score_histogram_counts_every_score_once_by_kind():
@@ -37,8 +37,8 @@ def test_the_score_histogram_counts_every_score_once_by_kind():
 
 
 def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tmp_path):
-    run(tiny_data, tmp_path / "warmup", "--warmup-epochs", "3", "--epochs", "0", "--faulty-fraction", "0.25")
-    run(
+    reported(tiny_data, tmp_path / "warmup", "--warmup-epochs", "3", "--epochs", "0", "--faulty-fraction", "0.25")
+    reported(
         tiny_data,
         tmp_path / "weighted",
         "--init",

@@ -13,7 +13,6 @@ import checkpoint
 import data
 import train
 from config import Config, parse_config
-from machinery import devices
 from persistence import records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +97,7 @@ def test_a_short_run_lowers_the_loss_says_where_it_runs_and_keeps_every_nth_chec
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.3, losses
     last = log(tmp_path)[-1]
     assert {"mu", "sigma", "weight", "soft_mass", "clips_per_s", "faulty_auroc", "lr", "data_wait"} <= set(last)
-    assert {"agreement", "positive_mass"} <= set(last)  # analysis/drift.py's label-free signals
+    assert not {"agreement", "positive_mass", "knn_class", "score_hist"} & set(last)  # make demo's report's
     assert 0 <= last["data_wait"] <= 1 and "waiting for data" in text
     assert text.splitlines()[0] == "train.py: device cpu, world size 1, precision fp32, 1 loader workers per process"
     kept = sorted(p.name for p in tmp_path.glob("ckpt_epoch*.pt"))
@@ -151,6 +150,15 @@ def test_a_relative_data_is_the_checkpoints_from_anywhere_and_a_finished_run_say
     assert "resuming" not in again.stdout and len(log(tmp_path / "run")) == 1
 
 
+def reported(tiny_data, out, *more):
+    """train.main in process with make demo's report (analysis/drift.BankReport): the log the demo's runs write."""
+    from analysis.drift import BankReport
+
+    argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(out), *map(str, more), *TINY]
+    cfg = parse_config([*argv, "--workers", "0"])
+    train.main(cfg, report=BankReport(cfg))
+
+
 def test_init_starts_the_branchs_first_epoch_from_the_warmups_model_and_bank(tiny_data, tmp_path, monkeypatch):
     """train.main with --init, in process: the state its first epoch trains from is the warm-up's model
     and bank, with a fresh optimizer at epoch 0 (a branch of Table 2), not a freshly built model."""
@@ -173,13 +181,14 @@ def test_init_starts_the_branchs_first_epoch_from_the_warmups_model_and_bank(tin
     assert [r["stage"] for r in log(tmp_path / "branch")] == ["weighted"]
 
 
-def test_a_soft_branch_logs_the_label_free_signals_from_the_bank_it_was_given(tiny_data, tmp_path):
-    """analysis/drift.py's start for an --init branch is its warm-up's last bank: the same agreement that the
-    warm-up's own last record logged."""
-    run(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
+def test_a_soft_branch_reported_logs_the_label_free_signals_from_the_bank_it_was_given(tiny_data, tmp_path):
+    """With make demo's report (analysis/drift.BankReport), an --init branch's drift start is its warm-up's last
+    bank: the same agreement that the warm-up's own last record logged."""
+    reported(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
     init = tmp_path / "warm" / "ckpt.pt"
-    run(tiny_data, tmp_path / "soft", "--warmup-epochs", "0", "--epochs", "2", "--loss", "soft", "--init", init)
+    reported(tiny_data, tmp_path / "soft", "--warmup-epochs", "0", "--epochs", "2", "--loss", "soft", "--init", init)
     warm, soft = log(tmp_path / "warm"), log(tmp_path / "soft")
+    assert {"knn_class", "xmodal_class", "score_hist", "soft_share"} <= set(soft[-1])
     assert soft[0]["drift_start"] == {k: warm[-1][k] for k in ("agreement", "positive_mass")}
     assert "drift_start" not in soft[1] and all(0 <= r["agreement"] <= 1 for r in warm + soft)
     assert all(0 < r["positive_mass"] <= 1 for r in warm + soft)
@@ -270,7 +279,7 @@ def test_a_ddp_run_that_stops_early_still_drops_its_wrapper_then_leaves_the_grou
     made, wrapped_at_teardown, real = {}, [], train.build_parts
     monkeypatch.setattr(train, "DDP", FakeDDP)
     monkeypatch.setattr(train, "build_parts", lambda *a: made.setdefault("parts", real(*a)))
-    monkeypatch.setattr(devices, "end_distributed", lambda: wrapped_at_teardown.append(made["parts"].model))
+    monkeypatch.setattr(train, "end_distributed", lambda: wrapped_at_teardown.append(made["parts"].model))
     more = ["--tau", "1e-45"] if exit_by == "non-finite loss" else []  # logits / tau overflow: a NaN loss
     if exit_by == "unwritable checkpoint":
 

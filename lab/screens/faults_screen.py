@@ -8,14 +8,16 @@ faults, its series, and the memories' class figures).
 """
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
+from analysis.drift import BankReport
+from config import parse_config
 from experiments.sets import ensure_data
 from lab.screens import help_asked, merged
+from train import main as train_main
 
 RECORD = Path("lab/results/faults_screen/a.json")
 COMMAND = "python -m lab.screens.faults_screen C S DATA [train.py options] (adds or replaces C_seedS)"
@@ -26,7 +28,8 @@ def train(c, s, data, options):
     ensure_data(data)
     warmup = ["--preset", "demo", "--data", data, "--faulty-fraction", "0.5", "--warmup-epochs", "30", "--epochs", "0"]
     out = ["--out", f"runs/faults_screen/{c}/seed{s}"]
-    subprocess.run([sys.executable, "train.py", *warmup, "--seed", str(s), *options, *out], check=True)
+    cfg = parse_config([*warmup, "--seed", str(s), *options, *out])
+    train_main(cfg, report=BankReport(cfg))  # the memories' class figures are the demo's report's
 
 
 def record(c, s, data, options, runs="runs/faults_screen"):
