@@ -1,7 +1,7 @@
 """What every rank of a torchrun job must decide together, on 2 gloo processes (conftest.on_ranks): the exit on a
-non-finite loss that one rank alone sees, the exit on a checkpoint that rank 0 cannot write, and the
---preload path chosen by rank 0's view of the memory. A rank left behind would wait in a collective
-the others never reach (a hang under NCCL), or train alone."""
+non-finite loss that one rank alone sees, the exit on a checkpoint that rank 0 cannot write, the
+--preload path chosen by rank 0's view of the memory, and where a killed job resumes. A rank left behind would
+wait in a collective the others never reach (a hang under NCCL), or train alone."""
 
 import math
 
@@ -12,7 +12,7 @@ import train
 from config import Config, parse_config
 from conftest import on_ranks
 from media import in_memory
-from test_train import TINY
+from test_train import TINY, log
 
 CPU = torch.device("cpu")
 
@@ -62,3 +62,31 @@ def preload_answer(rank, out):
 
 def test_every_rank_takes_the_preload_path_rank_0_chose(tmp_path):
     assert on_ranks(preload_answer, tmp_path) == {0: ("returned", "on"), 1: ("returned", "on")}
+
+
+def killed_run(rank, tiny_data, out, kill_after):
+    """A 2-rank run killed on every rank just after epoch `kill_after`'s checkpoint (None: run to the end). -> (the
+    epochs this rank trained, the epochs of the log records it holds at its last epoch's end, its exit)."""
+    real_end, trained, held = checkpoint.Run.end_epoch, [], []
+
+    def end_epoch(self, epoch, record):
+        trained.append(epoch)
+        real_end(self, epoch, record)
+        held[:] = [r["epoch"] for r in self.history]
+        if epoch == kill_after:  # as a kill of the job between two epochs would
+            raise SystemExit("killed")
+
+    checkpoint.Run.end_epoch = end_epoch
+    try:
+        tiny_run(rank, tiny_data, out, "--warmup-epochs", "2", "--epochs", "2", "--loss", "weighted")
+    except SystemExit as stop:
+        return trained, held, stop.code
+    return trained, held, 0
+
+
+def test_a_killed_job_resumes_on_every_rank_after_the_same_whole_epoch_with_the_same_records(tiny_data, tmp_path):
+    first = on_ranks(killed_run, tiny_data, tmp_path, 1)
+    assert first[0] == first[1] == ("returned", ([0, 1], [0, 1], "killed")), first
+    resumed = on_ranks(killed_run, tiny_data, tmp_path, None)
+    assert resumed[0] == resumed[1] == ("returned", ([2, 3], [0, 1, 2, 3], 0)), resumed
+    assert [r["epoch"] for r in log(tmp_path)] == [0, 1, 2, 3]
