@@ -5,13 +5,11 @@ the encoders); `clip` (data.ClipSpec's fields); `config` (every config.Config fi
 `instances` (per bank slot: path, label, faulty, injected, the file its audio came from, and the class
 names: data.AVDataset.instances); `optimizer`, `scaler`, `epoch`, `step`, `rng` (every rank's); `log`.
 
-- Written atomically: a kill at any moment leaves a whole file; the one before it is kept as ckpt.pt.prev.
-- Rerunning the same command resumes at the last whole epoch (Run). An unreadable ckpt.pt is moved aside
-  and the run goes on from ckpt.pt.prev.
-- A resume under settings that change what its trained epochs computed stops in one line (result_changes).
-- One run per folder: a POSIX lock on OUT/run.lock, released with the process however it ends.
+- Written atomically, the one before kept as ckpt.pt.prev; the same command resumes after the last whole epoch
+  (Run), from ckpt.pt.prev where ckpt.pt cannot be read, and stops in one line under settings that change what
+  its trained epochs computed (result_changes). One run per folder: a POSIX lock on OUT/run.lock.
 
-    used by train.py (Run, hold_for_job, branch_state) and evaluate.py (load_checkpoint)
+    used by train.py (Run, hold_for_job, branch_state), evaluation and the figures (load_checkpoint, read_log)
     tests: tests/test_faults.py, tests/test_resume.py, tests/test_run_folder.py
 """
 
@@ -113,8 +111,8 @@ def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = Fal
 
 # ----------------------------------------------------------------------------- a checkpoint's settings
 
-RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": False}  # at their only value (HISTORY.md)
 PATHS = ("data", "annotations", "manifest", "faulty_pool")  # the dataset's files, as --data etc. name them
+RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": False}  # why: lab/results/HISTORY.md
 
 
 def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Config:
@@ -186,8 +184,22 @@ def refuse_other_settings(cfg: Config) -> None:
         state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001
         return
-    if refusal := other_settings(state, cfg, ckpt):
+    refuse_partial(state, ckpt)
+    try:
+        refusal = other_settings(state, cfg, ckpt)
+    except ValueError as err:  # a setting this version does not know (a retired option at another value)
+        raise SystemExit(f"train.py: {err}") from None
+    if refusal:
         raise SystemExit(refusal)
+
+
+def refuse_partial(state: dict[str, Any], path: str | Path) -> None:
+    """An older train.py's stop inside an epoch: mid-epoch weights under the epoch before's count."""
+    if state.get("partial"):
+        raise SystemExit(
+            f"train.py: {path} was stopped inside an epoch by an older train.py; {previous(path)} holds the whole "
+            f"epoch before it: move it onto {path} to resume from there, or retrain"
+        )
 
 
 def same_injection(state: dict[str, Any], injected: torch.Tensor, path: str | Path, allow: bool = False) -> None:
@@ -207,6 +219,7 @@ def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> d
         state = load_checkpoint(init)
     except (FileNotFoundError, CheckpointError) as err:  # a path the user typed: one line
         raise SystemExit(f"train.py: --init {init}: {err}") from None
+    refuse_partial(state, init)
     slots, num_items = state["bank"]["video"].shape[0], len(instances["paths"])
     if slots != num_items:
         raise SystemExit(
@@ -233,23 +246,12 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 class Run:
-    """Resume, checkpoint and log around train.py's loop; rank 0 writes, every rank restores:
-
-        run = checkpoint.Run(cfg, parts, instances, clip, steps_per_epoch, rank)   # resumes OUT/ckpt.pt
-        for epoch in range(run.start, cfg.warmup_epochs + cfg.epochs):
-            run.end_epoch(epoch, train_epoch(...))   # the checkpoint, then the log line
-
-    `parts`: train.Parts. A killed run loses the epoch it was in: the same command resumes after the last whole one."""
+    """Around train.py's loop: made, it resumes OUT/ckpt.pt on every rank (`start`, `history`); end_epoch(epoch,
+    record) checkpoints (rank 0 writes), then logs. `parts`: train.Parts. A killed run loses the epoch it was in."""
 
     def __init__(self, cfg: Config, parts: Any, instances: dict, clip: dict, steps: int, rank: int) -> None:
-        self.cfg, self.parts, self.instances, self.clip, self.steps, self.master = (
-            cfg,
-            parts,
-            instances,
-            clip,
-            steps,
-            rank == 0,
-        )
+        self.cfg, self.parts, self.instances, self.clip, self.steps = cfg, parts, instances, clip, steps
+        self.master = rank == 0
         self.out = Path(cfg.out)
         self.ckpt = self.out / "ckpt.pt"
         self.resumed = self.ckpt.exists()
@@ -262,8 +264,7 @@ class Run:
     def restore(self, rank: int) -> tuple[int, list[dict[str, Any]]]:
         cfg = self.cfg
         state = self.readable(rank)
-        if state.get("partial"):  # an older train.py's stop inside an epoch
-            raise SystemExit(f"train.py: {self.ckpt} stopped inside an epoch; resume it with the commit that wrote it")
+        refuse_partial(state, self.ckpt)
         if (refusal := other_settings(state, cfg, self.ckpt)) and not cfg.allow_config_change:
             raise SystemExit(refusal)
         same_injection(state, self.instances["injected"], self.ckpt, cfg.allow_config_change)
@@ -284,16 +285,15 @@ class Run:
         except CheckpointError as err:
             prev = previous(self.ckpt)
             if not prev.is_file():
-                raise SystemExit(
-                    f"train.py: {err}, and there is no earlier checkpoint ({prev}) to fall back to: "
-                    f"move it aside to start afresh, or use another --out"
-                ) from err
+                why = f"there is no earlier checkpoint ({prev}): move it aside to start afresh or use another --out"
+                raise SystemExit(f"train.py: {err}, and {why}") from err
             state = load_checkpoint(prev)
             if dist.is_initialized():
                 dist.barrier()  # every rank has read it before rank 0 moves the bad file
             if rank == 0:
                 aside = self.ckpt.with_name(self.ckpt.name + ".corrupt")
                 os.replace(self.ckpt, aside)
+                keep_as(prev, self.ckpt)  # a kill before the next save resumes from it again, not afresh
                 print(
                     f"{err}. Moved it aside to {aside}; resuming from the previous checkpoint, {prev} "
                     f"(after epoch {state['epoch']})",
@@ -324,9 +324,8 @@ class Run:
         """Rank 0 writes the unwrapped model, every rank's RNG and the log so far; a failure raises on every rank."""
         rngs = [rng_state()]
         if dist.is_initialized():
-            for (
-                buf
-            ) in self.parts.unwrapped().buffers():  # each rank holds its own BatchNorm statistics: rank 0's are saved
+            # each rank holds its own BatchNorm statistics: rank 0's are saved, and every replica takes them
+            for buf in self.parts.unwrapped().buffers():
                 dist.broadcast(buf, src=0)
             rngs = [None] * dist.get_world_size()
             dist.all_gather_object(rngs, rng_state())
@@ -439,7 +438,7 @@ def hold_for_job(out: str | Path, master: bool, who: str = "train.py") -> Iterat
         if master:
             try:
                 stack.enter_context(hold_folder(out, who))
-            except (FolderHeld, NotADirectoryError) as e:
+            except (FolderHeld, OSError) as e:  # held, a file, no permission: every rank stops
                 err = str(e)
         if dist.is_initialized():
             box = [err]

@@ -388,6 +388,10 @@ def parse_config(argv: list[str] | None = None, description: str | None = None) 
 NVIDIA = "/proc/driver/nvidia/version"  # the NVIDIA kernel driver's: there on a GPU machine, usable or not
 
 
+def nvidia_present() -> bool:  # the driver's file, or a container's device nodes
+    return any(Path(f).exists() for f in (NVIDIA, "/dev/nvidiactl", "/dev/nvidia0"))
+
+
 class DeviceError(RuntimeError):
     """The device a run asked for cannot be used; the message says why, in one line."""
 
@@ -399,9 +403,10 @@ def cuda_problem() -> str | None:
         if torch.cuda.is_available():
             return None
     build = f"torch {torch.__version__}" + (f" (CUDA {torch.version.cuda})" if torch.version.cuda else "")
-    if not Path(NVIDIA).exists():
+    if not nvidia_present():
         return f"no NVIDIA GPU driver is loaded on this machine (no {NVIDIA}); {build}"
-    found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", Path(NVIDIA).read_text(errors="replace"))
+    text = Path(NVIDIA).read_text(errors="replace") if Path(NVIDIA).exists() else ""
+    found = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", text)
     driver = found.group(1) if found else "(version unknown)"
     if torch.version.cuda is None:
         return f"{build} is a CPU-only build; install the CUDA wheel that matches driver {driver}"
@@ -422,7 +427,7 @@ def resolve_device(request: str = "auto", say: bool = True) -> torch.device:
         return torch.device("cuda" if request == "auto" else request)
     if request != "auto":
         raise DeviceError(f"--device {request}: no usable GPU: {problem}")
-    if say and Path(NVIDIA).exists():
+    if say and nvidia_present():
         print(f"warning: --device auto: an NVIDIA device is present but {problem}; running on the CPU", file=sys.stderr)
     return torch.device("cpu")
 

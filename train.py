@@ -59,9 +59,8 @@ def setup_distributed(request: str = "auto") -> tuple[bool, int, int, torch.devi
 
 
 def end_distributed() -> None:
-    """Destroy the process group once the DDP wrapper is gone: in the other order DDP's reducer waits at exit for gloo's
-    threads while one waits for the GIL (pytorch/pytorch#56297). The barrier lets the last collectives finish."""
-    dist.barrier()
+    """Destroy the group once the DDP wrapper is gone: the other order hangs at exit (pytorch/pytorch#56297)."""
+    dist.barrier()  # the last collectives finish while this thread waits without the GIL
     gc.collect()  # the wrapper's reference cycles go while the group still has an owner
     dist.destroy_process_group()
 
@@ -75,7 +74,7 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     return bool(t.item())
 
 
-# ----------------------------------------------------------------------------- the schedule, the objective, the step
+# ----------------------------------------------------------------------------- the schedule, the step, one epoch
 
 
 def stage_at(epoch: int, cfg: Config) -> str:
@@ -220,23 +219,25 @@ def train_epoch(
                 )
             bar.set_postfix(loss=f"{loss.item():.3f}", clips_s=f"{seen / (time.time() - t0):.0f}")
         ready = time.time()
-    for k in sorted(sums) if dist.is_initialized() else ():
-        dist.all_reduce(sums[k])
-        sums[k] /= world
-    skipped, seconds = round(float(sums.pop("skipped", 0.0))), time.time() - t0
-    means = {k: float(val) / steps for k, val in sums.items()}
-    record = {
+    if dist.is_initialized():  # the global batch's means: each rank's loss is its share of eq. (17)
+        for k in sorted(sums):
+            dist.all_reduce(sums[k])
+            sums[k] /= world
+    seconds = time.time() - t0
+    skipped = round(float(sums.pop("skipped", 0.0)))  # the same count on every rank, so its mean over ranks is it
+    return {
         "epoch": epoch,
         "stage": stage,
         "lr": lr_at(epoch * steps, cfg, steps),
-        **means,
+        **{k: float(val) / steps for k, val in sums.items()},
         "clips_per_s": seen / seconds,
+        "data_wait": waited / max(1e-9, seconds),
+        "skipped": skipped,
+        "excluded": parts.bank.num_items - parts.bank.num_valid,
     }
-    excluded = parts.bank.num_items - parts.bank.num_valid
-    return record | {"data_wait": waited / max(1e-9, seconds), "skipped": skipped, "excluded": excluded}
 
 
-# ----------------------------------------------------------------------------- one epoch, the recipe
+# ----------------------------------------------------------------------------- the recipe
 
 Report = Callable[[dict[str, Any] | None, MemoryBank, data.AVDataset, list[dict[str, Any]]], None]
 
@@ -244,7 +245,7 @@ Report = Callable[[dict[str, Any] | None, MemoryBank, data.AVDataset, list[dict[
 def main(cfg: Config, report: Report | None = None) -> tuple[AVModel, MemoryBank]:
     """Train as cfg says. report(record, bank, dataset, history), on rank 0, adds to each epoch's record before it
     is checkpointed and logged, and is called once with record None before the first epoch: make demo's bank
-    diagnostics and progress (analysis/diagnostics.py)."""
+    diagnostics, drift warning and progress (analysis/drift.BankReport)."""
     try:
         ddp, rank, world, device = setup_distributed(cfg.device)
     except DeviceError as err:  # --device cuda without a usable GPU: one line, no traceback
@@ -253,7 +254,7 @@ def main(cfg: Config, report: Report | None = None) -> tuple[AVModel, MemoryBank
         return run(cfg, ddp, rank, world, device, report)
 
 
-def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, report: Report | None = None) -> tuple:
+def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, report: Report | None = None) -> Any:
     if rank == 0:
         amp = precision(cfg.amp, device)
         print(start_line("train.py", device, world, "fp32" if amp == "off" else amp, workers_per_process(cfg.workers)))

@@ -14,9 +14,10 @@
                      candidates of the anchor's class (the faulty negatives), beside the oracle's and
                      chance: the picture of the soft targets working (figures.soft_targets_over_training)
 
-    bank_report      all four, over the bank's valid slots (files that decoded): what train.py logs
+    bank_report      all four, over the bank's valid slots (files that decoded): what make demo's runs log
+                     (analysis/drift.BankReport, the report they pass train.main)
 
-train.py logs these every epoch; they read labels and faults, so they never feed back into training.
+Make demo's runs log these every epoch; they read labels and faults, so they never feed back into training.
 Tests: python -m pytest tests/test_diagnostics.py
 """
 

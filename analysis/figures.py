@@ -271,8 +271,9 @@ def training_curves(runs, path, title=""):
         style = dict(color="k" if name == "warmup" else f"C{i}", lw=1.5 if name == "warmup" else 1)
         axes[0].plot(x, [r["loss"] for r in records], label=run_label(name, records), **style)
         axes[1].plot(x, [np.nan if r["faulty_auroc"] is None else 100 * r["faulty_auroc"] for r in records], **style)
-        axes[2].plot(x, [100 * r["knn_class"] for r in records], **style)
-        axes[2].plot(x, [100 * r["xmodal_class"] for r in records], ls="--", **style)
+        # a plain train.py log has no class agreement (make demo's report adds it): the panel stays empty
+        axes[2].plot(x, [100 * r.get("knn_class", np.nan) for r in records], **style)
+        axes[2].plot(x, [100 * r.get("xmodal_class", np.nan) for r in records], ls="--", **style)
         if name == "warmup":
             offset = len(records)
             for ax in axes:

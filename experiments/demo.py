@@ -282,8 +282,9 @@ def _torchrun(ranks, argv, on_epoch=None):
     """train.py under torchrun: `ranks` processes of one share of the threads each, gloo on the CPU; its
     epoch lines passed on as they come."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
-    cmd += [str(Path(train.__file__)), *argv, "--epochs", "0"]
+    cmd += ["-m", "experiments.train_reported", *argv, "--epochs", "0"]  # train.py, its log as the in-process runs'
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // ranks)), "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = str(Path(train.__file__).parent)
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) as proc:
         for line in proc.stdout:
             print(line, end="")

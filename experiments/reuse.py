@@ -57,7 +57,7 @@ def _trained(ckpt: Path) -> tuple[Config, int] | None:
     if not ckpt.is_file():
         return None
     state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)  # the tensors stay on disk
-    return config_from_dict(state["config"], str(ckpt)), state["epoch"] + 1 + bool(state.get("partial"))
+    return config_from_dict(state["config"], str(ckpt)), state["epoch"] + 1
 
 
 def _refuse(folder: Path, why: str) -> None:

@@ -70,8 +70,8 @@ def worker_cores(
 
 def worker_init(worker_id: int, cores: list[int] | None = None) -> None:
     """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id].
-    It ignores SIGTERM, which SLURM sends to every process of a job: the main process stops the run
-    at a step boundary (train.py) and then ends its workers."""
+    It ignores SIGTERM, which SLURM sends to every process of a job: the main process dies of it (a run
+    resumes after its last whole epoch: checkpoint.py) and the DataLoader's watchdog then ends its workers."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(1)
     if cores:

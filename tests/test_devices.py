@@ -49,7 +49,7 @@ def test_auto_with_an_unusable_nvidia_device_warns_in_one_line_then_takes_the_cp
 
 def test_auto_without_any_nvidia_device_takes_the_cpu_silently(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(devices, "NVIDIA", str(tmp_path / "absent"))
+    monkeypatch.setattr(devices, "nvidia_present", lambda: False)
     assert devices.resolve_device("auto") == torch.device("cpu")
     assert capsys.readouterr().err == ""
     assert "no NVIDIA GPU driver" in devices.cuda_problem()

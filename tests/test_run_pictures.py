@@ -19,7 +19,7 @@ from matplotlib.colors import to_rgb
 from analysis import figures
 from analysis.diagnostics import score_histogram
 from losses import sample_weights
-from test_train import ROOT, log, reported
+from test_train import ROOT, log, reported, run
 
 
 def test_the_score_histogram_counts_every_score_once_by_kind():
@@ -70,6 +70,16 @@ def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tm
         timeout=60,
     )
     assert bad.returncode != 0 and "not a run folder" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_plain_train_py_run_gets_its_curves_without_the_reports_class_agreement(tiny_data, tmp_path):
+    """python train.py logs no class agreement (make demo's report does): the figures still draw its run."""
+    run(tiny_data, tmp_path / "warmup", "--warmup-epochs", "2", "--epochs", "0", "--faulty-fraction", "0.25")
+    res = subprocess.run(
+        [sys.executable, "-m", "analysis.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "curves.png").stat().st_size > 10_000
 
 
 def test_figures_help_prints_the_usage_and_draws_nothing(capsys, tmp_path, monkeypatch):
