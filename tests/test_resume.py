@@ -142,3 +142,21 @@ def test_a_checkpoint_without_fp16_resumes_under_fp16(tiny_data, tmp_path):
     parts = train.build_parts(cfg, dataset, torch.device("cpu"))
     assert parts.scaler.is_enabled()
     assert restorer(cfg, parts, dataset).start == 1
+
+
+def test_an_older_checkpoint_stopped_inside_an_epoch_is_refused_before_the_data_and_as_an_init(tmp_path):
+    """The earlier train.py saved a SIGTERM stop mid-epoch (`partial`): mid-epoch weights under the last whole
+    epoch's count. Resuming or branching from it would train that epoch's first steps twice: one line instead,
+    naming ckpt.pt.prev, which holds the whole epoch before it."""
+    from dataclasses import asdict
+
+    cfg = parse_config(["--preset", "demo", "--out", str(tmp_path)])
+    state = {"config": asdict(cfg), "model": {}, "epoch": 2, "partial": {"epoch": 3, "steps": 5}}
+    torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ckpt.pt")
+    with pytest.raises(SystemExit, match=r"stopped inside an epoch .*ckpt\.pt\.prev holds the whole epoch"):
+        checkpoint.refuse_other_settings(cfg)
+    with pytest.raises(SystemExit, match="stopped inside an epoch"):
+        checkpoint.branch_state(str(tmp_path / "ckpt.pt"), {"paths": [], "injected": None})
+    state["partial"] = None  # a whole epoch's checkpoint of the same settings: resumable
+    torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ckpt.pt")
+    checkpoint.refuse_other_settings(cfg)
