@@ -13,8 +13,9 @@ calling thread's: the work an op hands to OpenMP's threads is counted in the op.
 `threads` times the bare model in fresh processes, one setting at a time, each --rounds times, the settings
 alternated: the default (one process, all the cores' threads), OMP_WAIT_POLICY=PASSIVE and ACTIVE (read when
 OpenMP starts, hence the fresh processes), torch.set_num_interop_threads(1), one thread, and as many processes
-of one thread side by side as there are cores (how experiments/jobs.py runs make demo's branches), their clips
-summed over the time the slowest took. Each row is the mean clips/s and its ratio to the default's.
+of one thread side by side as there are cores, and 5 (make demo's 5 branches at once, a thread each on 2 cores:
+experiments/jobs.py, experiments/demo_args.py's branch_jobs), their clips summed over the time the slowest took.
+Each row is the mean clips/s and its ratio to the default's.
 """
 
 import multiprocessing
@@ -105,6 +106,7 @@ SETTINGS = {  # name: (processes, threads each, environment, interop threads)
     "set_num_interop_threads(1)": (1, 0, {}, 1),
     "1 thread": (1, 1, {}, 0),
     "processes side by side, 1 thread each": (0, 1, {}, 0),
+    "5 processes side by side, 1 thread each": (5, 1, {}, 0),
 }
 
 
