@@ -9,6 +9,7 @@
     python -m lab.bench epoch [--preset demo --epochs 3 --preload on ready]  # an epoch's split: lab/bench_epoch.py
     python -m lab.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
     python -m lab.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
+    python -m lab.bench profile|threads [--preset demo --batch 32]  # the model's CPU profile, thread settings
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -33,6 +34,7 @@ import train
 from analysis import fewshot
 from config import parse_config, resolve_device
 from lab.bench_epoch import bench_epoch
+from lab.bench_profile import bench_profile, bench_threads
 from lab.timing import bare_model_step, time_per_call
 from media import decode, loader_workers, manifest
 from media.augment import ClipAugment
@@ -327,9 +329,11 @@ def bench_scan(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("cmd", choices=["data", "parts", "model", "step", "epoch", "eval", "scan"])
-    p.add_argument("--rounds", type=int, default=6, help="passes over the videos (parts)")
-    p.add_argument("--preset", default=None, help="train.py preset (default: demo for data, ablation otherwise)")
+    p.add_argument("cmd", choices=["data", "parts", "model", "step", "epoch", "eval", "scan", "profile", "threads"])
+    p.add_argument("--rounds", type=int, default=None, help="passes over the videos (parts: 6); rounds (threads: 2)")
+    p.add_argument(
+        "--preset", default=None, help="train.py preset (default demo for epoch/profile/threads, else ablation)"
+    )
     p.add_argument("--root", default="data/synth", help="dataset as it comes (data)")
     p.add_argument("--prepared", default="", help="its prepared copy, made with `prepare` if missing (data)")
     p.add_argument("--n", type=int, default=100, help="videos for the data benchmark")
@@ -357,7 +361,7 @@ def main(argv=None):
     )
     p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
     p.add_argument("--loader-batch", type=int, default=8, help="the DataLoader's batch (data)")
-    p.add_argument("--steps", type=int, default=20 if torch.cuda.is_available() else 3)
+    p.add_argument("--steps", type=int, default=None, help="timed steps (default 20 on a GPU, 3 on a CPU; profile 5)")
     p.add_argument("--bank", type=int, default=50000, help="memory-bank slots (the paper's 50k subset)")
     p.add_argument("--epochs", type=int, default=3, help="epochs timed, the first left out of the means (epoch)")
     p.add_argument("--faulty", type=float, default=0.5, help="share of injected faulty positives (epoch)")
@@ -369,9 +373,12 @@ def main(argv=None):
         help="paths to split (epoch)",
     )
     args = p.parse_args(argv)
-    args.preset = args.preset or ("demo" if args.cmd == "epoch" else "ablation")
+    args.preset = args.preset or ("demo" if args.cmd in ("epoch", "profile", "threads") else "ablation")
+    args.rounds = args.rounds or (2 if args.cmd == "threads" else 6)
+    args.steps = args.steps or {"profile": 5, "threads": 20}.get(args.cmd, 20 if torch.cuda.is_available() else 3)
     args.root = None if args.cmd == "epoch" and args.root == "data/synth" else args.root  # epoch: the preset's set
     commands = {"data": bench_data, "parts": bench_parts, "eval": bench_eval, "scan": bench_scan, "epoch": bench_epoch}
+    commands |= {"profile": bench_profile, "threads": bench_threads}
     commands.get(args.cmd, bench_model_and_step)(args)
 
 

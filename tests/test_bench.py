@@ -1,9 +1,11 @@
 """Smoke runs of bench.py at CPU sizes: every figure's command works and prints its table."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
-from lab import bench
+from lab import bench, bench_profile
 from tools import synthetic
 
 
@@ -150,3 +152,32 @@ def test_the_epoch_benchmarks_ready_path_cuts_and_augments_outside_the_timed_epo
         assert row["model fwd+bwd+Adam"] > 0 and row["objective"] > 0
         seen[path] = dict(calls)
     assert seen == {"ready": {"cut": 0, "augment": 0}, "on": {"cut": 4, "augment": 4}}  # 2 epochs of 2 steps
+
+
+def test_the_profile_groups_the_bare_models_cpu_time_and_sums_to_all_of_it(capsys):
+    """`profile` on a 1-step run of a tiny batch: the groups' printed shares add up to 100% (each op in one group),
+    and the convolutions' backward, their forward and Adam each take some of it."""
+    bench.main(["profile", "--preset", "demo", "--batch", "2", "--steps", "1"])
+    out = capsys.readouterr().out
+    groups = out.split("| group | ms/step | share |", 1)[1].splitlines()[2:]
+    shares = {row.split("|")[1].strip(): float(row.split("|")[3].strip(" %")) for row in groups if row.startswith("|")}
+    assert set(shares) == {g for g, _ in bench_profile.GROUPS} | {bench_profile.OTHER}
+    assert abs(sum(shares.values()) - 100) <= 0.05 * len(shares)  # each printed to 0.1%
+    assert min(shares["convolution backward"], shares["convolution forward"], shares["Adam (optimizer)"]) > 0
+    assert "| aten::convolution_backward |" in out
+
+
+def test_an_op_takes_the_group_of_its_nearest_caller_that_names_one():
+    event = SimpleNamespace
+    adam = event(name="Optimizer.step#Adam.step", cpu_parent=None)
+    backward = event(name="autograd::engine::evaluate_function: ConvolutionBackward0", cpu_parent=None)
+    assert bench_profile.group_of(event(name="aten::mul_", cpu_parent=adam)) == "Adam (optimizer)"
+    assert bench_profile.group_of(event(name="aten::empty", cpu_parent=backward)) == "convolution backward"
+    assert bench_profile.group_of(event(name="aten::convolution", cpu_parent=None)) == "convolution forward"
+    assert bench_profile.group_of(event(name="aten::addmm", cpu_parent=None)) == bench_profile.OTHER
+
+
+@pytest.mark.slow  # two spawned processes importing torch: ~10-20 s on 2 cores
+def test_processes_side_by_side_start_together_and_their_clips_add_up():
+    rate = bench_profile.run_setting("processes side by side, 1 thread each", "demo", 2, 1, cores=2)
+    assert rate > 0

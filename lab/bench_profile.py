@@ -1,0 +1,166 @@
+"""Where the bare model's step spends its CPU time, and how the thread settings move its speed (issue 95, item 1).
+
+    python -m lab.bench profile [--preset demo] [--batch 32] [--steps 5]    # torch.profiler: top ops, grouped shares
+    python -m lab.bench threads [--preset demo] [--batch 32] [--steps 20] [--rounds 2]  # settings side by side
+
+`profile` runs torch.profiler (CPU activities) over --steps bare model steps (lab.timing.bare_model_step: the
+encoders, heads and Adam on one ready batch, as `lab.bench model`), one warm-up step left out, and prints the top
+ops by self CPU time with their share, then the shares grouped: convolution forward and backward, batch norm
+forward and backward, max pool, Adam (zero_grad and step), everything else. An op belongs to the group of the
+innermost of it and its callers that names one, so an aten::mul that Adam calls is Adam's. The time is the
+calling thread's: the work an op hands to OpenMP's threads is counted in the op.
+
+`threads` times the bare model in fresh processes, one setting at a time, each --rounds times, the settings
+alternated: the default (one process, all the cores' threads), OMP_WAIT_POLICY=PASSIVE and ACTIVE (read when
+OpenMP starts, hence the fresh processes), torch.set_num_interop_threads(1), one thread, and as many processes
+of one thread side by side as there are cores, and 5 (make demo's 5 branches at once, a thread each on 2 cores:
+experiments/jobs.py, experiments/demo_args.py's branch_jobs), their clips summed over the time the slowest took.
+Each row is the mean clips/s and its ratio to the default's.
+"""
+
+import multiprocessing
+import os
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import checkpoint
+import data
+from config import parse_config
+from lab.timing import bare_model_step
+from media.augment import ClipAugment
+from model import AVModel
+
+# (group, words in an op's name), tried in order on the op and then on its callers, innermost first
+GROUPS = (
+    ("convolution backward", ("convolution_backward", "ConvolutionBackward")),
+    ("batch norm backward", ("batch_norm_backward", "BatchNormBackward")),
+    ("max pool", ("max_pool", "MaxPool")),
+    ("Adam (optimizer)", ("Optimizer.step", "Optimizer.zero_grad")),
+    ("convolution forward", ("convolution", "conv1d", "conv2d", "conv3d")),
+    ("batch norm forward", ("batch_norm",)),
+)
+OTHER = "everything else"
+
+
+def model_step(preset, batch):
+    """The bare model step of `lab.bench model` (fp32, contiguous) on a ready random batch, on the CPU."""
+    cfg = parse_config(["--preset", preset])
+    spec = data.clip_spec(cfg)
+    model = AVModel(**checkpoint.model_args(cfg))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    video = torch.randint(0, 256, (batch, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8)
+    audio = torch.randn(batch, int(spec.audio_seconds * spec.audio_rate)) * 0.1
+    with torch.no_grad():
+        video, audio = ClipAugment(spec)(video, audio)
+    return bare_model_step(model, opt, torch.autocast("cpu", enabled=False), video, audio)
+
+
+def group_of(event):
+    """The group of a profiler event: the first of GROUPS that names it or, failing that, its nearest caller."""
+    while event is not None:
+        for group, words in GROUPS:
+            if any(w in event.name for w in words):
+                return group
+        event = event.cpu_parent
+    return OTHER
+
+
+def profile_step(step, steps):
+    """({op: (self CPU us, calls)}, {group: self CPU us}) over `steps` calls of step, after one untimed call."""
+    step()  # warm-up: allocations, oneDNN's primitive choice
+    with profile(activities=[ProfilerActivity.CPU], acc_events=True) as prof:
+        for _ in range(steps):
+            step()
+    ops, groups = {}, {g: 0.0 for g, _ in GROUPS} | {OTHER: 0.0}
+    for e in prof.events():
+        us, calls = ops.get(e.name, (0.0, 0))
+        ops[e.name] = (us + e.self_cpu_time_total, calls + 1)
+        groups[group_of(e)] += e.self_cpu_time_total
+    return ops, groups
+
+
+def bench_profile(args, top=15):
+    """Print the top ops and the grouped shares of the bare model's self CPU time; return the groups' shares (%)."""
+    ops, groups = profile_step(model_step(args.preset, args.batch), args.steps)
+    total, n = sum(groups.values()), args.steps
+    print(
+        f"profile: {args.preset} preset, batch {args.batch}, CPU, {torch.get_num_threads()} threads, {n} step(s) after "
+        f"1 warm-up; self CPU time {total / n / 1e3:.1f} ms a step (profiler on)"
+    )
+    print("| op | ms/step | share | calls/step |\n|---|---:|---:|---:|")
+    for name, (us, calls) in sorted(ops.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"| {name} | {us / n / 1e3:.2f} | {100 * us / total:.1f}% | {calls / n:g} |")
+    print("\n| group | ms/step | share |\n|---|---:|---:|")
+    shares = {g: 100 * us / total for g, us in groups.items()}
+    for g, us in groups.items():
+        print(f"| {g} | {us / n / 1e3:.2f} | {shares[g]:.1f}% |")
+    return shares
+
+
+SETTINGS = {  # name: (processes, threads each, environment, interop threads)
+    "default": (1, 0, {}, 0),
+    "OMP_WAIT_POLICY=PASSIVE": (1, 0, {"OMP_WAIT_POLICY": "PASSIVE"}, 0),
+    "OMP_WAIT_POLICY=ACTIVE": (1, 0, {"OMP_WAIT_POLICY": "ACTIVE"}, 0),
+    "set_num_interop_threads(1)": (1, 0, {}, 1),
+    "1 thread": (1, 1, {}, 0),
+    "processes side by side, 1 thread each": (0, 1, {}, 0),
+    "5 processes side by side, 1 thread each": (5, 1, {}, 0),
+}
+
+
+def _worker(preset, batch, steps, threads, interop, barrier, results):
+    if interop:
+        torch.set_num_interop_threads(interop)
+    torch.set_num_threads(threads)
+    step = model_step(preset, batch)
+    step()  # warm-up, outside the clock
+    barrier.wait()  # the side-by-side processes start their clocks together
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    results.put(time.perf_counter() - t0)
+
+
+def run_setting(name, preset, batch, steps, cores):
+    """Clips/s of one setting: its processes' clips over the time the slowest of them took."""
+    processes, threads, env, interop = SETTINGS[name]
+    processes, threads = processes or cores, threads or cores
+    context = multiprocessing.get_context("spawn")  # a fresh OpenMP runtime, which reads the environment
+    barrier, results, saved = context.Barrier(processes), context.Queue(), dict(os.environ)
+    os.environ.pop("OMP_WAIT_POLICY", None)  # unset unless the setting sets it
+    os.environ.update(env | {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+    try:
+        workers = [
+            context.Process(target=_worker, args=(preset, batch, steps, threads, interop, barrier, results))
+            for _ in range(processes)
+        ]
+        for w in workers:
+            w.start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    seconds = [results.get() for _ in workers]
+    for w in workers:
+        w.join()
+    return processes * batch * steps / max(seconds)
+
+
+def bench_threads(args):
+    """Each setting's mean clips/s over --rounds alternated rounds, and its ratio to the default's."""
+    cores = len(os.sched_getaffinity(0))
+    rates = {name: [] for name in SETTINGS}
+    for _ in range(args.rounds):
+        for name in SETTINGS:
+            rates[name].append(run_setting(name, args.preset, args.batch, args.steps, cores))
+    base = sum(rates["default"]) / len(rates["default"])
+    print(
+        f"threads: bare model, {args.preset} preset, batch {args.batch}, {args.steps} steps a process, {cores} cores, "
+        f"{args.rounds} rounds alternated"
+    )
+    print("| setting | clips/s per round | mean | vs default |\n|---|---|---:|---:|")
+    for name, r in rates.items():
+        mean = sum(r) / len(r)
+        print(f"| {name} | {', '.join(f'{x:.1f}' for x in r)} | {mean:.1f} | {mean / base:.2f}x |")
+    return rates
