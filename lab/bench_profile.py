@@ -1,4 +1,5 @@
-"""Where the bare model's step spends its CPU time, and how the thread settings move its speed (issue 95, item 1).
+"""Where the bare model's step spends its CPU time, and how the thread settings move its speed: measured per CPU
+kind before making the model fast on each.
 
     python -m lab.bench profile [--preset demo] [--batch 32] [--steps 5]    # torch.profiler: top ops, grouped shares
     python -m lab.bench threads [--preset demo] [--batch 32] [--steps 20] [--rounds 2]  # settings side by side
