@@ -137,7 +137,11 @@ def faulty_auroc(bank: MemoryBank, faulty: Tensor) -> float | None:
     """How well the bank scores (which eq. (6)'s weights are monotone in) rank the known faulty positives below the
     clean ones, over the valid slots: AUROC, 0.5 = no signal. The log's, never the step's. faulty: (N,) bool."""
     valid = bank.valid.cpu()  # (N,)
-    scores, faulty = bank.scores().cpu()[valid], faulty[valid]  # (M,) each
+    return scores_auroc(bank.scores().cpu()[valid], faulty[valid])  # over the (M,) valid slots
+
+
+def scores_auroc(scores: Tensor, faulty: Tensor) -> float | None:
+    """AUROC of low scores for the faulty (M,) among scores (M,); None when one kind is absent."""
     if faulty.all() or not faulty.any():
         return None
     from sklearn.metrics import roc_auc_score

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from losses import soft_targets
+from memory_bank import scores_auroc
 
 if TYPE_CHECKING:  # for annotations only
     from memory_bank import MemoryBank
@@ -69,12 +70,8 @@ def soft_targets_at(
 
 
 def faulty_auroc(scores: torch.Tensor, faulty: torch.Tensor) -> float | None:
-    """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives."""
-    if faulty.all() or not faulty.any():
-        return None
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(faulty.cpu().numpy(), -scores.cpu().numpy()))
+    """AUROC of the bank scores (the weights are monotone in them) for telling faulty positives: train.py's."""
+    return scores_auroc(scores, faulty)
 
 
 @torch.no_grad()
