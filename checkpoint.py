@@ -35,7 +35,7 @@ import torch.distributed as dist
 from config import Config
 from losses import VARIANTS
 
-CHECKPOINT_FORMAT = 3  # 3: the bank's `valid` buffer (slots excluded for files that failed)
+CHECKPOINT_FORMAT = 4  # 4: no bank `valid` buffer (a file that fails stops the run: data.py)
 
 
 class CheckpointError(RuntimeError):
@@ -101,6 +101,9 @@ def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = Fal
         ) from err
     if "config" not in state or "model" not in state:
         raise ValueError(f"{path} is not a train.py checkpoint (it has no config or model)")
+    if state.get("format") == 3 and bool(state.get("bank", {}).get("valid", torch.ones(1)).all()):
+        state["bank"].pop("valid", None)  # format 3 differs by the bank's `valid` alone, all True where no file failed
+        state["format"] = CHECKPOINT_FORMAT
     if state.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(
             f"the checkpoint {path} has format {state.get('format', 1)}, this train.py reads format "
@@ -118,7 +121,7 @@ RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": Fal
 def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Config:
     """A Config from a checkpoint's dict: newer fields take their defaults, a retired option at its only value
     is dropped, any other unknown field is an error naming it."""
-    saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k])}
+    saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k]) and k != "max_bad_fraction"}
     if isinstance(saved.get("preload"), bool):  # written when preload was a switch
         saved["preload"] = "on" if saved["preload"] else "off"
     unknown = sorted(set(saved) - {f.name for f in fields(Config)})
@@ -371,8 +374,6 @@ def log_epoch(record: dict[str, Any], out: Path, timing: str = "") -> None:
         line += f" | 1-nn {record['knn_class']:.2f} xmodal {record['xmodal_class']:.2f}"
     if record.get("agreement") is not None:
         line += f" | agree {record['agreement']:.3f}"
-    if record["excluded"]:
-        line += f" | skipped {record['skipped']} items, {record['excluded']} slots out"
     print(line + timing)
     with open(out / "log.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")

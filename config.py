@@ -229,7 +229,6 @@ class Config:
         "engineering",
         check=at_least(0),
     )
-    max_bad_fraction: float = _opt(0.05, "stop when more of the files fail to decode", "engineering", check=SHARE)
     allow_config_change: bool = _opt(
         False, "resume a run whose checkpoint has other result-changing settings", "engineering"
     )

@@ -15,10 +15,10 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 A run's datasets are made from its config.Config here: build_train_set and train_loader for train.py
 (a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
 workers), eval_set for the evaluation protocols (their splits: protocols/splits.py). Which files a dataset holds is
-media/manifest.py's business; decoding media/decode.py's and media/preload.py's.
+media/manifest.py's business (it reads the scan's manifest: tools/scan.py); decoding media/decode.py's and
+media/preload.py's.
 Tests: test_data.py, test_injection.py, test_in_memory.py"""
 
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,17 +46,21 @@ def uniform(g: torch.Generator | None, scale: float, shift: float = 0.0) -> floa
 # ----------------------------------------------------------------------------- dataset
 
 
+class BadMedia(RuntimeError):
+    """A file that fails to decode: the run stops with its name (the scan is where files are refused)."""
+
+
 class AVDataset(torch.utils.data.Dataset):
     """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform
-    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty, failed (the
-    slot whose file failed and this item replaces, else -1). media/augment.py does the rest, batched.
+    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty.
+    media/augment.py does the rest, batched.
 
     faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
     (Sec. 5.2): a distinct file of `pool`, a list of (path, seconds) outside the training set
     (faulty_source="heldout", the paper's, or "noise"), or another record's ("train", never the
     instance's own: a deviation). `injected` flags them, `donor` maps each to its audio file;
-    `faulty` is `injected` or the record's ground truth. A file that fails to decode is reported
-    once and replaced by another item; more than max_bad_fraction bad files stop the run.
+    `faulty` is `injected` or the record's ground truth. A file that fails to decode stops the run
+    with its name: the scan (tools/scan.py) is where files are refused, and a bank slot is never empty.
 
     preload=True holds every file decoded (media/preload.py); items or whole batches are cut there."""
 
@@ -71,7 +75,6 @@ class AVDataset(torch.utils.data.Dataset):
         faulty_source: str = "heldout",
         pool: Sequence[tuple[str, float]] = (),
         seed: int = 0,
-        max_bad_fraction: float = 0.05,
         preload: bool = False,
         preload_cache: str = "",
     ) -> None:
@@ -82,7 +85,6 @@ class AVDataset(torch.utils.data.Dataset):
         self.records, self.train, self.num_clips = list(records), train, num_clips
         self.spec = spec if audio else ClipSpec(**{**spec.__dict__, "audio_seconds": 0.0})
         self.transform = video_transform(spec.size, train, spec.augment)
-        self.max_bad_fraction, self.bad = max_bad_fraction, {}
         n = len(self.records)
         self.injected = torch.zeros(n, dtype=torch.bool)
         self.donor = {}  # instance -> (path, seconds) of the audio that replaces its own
@@ -230,25 +232,10 @@ class AVDataset(torch.utils.data.Dataset):
         return self._get(key[0], make, torch.Generator().manual_seed(key[1]))
 
     def _get(self, i: int, make: Callable | None = None, g: torch.Generator | None = None) -> dict[str, Any]:
-        """load(i), or where its file fails, another item's, marked with `failed` = i (else -1): the
-        substitute trains as itself, and train.py keeps it out of the bank update and i out of the bank."""
-        failed = -1
-        for _ in range(10):
-            try:
-                return {**(make or self.load)(i, g), "failed": failed}
-            except Exception as err:
-                path = self.records[i].path
-                if path not in self.bad:
-                    self.bad[path] = err
-                    print(f"data: skipping unreadable {path}: {err}", file=sys.stderr)
-                if len(self.bad) > self.max_bad_fraction * len(self):
-                    raise RuntimeError(
-                        f"{len(self.bad)} of {len(self)} files failed to decode (more than "
-                        f"max_bad_fraction={self.max_bad_fraction}); last: {path}: {err}"
-                    ) from err
-                failed = i if failed < 0 else failed
-                i = int(torch.randint(0, len(self), (), generator=g))
-        raise RuntimeError(f"10 bad files in a row, last {self.records[i].path}")
+        try:
+            return (make or self.load)(i, g)
+        except Exception as err:  # one line naming the file, not a decoder's traceback from a loader worker
+            raise BadMedia(f"data: {self.records[i].path} failed to decode: {err}") from err
 
 
 class SeededSampler(torch.utils.data.Sampler):
@@ -312,7 +299,6 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             faulty_source=cfg.faulty_source,
             pool=injection_pool(cfg, records) if pooled else (),
             seed=cfg.seed,
-            max_bad_fraction=cfg.max_bad_fraction,
             preload=cfg.preload == "on",
             preload_cache=cfg.preload_cache,
         )
@@ -381,7 +367,6 @@ def eval_set(
         train=train_mode,
         audio=audio,
         num_clips=num_clips,
-        max_bad_fraction=cfg.max_bad_fraction,
         preload=in_memory.preloads(cfg.preload, records, spec) if preload is None else preload,
         preload_cache=cfg.preload_cache,
     )

@@ -8,10 +8,8 @@ sets the weights of eq. (6) [weigths].
 State lives in buffers, so a checkpoint of the module is the whole bank. Under DDP every rank holds
 an identical replica: same seed at construction, and `update` all-gathers each rank's batch first.
 
-A slot whose file failed to decode is excluded (`exclude`): its memory was never trained, so it
-is kept out of the negatives and out of the scores' mean and deviation that eq. (6) normalises by.
-set_aside_failed, called by train.py before each step, is how a batch's failed files get excluded.
-Tests: python -m pytest tests/test_memory_bank.py
+Every slot is a file that decoded: the scan (tools/scan.py) refuses the others before training, and a
+file that fails during training stops the run naming it (data.py). Tests: python -m pytest tests/test_memory_bank.py
 """
 
 import torch
@@ -31,43 +29,16 @@ class MemoryBank(nn.Module):
         g = torch.Generator().manual_seed(seed)
         self.register_buffer("video", F.normalize(torch.randn(num_items, dim, generator=g), dim=1))  # (N, D)
         self.register_buffer("audio", F.normalize(torch.randn(num_items, dim, generator=g), dim=1))  # (N, D)
-        self.register_buffer("valid", torch.ones(num_items, dtype=torch.bool))  # (N,) False: excluded slot
-        self._num_valid = num_items  # a host-side count of `valid`, so that sampling needs no device sync
-        self.register_load_state_dict_post_hook(lambda module, _: setattr(module, "_num_valid", None))
-
-    @property
-    def num_valid(self) -> int:
-        if self._num_valid is None:  # after load_state_dict: counted once
-            self._num_valid = int(self.valid.sum())
-        return self._num_valid
-
-    @torch.no_grad()
-    def exclude(self, slots: Tensor) -> None:
-        """Take slots out of the bank for good (files that failed to decode): never a negative again,
-        and out of the score statistics. slots: (n,) long."""
-        self.valid[torch.as_tensor(slots, dtype=torch.long, device=self.valid.device)] = False
-        self._num_valid = None
-        if self.num_valid < 2:
-            raise RuntimeError(
-                f"MemoryBank: {self.num_items - self.num_valid} of {self.num_items} slots are "
-                f"excluded (files that failed to decode); fewer than 2 are left to draw negatives from"
-            )
 
     @torch.no_grad()
     def sample(self, idx: Tensor, num_negatives: int = 1024) -> Tensor:
         """Candidates for each sample: column 0 is idx itself, columns 1..K are drawn uniformly,
-        with replacement, from the other valid items. idx: (B,) valid slots -> (B, 1+K) long."""
+        with replacement, from the other N-1 items. idx: (B,) -> (B, 1+K) long."""
         idx = idx.to(self.video.device)
-        # Draw from the M-1 other valid slots, then shift every draw at or above idx's position up
-        # by one: uniform over the others without rejection sampling, and never the sample itself.
-        if self.num_valid == self.num_items:  # every slot valid: positions are slots
-            neg = torch.randint(0, self.num_items - 1, (idx.shape[0], num_negatives), device=idx.device)  # (B, K)
-            neg = neg + (neg >= idx[:, None]).long()  # (B, K)
-        else:
-            slots = self.valid.nonzero().flatten()  # (M,) the valid slots, ascending
-            position = self.valid.long().cumsum(0) - 1  # (N,) a valid slot's place among them
-            neg = torch.randint(0, self.num_valid - 1, (idx.shape[0], num_negatives), device=idx.device)  # (B, K)
-            neg = slots[neg + (neg >= position[idx][:, None]).long()]  # (B, K)
+        # Draw from the N-1 other slots, then shift every draw at or above idx up by one: uniform over
+        # the others without rejection sampling, and never the sample itself.
+        neg = torch.randint(0, self.num_items - 1, (idx.shape[0], num_negatives), device=idx.device)  # (B, K)
+        neg = neg + (neg >= idx[:, None]).long()  # (B, K)
         return torch.cat([idx[:, None], neg], dim=1)  # (B, 1+K)
 
     def targets(self, cand: Tensor) -> tuple[Tensor, Tensor]:
@@ -84,30 +55,20 @@ class MemoryBank(nn.Module):
         return (self.video * self.audio).sum(1)
 
     def score_stats(self, scores: Tensor) -> tuple[Tensor, Tensor]:
-        """mu and sigma of eq. (6): the mean and standard deviation of the valid slots' scores (N,)."""
-        if self.num_valid < self.num_items:
-            scores = scores[self.valid]  # (M,)
+        """mu and sigma of eq. (6): the mean and standard deviation of the slots' scores (N,)."""
         return scores.mean(), scores.std()
 
     @torch.no_grad()
-    def update(self, idx: Tensor, v: Tensor, a: Tensor, keep: Tensor | None = None) -> None:
+    def update(self, idx: Tensor, v: Tensor, a: Tensor) -> None:
         """AVID's EMA rule (ema_rows) for the batch's slots of both modalities.
 
         Call it after the step's loss and weights were computed from the old memory. Under DDP the
         indices and embeddings of every rank are gathered first, so all replicas apply the same
         update (the training loader drops the last partial batch, so every rank sends B rows).
-        `keep` (B,) bool leaves rows out: a substitute for a file that failed, whose slot may also be
-        in the batch as itself, so that no slot is written twice in a step. Every rank passes it or
-        none does. idx: (B,), v, a: (B, D)."""
+        idx: (B,), v, a: (B, D)."""
         idx, v, a = idx.to(self.video.device), v.detach().float(), a.detach().float()
-        if keep is not None:
-            keep = torch.as_tensor(keep, device=self.video.device)
         if dist.is_initialized() and dist.get_world_size() > 1:
             idx, v, a = (all_gather_cat(t) for t in (idx, v, a))  # (W*B,), (W*B, D), (W*B, D)
-            if keep is not None:
-                keep = all_gather_cat(keep)  # (W*B,)
-        if keep is not None:
-            idx, v, a = idx[keep], v[keep], a[keep]  # (B', ...)
         for bank, f in ((self.video, v), (self.audio, a)):
             bank[idx] = ema_rows(bank[idx], f, self.momentum)  # (B, D)
 
@@ -118,26 +79,11 @@ def ema_rows(rows: Tensor, features: Tensor, momentum: float) -> Tensor:
     return F.normalize(momentum * rows + (1 - momentum) * features, dim=1)
 
 
-def set_aside_failed(bank: MemoryBank, batch: dict[str, Tensor]) -> tuple[Tensor | None, int]:
-    """A file that failed to decode came as another item (data.AVDataset._get): its slot leaves the bank
-    for good, and the substitute, whose slot may also be in the batch as itself, must not update the
-    bank. Returns the (B,) rows that may update it (None: all) and the substitutes over all ranks."""
-    failed = batch.get("failed")
-    failed = torch.full((len(batch["index"]),), -1) if failed is None else failed  # (B,) on the host
-    failed_anywhere = gather_on_host(failed)  # (W*B,): a collective, so every rank calls it every step
-    substituted = failed_anywhere >= 0  # (W*B,)
-    if not substituted.any():  # the same answer on every rank
-        return None, 0
-    bank.exclude(failed_anywhere[substituted].unique())
-    return failed < 0, int(substituted.sum())
-
-
 @torch.no_grad()
 def faulty_auroc(bank: MemoryBank, faulty: Tensor) -> float | None:
     """How well the bank scores (which eq. (6)'s weights are monotone in) rank the known faulty positives below the
-    clean ones, over the valid slots: AUROC, 0.5 = no signal. The log's, never the step's. faulty: (N,) bool."""
-    valid = bank.valid.cpu()  # (N,)
-    return scores_auroc(bank.scores().cpu()[valid], faulty[valid])  # over the (M,) valid slots
+    clean ones: AUROC, 0.5 = no signal. The log's, never the step's. faulty: (N,) bool."""
+    return scores_auroc(bank.scores().cpu(), faulty)
 
 
 def scores_auroc(scores: Tensor, faulty: Tensor) -> float | None:
@@ -154,16 +100,3 @@ def all_gather_cat(t: Tensor, group: dist.ProcessGroup | None = None) -> Tensor:
     out = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
     dist.all_gather(out, t.contiguous(), group=group)
     return torch.cat(out, dim=0)
-
-
-_HOST_GROUP = None
-
-
-def gather_on_host(t: Tensor) -> Tensor:
-    """A small CPU tensor (B,) from every rank, without a device sync: under NCCL over a gloo group of its own."""
-    global _HOST_GROUP
-    if not (dist.is_initialized() and dist.get_world_size() > 1):
-        return t
-    if _HOST_GROUP is None:
-        _HOST_GROUP = dist.new_group(backend="gloo") if dist.get_backend() != "gloo" else dist.group.WORLD
-    return all_gather_cat(t, _HOST_GROUP)

@@ -39,7 +39,7 @@ from config import Config, DeviceError, parse_config, precision, resolve_device,
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
 from media.augment import ClipAugment
 from media.loader_workers import workers_per_process
-from memory_bank import MemoryBank, faulty_auroc, set_aside_failed
+from memory_bank import MemoryBank, faulty_auroc
 from model import AVModel
 
 # ----------------------------------------------------------------------------- where it runs: torchrun decides
@@ -105,7 +105,7 @@ def objective(
         labels = truth["labels"][cand] if cfg.soft_targets == "oracle" else None  # (B, 1+K)
         targets = soft_targets(vbar, abar, cfg.soft_targets, cfg.lam, cfg.tau_s, cfg.tau_t, labels=labels)
     scores = bank.scores()  # (N,): vbar_i . abar_i before this step's update
-    mu, sigma = bank.score_stats(scores)  # over the valid slots
+    mu, sigma = bank.score_stats(scores)
     weights = None
     if variant.weights == "scores":
         weights = sample_weights(scores[idx], mu, sigma, cfg.delta, cfg.kappa, cfg.w_min)  # (B,)
@@ -125,7 +125,6 @@ def train_step(
     bank, device = parts.bank, parts.bank.video.device
     for group in parts.optimizer.param_groups:
         group["lr"] = lr
-    keep, skipped = set_aside_failed(bank, batch)  # before the objective draws negatives
     # the loader's uint8 crops and waveforms (or the in-memory set's mel power), augmented on the device, batched
     wav, mel = (batch[k].to(device, non_blocking=True) if k in batch else None for k in ("audio", "mel"))
     video, audio = parts.augment(batch["video"].to(device, non_blocking=True), wav, mel)  # (B,3,T,H,W), (B,1,F,T')
@@ -138,9 +137,8 @@ def train_step(
     parts.scaler.scale(loss).backward()
     parts.scaler.step(parts.optimizer)
     parts.scaler.update()
-    bank.update(idx, v, a, keep=keep)  # after the loss: this step's targets came from the old memory
+    bank.update(idx, v, a)  # after the loss: this step's targets came from the old memory
     stats["loss"] = loss
-    stats["skipped"] = torch.tensor(float(skipped), device=device)  # items, over all ranks
     return loss.detach(), {k: val.detach().float() for k, val in stats.items()}
 
 
@@ -196,7 +194,7 @@ def train_epoch(
     parts: Parts, loader: torch.utils.data.DataLoader, cfg: Config, epoch: int, world: int, show_bar: bool
 ) -> dict[str, Any]:
     """One pass over the loader -> the epoch's log record: the step statistics' means (of the global batch under
-    DDP), clips/s, the share of the time spent waiting for the loader, the items that stood in for failed files."""
+    DDP), clips/s, the share of the time spent waiting for the loader."""
     stage, steps, device = stage_at(epoch, cfg), len(loader), parts.bank.video.device
     parts.model.train()
     sums: dict[str, Tensor] = {}  # summed on the device: no host sync per step
@@ -224,7 +222,6 @@ def train_epoch(
             dist.all_reduce(sums[k])
             sums[k] /= world
     seconds = time.time() - t0
-    skipped = round(float(sums.pop("skipped", 0.0)))  # the same count on every rank, so its mean over ranks is it
     return {
         "epoch": epoch,
         "stage": stage,
@@ -232,8 +229,6 @@ def train_epoch(
         **{k: float(val) / steps for k, val in sums.items()},
         "clips_per_s": seen / seconds,
         "data_wait": waited / max(1e-9, seconds),
-        "skipped": skipped,
-        "excluded": parts.bank.num_items - parts.bank.num_valid,
     }
 
 
@@ -282,8 +277,10 @@ def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, rep
             if report is not None:
                 report(record, parts.bank, dataset, r.history)
             r.end_epoch(epoch, record)  # the checkpoint, then rank 0's log line
-    except SystemExit:  # a non-finite loss, an unwritable checkpoint: exits every rank takes together
+    except (SystemExit, data.BadMedia) as err:  # a bad file, a non-finite loss, an unwritable checkpoint
         leave_group(parts, ddp)
+        if isinstance(err, data.BadMedia):  # a loader worker's traceback ends in the line that names the file
+            raise SystemExit(f"train.py: {str(err).strip().splitlines()[-1].split('BadMedia: ')[-1]}") from None
         raise
     leave_group(parts, ddp)
     return parts.unwrapped(), parts.bank

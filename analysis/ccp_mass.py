@@ -9,7 +9,7 @@ is T = (1 - lam) 1[j=i] + lam S, so T's share on the instance itself is 1 - lam 
     other          other classes
 beside `chance`, the share of the 1+K candidates in each group. Candidates are drawn as the bank draws
 them (uniform, with replacement, never the anchor: analysis/diagnostics.py's draw_candidates), from
-a generator of their own, over the bank's valid slots. Both sides: S_v, eq. (13) (the anchor's audio
+a generator of their own, over the bank's slots. Both sides: S_v, eq. (13) (the anchor's audio
 memory against the candidates' video memories), and S_a, eq. (14)'s counterpart. Clean and injected
 (or natural) faulty anchors are also reported apart: a faulty anchor's own audio is not its picture's.
 
@@ -66,7 +66,7 @@ def mass_by_candidate(
     draws: int = 1,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """video, audio (N, D) unit-norm memories of the valid slots, labels, sources (N,), faulty (N,) bool
+    """video, audio (N, D) unit-norm memories of the slots, labels, sources (N,), faulty (N,) bool
     or None. Every slot is an anchor in each of `draws` draws of candidates. -> {"S_v", "S_a", "chance":
     {group: mean share per anchor}, and with `faulty`, "clean" and "faulty": {"S_v", "S_a"} over those
     anchors; "anchors", "K"}"""
@@ -120,16 +120,15 @@ def analyse(ckpt: str | Path, data: str | None = None, draws: int = 4, strategy:
     state = load_checkpoint(ckpt)
     cfg = config_from_dict(state["config"], source=str(ckpt))
     inst, bank = state["instances"], state["bank"]
-    valid = bank["valid"]  # (N,) bool: slots whose files decoded
     sources, named = sources_of(inst["paths"], data or cfg.data)
     epoch = state.get("epoch", -1)
     result = mass_by_candidate(
-        bank["video"][valid],
-        bank["audio"][valid],
-        inst["labels"][valid],
-        sources[valid],
-        inst["faulty"][valid],
-        num_negatives=min(cfg.num_negatives, int(valid.sum()) - 1),
+        bank["video"],
+        bank["audio"],
+        inst["labels"],
+        sources,
+        inst["faulty"],
+        num_negatives=min(cfg.num_negatives, len(bank["video"]) - 1),
         tau_s=cfg.tau_s,
         tau_t=cfg.tau_t,
         strategy=strategy,

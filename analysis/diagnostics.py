@@ -14,7 +14,7 @@
                      candidates of the anchor's class (the faulty negatives), beside the oracle's and
                      chance: the picture of the soft targets working (figures.soft_targets_over_training)
 
-    bank_report      all four, over the bank's valid slots (files that decoded): what make demo's runs log
+    bank_report      all four, over the bank's slots: what make demo's runs log
                      (analysis/drift.BankReport, the report they pass train.main)
 
 Make demo's runs log these every epoch; they read labels and faults, so they never feed back into training.
@@ -162,13 +162,12 @@ def soft_target_share(
 def bank_report(
     bank: "MemoryBank", labels: torch.Tensor, faulty: torch.Tensor, tau_s: float = 0.02, tau_t: float = 0.07
 ) -> dict[str, Any]:
-    """faulty_auroc, bank_structure and soft_target_share of a memory_bank.MemoryBank, over its valid
-    slots only (an excluded slot was never trained). labels, faulty: (N,) on the CPU -> dict."""
-    valid = bank.valid.cpu()  # (N,)
-    video, audio, scores = bank.video.cpu()[valid], bank.audio.cpu()[valid], bank.scores().cpu()[valid]  # (M, ...)
+    """faulty_auroc, bank_structure and soft_target_share of a memory_bank.MemoryBank.
+    labels, faulty: (N,) on the CPU -> dict."""
+    video, audio, scores = bank.video.cpu(), bank.audio.cpu(), bank.scores().cpu()  # (N, D), (N, D), (N,)
     return {
-        "faulty_auroc": faulty_auroc(scores, faulty[valid]),
-        "score_hist": score_histogram(scores, faulty[valid]),
-        **bank_structure(video, audio, labels[valid], faulty[valid]),
-        "soft_share": soft_target_share(video, audio, labels[valid], tau_s=tau_s, tau_t=tau_t),
+        "faulty_auroc": faulty_auroc(scores, faulty),
+        "score_hist": score_histogram(scores, faulty),
+        **bank_structure(video, audio, labels, faulty),
+        "soft_share": soft_target_share(video, audio, labels, tau_s=tau_s, tau_t=tau_t),
     }

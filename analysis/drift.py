@@ -17,7 +17,7 @@ labels; these need none, so they work on a user's own data:
                     S_v and S_a over anchors drawn from the bank with the run's K: the share of the soft part
                     left on the anchor's own positive. Logged, not warned on: on a demo screen branch where
                     agreement rose (0.737 -> 0.780, Soft-xID, seed 702) it fell by a quarter (0.034 -> 0.026)
-    bank_signals    both, over the bank's valid slots: what each epoch's log record gets
+    bank_signals    both, over the bank's slots: what each epoch's log record gets
     drift_warning   the rule, on the log's records: in a soft-target stage (Soft- or Robust-xID),
                     agreement below its value at the stage's start by more than MARGIN for PATIENCE
                     consecutive epochs -> one line; otherwise None
@@ -95,10 +95,9 @@ def positive_mass(
 
 
 def bank_signals(bank: "MemoryBank", cfg: "Config") -> dict[str, Any]:
-    """agreement and positive_mass of a memory_bank.MemoryBank over its valid slots, with the run's soft
-    targets, K, tau_s and tau_t: the label-free part of an epoch's log record."""
-    valid = bank.valid.cpu()  # (N,)
-    video, audio = bank.video.cpu()[valid], bank.audio.cpu()[valid]  # (M, D) each
+    """agreement and positive_mass of a memory_bank.MemoryBank, with the run's soft targets, K, tau_s
+    and tau_t: the label-free part of an epoch's log record."""
+    video, audio = bank.video.cpu(), bank.audio.cpu()  # (N, D) each
     return {
         "agreement": agreement(video, audio),
         "positive_mass": positive_mass(video, audio, cfg.soft_targets, cfg.num_negatives, cfg.tau_s, cfg.tau_t),

@@ -24,11 +24,9 @@ from memory_bank import MemoryBank
 
 def weight_analysis(bank: MemoryBank, faulty: Tensor, cfg: Config) -> tuple[dict[str, Any], Tensor, Tensor, Tensor]:
     """How well do the weights of eq. (6) find the faulty positives? AUROC and precision at
-    k = number of faulty instances, ranking by increasing weight. Slots excluded from the bank (files
-    that failed to decode) are left out."""
-    mu, sigma = bank.score_stats(bank.scores())  # eq. (6)'s statistics, over the valid slots
-    valid = bank.valid.cpu()  # (N,)
-    scores, faulty = bank.scores().cpu()[valid], faulty[valid]  # (M,) each
+    k = number of faulty instances, ranking by increasing weight."""
+    mu, sigma = bank.score_stats(bank.scores())  # eq. (6)'s statistics
+    scores = bank.scores().cpu()  # (N,)
     w = sample_weights(scores, float(mu), float(sigma), cfg.delta, cfg.kappa, cfg.w_min)
     k = int(faulty.sum())
     out = {

@@ -8,7 +8,7 @@
     python -m lab.bench step  [--preset ablation] [--batch 112]      # the full train.py step next to `model`
     python -m lab.bench epoch [--preset demo --epochs 3 --preload on ready]  # an epoch's split: lab/bench_epoch.py
     python -m lab.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
-    python -m lab.bench scan  [--root data/synth2000 --workers 1 2]  # media/scan.py: files/s per processes
+    python -m lab.bench scan  [--root data/synth2000 --workers 1 2]  # tools/scan.py: files/s per processes
     python -m lab.bench profile|threads [--preset demo --batch 32]  # the model's CPU profile, thread settings
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
@@ -311,11 +311,11 @@ def bench_eval(args):
 
 
 def bench_scan(args):
-    """files/s of media/scan.py's scan over every video under --root, once per process count, alternated
+    """files/s of tools/scan.py's scan over every video under --root, once per process count, alternated
     twice (the page cache is warm after the first pass); the manifests must agree."""
     import io
 
-    from media import scan
+    from tools import scan
 
     rows, lines = {}, []
     for rep, jobs in itertools.product(range(2), args.workers):

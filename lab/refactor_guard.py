@@ -65,6 +65,9 @@ REPORTED = (
 # what the report adds to a record (analysis/diagnostics.bank_report, analysis/drift.bank_signals)
 LEFT_THE_LOG = {"score_hist", "knn_class", "xmodal_class", "own_audio", "own_audio_faulty", "soft_share"}
 LEFT_THE_LOG |= {"agreement", "positive_mass", "drift_start"}
+# what left the log with the failed-file substitution (step 6b: a file that fails stops the run); the old side's
+# must be 0, what a run whose files all decode logs
+GONE = {"skipped", "excluded"}
 # leaves that say when, where or how long, not what was computed
 NOT_NUMBERS = re.compile(r"time|second|minute|elapsed|per_s|wait|when|path|folder|file|host|sha|digest|version")
 
@@ -149,8 +152,12 @@ def compare(old, new):
             k for k in old["files"].keys() | new["files"].keys() if old["files"].get(k) != new["files"].get(k)
         )
         bad.append(f"the generator's files differ: {len(differ)} of {len(old['files'])} ({', '.join(differ[:5])})")
+    gone = {k: v for k, v in old["log"].items() if k.split(".")[-1] in GONE and k not in new["log"]}
+    if any(gone.values()):
+        bad.append(f"log: the old side skipped or excluded files: {gone}")
     for part in ("log", "eval"):
         a, b = old[part], new[part]
+        a = {k: v for k, v in a.items() if k not in gone}
         if a.keys() != b.keys():
             bad.append(
                 f"{part}: keys only old {sorted(a.keys() - b.keys())[:8]}, only new {sorted(b.keys() - a.keys())[:8]}"

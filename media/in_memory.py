@@ -96,8 +96,7 @@ class InMemoryClips:
 
     def batch(self, keys: list[tuple[int, int]]) -> dict[str, Tensor]:
         """keys: (index, seed) pairs (data.SeededSampler's) -> the batch a DataLoader of the same dataset
-        collates: video (B, 3, T, S, S) uint8 and audio (B, n) on the device, index (B,) on the device,
-        failed (B,) on the host (the slot a substitute stands for, else -1)."""
+        collates: video (B, 3, T, S, S) uint8, mel power (B, n_mels, n_time) and index (B,), on the device."""
         spec, dev = self.dataset.spec, self.device
         items = [self.dataset.seeded(key, make=self._draw) for key in keys]  # the draws, on the host
         idx = torch.tensor([d["index"] for d in items])  # (B,)
@@ -108,7 +107,7 @@ class InMemoryClips:
         clips = self.frames.flatten(0, 1).index_select(0, rows.to(dev)).view(len(idx), -1, *self.frames.shape[2:])
         # (B, T, H, W, 3) -> (B, 3, T, S, S): each clip cropped and flipped as its item drew
         video = self.dataset.transform.apply_many(clips, [d["box"] for d in items], [d["flip"] for d in items])
-        batch = {"video": video, "index": idx.to(dev), "failed": torch.tensor([d["failed"] for d in items])}
+        batch = {"video": video, "index": idx.to(dev)}
         if self.n:
             (f, bands), steps = self.mel.shape[1:], spec.n_time
             rows = [self.row[d["audio_path"] or self.dataset.records[d["index"]].path] for d in items]

@@ -9,7 +9,6 @@ lab/bench.py through `loader` and worker_init_fn. Tests: tests/test_data.py
 
 import functools
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -70,9 +69,8 @@ def worker_cores(
 
 def worker_init(worker_id: int, cores: list[int] | None = None) -> None:
     """A loader worker: one torch thread (the main process keeps the cores), held to cores[worker_id].
-    It ignores SIGTERM, which SLURM sends to every process of a job: the main process dies of it (a run
-    resumes after its last whole epoch: checkpoint.py) and the DataLoader's watchdog then ends its workers."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    SIGTERM ends it, as it ends the main process (a run resumes after its last whole epoch: checkpoint.py),
+    and so does the main process's exit, whichever way it leaves."""
     torch.set_num_threads(1)
     if cores:
         os.sched_setaffinity(0, {cores[worker_id]})

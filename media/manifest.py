@@ -1,44 +1,36 @@
-"""Which files make a dataset: layouts, split lists, the manifest of usable files (Sec. 5.1).
+"""Which files make a dataset: layouts, split lists and the manifest of usable files (Sec. 5.1), as training and
+evaluation read them. The manifest (ROOT/manifest.csv) and a plain folder's split lists are made once,
+beforehand, by the scan (tools/scan.py), which names every file it refuses and why:
 
-    python -m media.manifest scan ROOT --out ROOT/manifest.csv [--video-only] [--jobs N]
-    python -m media.manifest split ROOT [--test-fraction 0.2 --seed 0]     # a folder without split lists
+    python -m tools.scan ROOT                 # ROOT/manifest.csv (--video-only for evaluation sets)
+    python -m tools.scan ROOT --split         # train.txt/test.txt for a folder of class folders without lists
 
-`scan` (media/scan.py) opens every video once and keeps the usable ones, naming each other file with
-its reason; a missing manifest is made by a scan, one that exists is read (once per process while it
-is unchanged: read_manifest). `load_split` joins a layout's split (UCF101, HMDB51, Kinetics-400, or a
-plain folder of class folders) with the manifest and names the listed videos it lacks (an evaluation
-refuses them: protocols/features.py); `load_records` leaves them out, so the number of memory-bank slots always
-comes from the files that work.
-
-Splits cannot leak: a `folder` dataset without train.txt/test.txt gets a seeded, stratified split
-written to those files (readable, and the same on every run), never every file in both splits.
-Files under a class folder that look like media but are not in VIDEO_EXTENSIONS are reported once,
-with the reason. Tests: tests/test_data.py, tests/test_protocols.py
+A missing manifest, or a folder dataset without lists, is refused in one line naming that command. `load_split`
+joins a layout's split (UCF101, HMDB51, Kinetics-400, or a plain folder of class folders) with the manifest
+and names the listed videos it lacks (an evaluation refuses them: protocols/features.py); `load_records`
+leaves them out, so the number of memory-bank slots always comes from the files that work. A manifest is read
+once per process while it is unchanged (read_manifest). Tests: tests/test_data.py, tests/test_protocols.py
 """
 
-import argparse
 import csv
-import os
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import av
-import numpy as np
 
-from media.scan import (
-    AUDIO_EXTENSIONS,
-    MIN_AUDIO_SECONDS,
-    VIDEO_EXTENSIONS,
-    partial,
-    probe,
-    report_unsupported,
-    scan,
-    stream_duration,
-    write_manifest,
-)
+# containers PyAV (FFmpeg) reads that real collections ship: Kinetics .mp4/.webm/.mkv, UCF101 and
+# HMDB51 .avi, phones .mov/.m4v/.3gp, older archives .mpg/.mpeg/.flv, Wikimedia .ogv
+VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".ogv", ".flv", ".3gp")
+AUDIO_EXTENSIONS = (".m4a", ".wav", ".mp3", ".flac", ".ogg", ".aac")  # replacement audio (--faulty-pool)
+MIN_VIDEO_SECONDS, MIN_AUDIO_SECONDS = 0.5, 2.0  # one clip: 8 frames at 16 fps, 2 s of audio
+
+
+def stream_duration(container: av.container.InputContainer, stream: av.stream.Stream) -> float:
+    if stream.duration is not None:
+        return float(stream.duration * stream.time_base)
+    return container.duration / 1e6 if container.duration else 0.0
 
 
 @dataclass
@@ -105,16 +97,19 @@ def list_split(
             ]
             items = [it for it in items if (root / it[0]).exists()]
         else:
-            classes = _class_dirs(root / split)
-            items = [(f"{split}/{p}", k) for p, k in _class_files(root / split, classes)]
+            classes = class_dirs(root / split)
+            items = [(f"{split}/{p}", k) for p, k in class_files(root / split, classes)]
     elif layout == "folder":
-        classes = _class_dirs(root)
-        items = _class_files(root, classes)
+        classes = class_dirs(root)
+        items = class_files(root, classes)
         lists = {s: root / f"{s}.txt" for s in ("train", "test")}
-        if not items:  # nothing to split: no lists written into a folder that holds no videos
+        if not items:
             return [], classes
         if not any(p.exists() for p in lists.values()):
-            lists = folder_split(root, items)
+            raise FileNotFoundError(
+                f"{root} has no train.txt or test.txt: python -m tools.scan {root} --split writes a seeded, "
+                f"stratified split of its class folders"
+            )
         other = "test" if split == "train" else "train"
         if split in lists and lists[split].exists():
             keep = set(_lines(lists[split]))
@@ -135,62 +130,21 @@ def _lines(path: str | Path) -> list[str]:
     return [line.strip() for line in open(path) if line.strip()]
 
 
-def _class_dirs(root: str | Path) -> list[str]:
+def class_dirs(root: str | Path) -> list[str]:
     """Class folders; names starting with '_' or '.' are not classes (the synthetic audio pool)."""
     if not Path(root).is_dir():
         raise FileNotFoundError(f"dataset folder not found: {root}")
     return sorted(d.name for d in Path(root).iterdir() if d.is_dir() and d.name[0] not in "_.")
 
 
-def _class_files(root: str | Path, classes: list[str]) -> list[tuple[str, int]]:
-    items = []
-    for k, c in enumerate(classes):
-        for f in sorted((Path(root) / c).iterdir()):
-            if f.suffix.lower() in VIDEO_EXTENSIONS:
-                items.append((f"{c}/{f.name}", k))
-            elif f.is_file():
-                report_unsupported(f)
-    return items
-
-
-def folder_split(
-    root: str | Path, items: list[tuple[str, int]], test_fraction: float = 0.2, seed: int = 0
-) -> dict[str, Path]:
-    """A seeded split, stratified by class, of a folder dataset that has no split lists: per class,
-    round(test_fraction * n) files (at least one when there are two) go to test. Written to
-    ROOT/train.txt and ROOT/test.txt when ROOT is writable, else kept in memory (with a warning).
-    Returns {split: path of its list} (a temporary folder's when ROOT is read-only)."""
-    root = Path(root)
-    rng = np.random.default_rng(seed)
-    lists = {"train": [], "test": []}
-    for label in sorted({k for _, k in items}):
-        paths = sorted(p for p, k in items if k == label)
-        n_test = max(1 if len(paths) >= 2 else 0, int(round(test_fraction * len(paths))))
-        order = rng.permutation(len(paths))
-        lists["test"] += [paths[i] for i in sorted(order[:n_test])]
-        lists["train"] += [paths[i] for i in sorted(order[n_test:])]
-    where = root
-    if not os.access(root, os.W_OK):
-        import tempfile
-
-        where = Path(tempfile.mkdtemp(prefix="split_"))
-        print(
-            f"data: {root} has no train.txt/test.txt and is read-only: using a seeded split kept in {where}",
-            file=sys.stderr,
-        )
-    else:
-        print(
-            f"data: {root} had no train.txt/test.txt: wrote a seeded, stratified split "
-            f"({len(lists['train'])} train / {len(lists['test'])} test videos)",
-            file=sys.stderr,
-        )
-    out = {}
-    for split, paths in lists.items():
-        out[split] = where / f"{split}.txt"
-        tmp = Path(f"{out[split]}.tmp")
-        tmp.write_text("".join(p + "\n" for p in paths))
-        os.replace(tmp, out[split])
-    return out
+def class_files(root: str | Path, classes: list[str]) -> list[tuple[str, int]]:
+    """(CLASS/name, label) of the videos in each class folder (the scan names the other files it meets)."""
+    return [
+        (f"{c}/{f.name}", k)
+        for k, c in enumerate(classes)
+        for f in sorted((Path(root) / c).iterdir())
+        if f.suffix.lower() in VIDEO_EXTENSIONS
+    ]
 
 
 _READ = {}  # manifest path -> ((mtime, size), rows): each manifest is parsed once per process while unchanged
@@ -232,24 +186,23 @@ def load_split(
     need_audio: bool = True,
 ) -> Split:
     """Records of a split joined with the manifest (durations, audio), and the videos of the split's
-    list that the manifest lacks (or, with need_audio, that have less than one clip's audio). A missing
-    manifest is made by scanning (and saved as ROOT/manifest.csv when ROOT is writable); one that
-    exists is read, never rebuilt."""
+    list that the manifest lacks (or, with need_audio, that have less than one clip's audio). The manifest is
+    the scan's (tools/scan.py): a missing one is refused naming the command that makes it."""
     root = Path(root)
     items, classes = list_split(layout, root, split, fold, annotations)
-    if not items:  # before any scan: a folder that yields no videos gets no manifest written into it
-        raise ValueError(no_usable_files(root, split, items, {}, need_audio))
+    if not items:
+        raise ValueError(
+            f"no {split} videos found under {root} (the folder layout is ROOT/CLASS/*.mp4; containers: "
+            f"{' '.join(VIDEO_EXTENSIONS)})"
+        )
     manifest = Path(manifest or root / "manifest.csv")
-    if not manifest.exists():  # scan every file under root, so that one manifest serves every split
-        writable = os.access(manifest.parent, os.W_OK)
-        # every video, silent ones too: the manifest serves every later call, and an evaluation split
-        # must stay whole (a caller that needs audio filters the rows below, as for a manifest read)
-        rows = scan(root, need_audio=False, journal=partial(manifest) if writable else None)
-        if writable:
-            write_manifest(rows, manifest)
-            partial(manifest).unlink(missing_ok=True)
-    else:
-        rows = read_manifest(manifest)
+    if not manifest.exists():
+        only = "" if need_audio else " --video-only"
+        out = "" if manifest == root / "manifest.csv" else f" --out {manifest}"
+        raise FileNotFoundError(
+            f"no manifest {manifest}: python -m tools.scan {root}{only}{out} makes it (it probes every file once)"
+        )
+    rows = read_manifest(manifest)
     by_path = {r["path"]: r for r in rows}
     truth = {}
     if (root / "ground_truth.csv").exists():
@@ -268,7 +221,11 @@ def load_split(
             )
         )
     if not records:
-        raise ValueError(no_usable_files(root, split, items, by_path, need_audio))
+        raise ValueError(
+            f"no usable {split} videos under {root}: {len(items)} listed, none in {manifest}"
+            + (" with a clip's audio" if need_audio else "")
+            + f"; python -m tools.scan {root} names each file and its reason"
+        )
     return Split(records, classes, missing, manifest)
 
 
@@ -293,35 +250,6 @@ def load_records(
     return got.records, got.classes
 
 
-def no_usable_files(
-    root: str | Path, split: str, items: list[tuple[str, int]], by_path: dict[str, dict], need_audio: bool = True
-) -> str:
-    """One line for a split with no usable video: how many files it lists, how many fail for each
-    reason (probed again here, the failure path only), and the command that names each file."""
-    root = Path(root)
-    if not items:
-        return (
-            f"no {split} videos found under {root} (the folder layout is ROOT/CLASS/*.mp4; containers: "
-            f"{' '.join(VIDEO_EXTENSIONS)})"
-        )
-    reasons = Counter()
-    for path, _ in items:
-        row = by_path.get(path)
-        if row is not None:  # in the manifest, so only its audio is missing
-            reasons["no audio stream"] += 1
-            continue
-        try:
-            probe(root / path, need_audio)
-            reasons["not in the manifest (rescan)"] += 1
-        except (ValueError, OSError) as err:
-            reasons[str(err).split(" (")[0].split(":")[0]] += 1
-    counts = ", ".join(f"{n} {why}" for why, n in reasons.most_common())
-    return (
-        f"no usable {split} videos under {root}: {len(items)} found, {sum(reasons.values())} unusable ({counts}); "
-        f"python -m media.manifest scan {root} names each file and its reason"
-    )
-
-
 def audio_pool(folder: str | Path) -> list[tuple[str, float]]:
     """(path, seconds) of every file in `folder` that has an audio stream: replacement audio."""
     pool = []
@@ -333,35 +261,3 @@ def audio_pool(folder: str | Path) -> list[tuple[str, float]]:
     if not pool:
         raise ValueError(f"no audio files in the faulty-positive pool {folder}")
     return pool
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("scan", help="write a manifest of the usable videos under ROOT")
-    p.add_argument("root")
-    p.add_argument("--out", help="manifest CSV to write (default ROOT/manifest.csv)")
-    p.add_argument("--video-only", action="store_true", help="files without audio are usable (evaluation sets)")
-    p.add_argument("--jobs", type=int, default=None, help="processes that probe files (default: every core)")
-    p = sub.add_parser("split", help="write a seeded, stratified train.txt/test.txt for a folder of class folders")
-    p.add_argument("root")
-    p.add_argument("--test-fraction", type=float, default=0.2)
-    p.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.cmd == "scan":
-        if not Path(args.root).is_dir():
-            raise SystemExit(f"media/manifest.py scan: dataset folder not found: {args.root}")
-        out = Path(args.out or Path(args.root) / "manifest.csv")
-        rows = scan(args.root, need_audio=not args.video_only, jobs=args.jobs, journal=partial(out))
-        write_manifest(rows, out)  # atomic; the journal goes only once the manifest is in place
-        partial(out).unlink(missing_ok=True)
-        print(f"{len(rows)} usable videos -> {out}")
-    else:
-        root = Path(args.root)
-        if any((root / f"{s}.txt").exists() for s in ("train", "test")):
-            raise SystemExit(f"{root} already has split lists; remove them first to make new ones")
-        folder_split(root, _class_files(root, _class_dirs(root)), args.test_fraction, args.seed)
-
-
-if __name__ == "__main__":
-    main()

@@ -20,7 +20,7 @@ import av
 import torch
 import torch.distributed as dist
 
-from media import decode, scan
+from media import decode, manifest
 
 if TYPE_CHECKING:  # for annotations only
     from media.clip import ClipSpec
@@ -115,11 +115,11 @@ def _decode_whole_file(path: str, spec: "ClipSpec", video: bool, audio: bool = T
             if video:
                 vs = c.streams.video[0]
                 frames = decode.decode_frames(
-                    c, 0.0, max(spec.frames, int(scan.stream_duration(c, vs) * spec.fps)), spec.fps
+                    c, 0.0, max(spec.frames, int(manifest.stream_duration(c, vs) * spec.fps)), spec.fps
                 )
             wav = None
             if audio and spec.audio_seconds and c.streams.audio:
-                wav = decode.decode_audio(c, 0.0, scan.stream_duration(c, c.streams.audio[0]), spec.audio_rate)
+                wav = decode.decode_audio(c, 0.0, manifest.stream_duration(c, c.streams.audio[0]), spec.audio_rate)
             return frames, wav
     except (av.FFmpegError, RuntimeError, IndexError) as err:
         return err, None

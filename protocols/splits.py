@@ -78,7 +78,7 @@ def resolve(cfg: Config, need_audio: bool = False, allow_missing: bool = False) 
         fix = (
             "--modality audio needs a clip of audio"
             if silent
-            else f".venv/bin/python -m media.manifest scan {cfg.data} --video-only --out {got.manifest} rescans, "
+            else f".venv/bin/python -m tools.scan {cfg.data} --video-only --out {got.manifest} rescans, "
             f"keeping silent videos and naming each unusable file and its reason"
         )
         raise MissingVideos(
@@ -120,5 +120,5 @@ def check_disjoint(query: Iterable[Any], gallery: Iterable[Any], what: str = "qu
     if shared:
         raise ValueError(
             f"{what} share {len(shared)} video file(s), e.g. {shared[0]}: the split leaks. Give the "
-            f"dataset disjoint train.txt/test.txt lists (python -m media.manifest split ROOT makes them)"
+            f"dataset disjoint train.txt/test.txt lists (python -m tools.scan ROOT --split makes them)"
         )

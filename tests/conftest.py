@@ -19,10 +19,9 @@ import torch.multiprocessing as mp
 import checkpoint
 from config import Config
 from lab import refactor_guard
-from media import manifest
 from memory_bank import MemoryBank
 from model import AVModel
-from tools import synthetic
+from tools import scan, synthetic
 
 
 def pytest_configure(config):
@@ -152,7 +151,7 @@ def ckpt(trained, tmp_path):
 def video_manifest(ucf_data, tmp_path_factory):
     """A manifest of ucf_data scanned as the error message says: without requiring audio."""
     out = tmp_path_factory.mktemp("scan") / "manifest.csv"
-    manifest.main(["scan", str(ucf_data), "--video-only", "--jobs", "1", "--out", str(out)])
+    scan.main([str(ucf_data), "--video-only", "--jobs", "1", "--out", str(out)])
     return out
 
 

@@ -59,7 +59,7 @@ def test_a_silent_test_video_left_out_by_the_manifest_stops_the_evaluation_namin
     err = str(stop.value.code)
     assert "\n" not in err
     assert err.startswith("evaluate.py: 1 of 5 test videos of ucf101 fold 1") and UCF_SILENT in err, err
-    assert f"python -m media.manifest scan {ucf_data} --video-only" in err and "--allow-missing" in err
+    assert f"python -m tools.scan {ucf_data} --video-only" in err and "--allow-missing" in err
     assert not (ckpt.parent / "eval.json").exists()
 
     evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--allow-missing")])
@@ -125,14 +125,18 @@ def test_a_report_cell_never_averages_two_copies_of_a_dataset_and_takes_the_late
     assert report.cell([raw, *folds], "retrieval", "ucf101", "video", "R@5")[0] == "40.0 ± 14.1 (folds 1, 2)"
 
 
-def test_a_manifest_made_for_a_caller_that_needs_audio_still_lists_the_silent_videos(tmp_path):
-    """The first call on a folder without a manifest scans it for every later call: a training-style
-    call (audio required) must not leave the silent videos out of the evaluation's split."""
+def test_a_missing_manifest_names_the_scan_and_a_video_only_one_serves_both_callers(tmp_path):
+    """Training and evaluation read the scan's manifest and never make one; a --video-only scan keeps the
+    silent videos, so a training-style call (audio required) leaves them out and an evaluation keeps them."""
     from conftest import ucf_layout
     from media import manifest
+    from tools import scan
 
     root = ucf_layout(tmp_path / "ucf")
     (root / "manifest.csv").unlink()
+    with pytest.raises(FileNotFoundError, match=f"python -m tools.scan {root} --video-only makes it"):
+        manifest.load_split("ucf101", root, "test", 1, need_audio=False)
+    scan.main([str(root), "--video-only", "--jobs", "1"])
     heard = manifest.load_split("ucf101", root, "test", 1, need_audio=True)
     assert any(p.endswith(UCF_SILENT) for p, _ in heard.missing)  # left out of this caller's records
     whole = manifest.load_split("ucf101", root, "test", 1, need_audio=False)

@@ -12,7 +12,7 @@ from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
 from protocols import features, finetune, retrieval, splits
-from tools import synthetic
+from tools import scan, synthetic
 
 
 def test_recall_at_k_is_exact_on_hand_made_features():
@@ -141,6 +141,7 @@ def _two_colour_folder(root, n_train=4, n_test=3, lists=True):
     if lists:
         for split, paths in rels.items():
             (root / f"{split}.txt").write_text("\n".join(paths) + "\n")
+    scan.make_manifest(root, need_audio=False, jobs=1)  # what training and evaluation read: the scan's
     return root
 
 
@@ -174,16 +175,17 @@ def test_finetune_accumulation_gives_the_gradient_of_the_whole_batch():
     torch.testing.assert_close(grads[0], grads[1])
 
 
-def test_a_folder_without_split_lists_gets_a_seeded_stratified_split_and_no_leak(tmp_path):
+def test_a_folder_without_split_lists_is_refused_naming_the_scan_whose_split_is_stratified_and_leak_free(tmp_path):
     root = _two_colour_folder(tmp_path / "ds", n_train=5, n_test=0, lists=False)
+    with pytest.raises(FileNotFoundError, match=f"python -m tools.scan {root} --split writes"):
+        manifest.list_split("folder", root, "train")
+    scan.main([str(root), "--split"])
     items, classes = manifest.list_split("folder", root, "train")
     test_items, _ = manifest.list_split("folder", root, "test")
     assert (root / "train.txt").exists() and (root / "test.txt").exists()
     assert not {p for p, _ in items} & {p for p, _ in test_items}
     assert len(test_items) == 2 and {k for _, k in test_items} == {0, 1}  # round(0.2 * 5) = 1 per class
-    assert (root / "test.txt").read_text() == manifest.folder_split(tmp_path / "ds", items + test_items)[
-        "test"
-    ].read_text()
+    assert (root / "test.txt").read_text() == scan.folder_split(tmp_path / "ds", items + test_items)["test"].read_text()
     # retrieval on the split: the queries are not in the gallery, so R@1 is not trivially 100%
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--preload", "off"])
     both = splits.resolve(cfg)  # refuses lists that share a file

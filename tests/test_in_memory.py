@@ -19,6 +19,7 @@ from conftest import RATE
 from media import augment, in_memory, manifest
 from media.clip import ClipSpec
 from test_data import _dataset_files
+from tools import scan
 from tools.render import write_mp4
 
 SPEC = ClipSpec(size=24, frames=4, fps=8.0, n_mels=20, n_time=20)  # a clip is 0.5 s; its sound window 2 s
@@ -76,8 +77,8 @@ def _assert_same_batch(got, want):
     waveform: frame j covers samples [(j-1)*hop, (j+1)*hop) of it, so frame 0 reaches hop samples before
     the clip (reflected there, the sound's own samples here) and SPEC's last frame, 20*1102 <= 22050, none
     past it. The volume enters as its square here, inside the waveform there: a rounding of ~1e-7."""
-    assert set(got) >= {"video", "mel", "index", "failed"} and "audio" not in got
-    for key in ("video", "index", "failed"):
+    assert set(got) >= {"video", "mel", "index"} and "audio" not in got
+    for key in ("video", "index"):
         assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
     loader = augment.MelPower(SPEC)(want["audio"])[..., : SPEC.n_time]  # (B, n_mels, n_time)
     assert got["mel"].shape == loader.shape == (len(want["index"]), SPEC.n_mels, SPEC.n_time)
@@ -144,19 +145,17 @@ def test_the_gpu_cut_is_within_one_level_of_the_loaders_cpu_cut(varied):
     assert diff.max() <= 1 and diff.float().mean() <= 0.5
     cpu = in_memory.InMemoryClips(ds, torch.device("cpu")).batch(KEYS)
     torch.testing.assert_close(got["mel"].cpu(), cpu["mel"], rtol=1e-4, atol=1e-8)
-    for key in ("index", "failed"):
-        assert torch.equal(got[key].cpu(), want[key]), key
+    assert torch.equal(got["index"].cpu(), want["index"])
 
 
-def test_a_failed_file_gets_the_same_substitute_on_both_paths(varied, capsys):
-    ds = _set(varied, "long", max_bad_fraction=0.5)
+def test_a_failed_file_stops_both_paths_naming_it(varied):
+    ds = _set(varied, "long")
     bad = ds.records[0].path
     ds.memory[bad] = (RuntimeError("broken"), None)  # as a file that did not decode is held
     clips = in_memory.InMemoryClips(ds, torch.device("cpu"))
-    keys = [(0, s) for s in range(4)] + [(1, 9)]
-    got = clips.batch(keys)
-    _assert_same_batch(got, default_collate([ds[k] for k in keys]))
-    assert (got["failed"][:4] == 0).all() and got["failed"][4] == -1 and (got["index"][:4] != 0).all()
+    for cut in (lambda: clips.batch([(1, 9), (0, 3)]), lambda: ds[(0, 3)]):
+        with pytest.raises(RuntimeError, match=f"{bad} failed to decode: broken"):
+            cut()
 
 
 def test_the_in_memory_loader_follows_the_sampler(varied):
@@ -251,6 +250,7 @@ def test_preload_auto_counts_the_padded_tables_and_the_decoded_copy_beside_them(
         (root / "c0").mkdir(parents=True, exist_ok=True)
         write_mp4(root / "c0" / f"{k}.mp4", counter_frames(seconds, 10), clicks(seconds, (0.5,)), 10, RATE)
     (root / "train.txt").write_text("".join(f"c0/{k}.mp4\n" for k in range(6)))
+    scan.make_manifest(root, need_audio=False, jobs=1)
     recs = manifest.load_records("folder", root, "train")[0]
     ds = data.AVDataset(recs, SPEC, train=True, preload=True)
     clips = in_memory.InMemoryClips(ds, torch.device("cpu"))

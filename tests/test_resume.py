@@ -40,7 +40,6 @@ def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
         ["--out", "elsewhere"],
         ["--init", "a.pt"],
         ["--no-channels-last"],
-        ["--max-bad-fraction", "0.2"],
         ["--allow-config-change"],
         ["--device", "cpu"],
         ["--save-every", "3"],

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from media import scan
 from test_data import make_bad_folder
+from tools import scan
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,7 +51,7 @@ def test_a_stopped_scan_resumes_without_probing_a_file_twice(tmp_path, files, mo
 def test_the_cli_writes_the_manifest_and_removes_its_journal(tmp_path, files):
     root = many(tmp_path, files, n=3)
     res = subprocess.run(
-        [sys.executable, "-m", "media.manifest", "scan", str(root), "--jobs", "2"],
+        [sys.executable, "-m", "tools.scan", str(root), "--jobs", "2"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -61,7 +61,7 @@ def test_the_cli_writes_the_manifest_and_removes_its_journal(tmp_path, files):
     assert "4 usable videos" in res.stdout and "file/s" in res.stderr or "s/file" in res.stderr  # tqdm's rate
     assert (root / "manifest.csv").exists() and not (root / "manifest.csv.partial").exists()
     res = subprocess.run(
-        [sys.executable, "-m", "media.manifest", "scan", str(tmp_path / "nowhere")],
+        [sys.executable, "-m", "tools.scan", str(tmp_path / "nowhere")],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -2,6 +2,8 @@
 for train.py's and evaluate.py's options (config.py's checks, beside each option), 1 for a dataset
 that holds nothing usable; never a traceback."""
 
+import contextlib
+import io
 import subprocess
 import sys
 
@@ -29,7 +31,6 @@ BAD_TRAIN = {  # option and value -> words the one line must hold
     ("--w-min", "1.5"): "[0, 1]",
     ("--lam", "2"): "[0, 1]",
     ("--momentum", "-0.5"): "[0, 1]",
-    ("--max-bad-fraction", "1"): "[0, 1)",
     ("--num-negatives", "0"): "at least 1",
     ("--fold", "4"): "[1, 3]",
     ("--video-depth", "10"): "9 or 18",
@@ -125,7 +126,9 @@ def test_more_negatives_than_training_videos_is_refused_before_training(tiny_dat
     assert not (tmp_path / "run" / "ckpt.pt").exists()
 
 
-def test_a_folder_of_unusable_files_ends_in_one_line_with_the_count_per_reason(tmp_path):
+def test_a_folder_of_unusable_files_is_refused_in_one_line_after_the_scan_names_each_with_its_reason(tmp_path):
+    from tools import scan
+
     root = tmp_path / "bad"
     for cls in ("a", "b"):
         (root / cls).mkdir(parents=True)
@@ -133,13 +136,20 @@ def test_a_folder_of_unusable_files_ends_in_one_line_with_the_count_per_reason(t
         (root / cls / "text.mp4").write_text("not a video")
         synthetic.write_mp4(root / cls / "silent.mp4", np.zeros((20, 32, 32, 3), np.uint8), None, 10, 22050)
         (root / cls / "junk.mp4").write_bytes(b"\0" * 100)
+    for needs, fix in (("no train.txt or test.txt", [str(root), "--split"]), ("no manifest", [str(root)])):
+        res = run_train("--data", root, "--out", tmp_path / "run")
+        last = res.stderr.strip().splitlines()[-1]
+        assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
+        assert needs in last and f"python -m tools.scan {' '.join(fix)}" in last, last
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            scan.main([*fix, "--jobs", "1"])
+    reasons = [line.split(": ")[-1] for line in out.getvalue().splitlines() if line.startswith("unusable:")]
+    assert len(reasons) == 8 and reasons.count("empty file") == 2 and reasons.count("no audio stream") == 2, reasons
     res = run_train("--data", root, "--out", tmp_path / "run")
     last = res.stderr.strip().splitlines()[-1]
     assert res.returncode != 0 and "Traceback" not in res.stderr, res.stderr
-    assert last.startswith("train.py: no usable train videos under") and "python -m media.manifest scan" in last
-    found = int(last.split(": ")[2].split(" found")[0])
-    counts = {why: int(n) for n, why in (c.split(" ", 1) for c in last.split("(")[1].split(")")[0].split(", "))}
-    assert sum(counts.values()) == found and "empty file" in counts and "no audio stream" in counts, counts
+    assert last.startswith("train.py: no usable train videos under") and f"python -m tools.scan {root} names" in last
 
 
 def test_a_batch_larger_than_the_training_set_is_one_line(tiny_data, tmp_path):

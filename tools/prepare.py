@@ -26,7 +26,7 @@ Sample j of the audio and frame k of the video keep the source's clock (times j/
 the source's zero), so audio-visual alignment is unchanged. Relative paths, file names and every
 non-video file (split lists, CSVs, ground truth) are kept, so the same --layout reads the copy; a new
 manifest is scanned at the end, without requiring audio (UCF101's and HMDB51's silent videos stay in
-their official splits; training leaves them out), so no `media.manifest scan` is needed after it.
+their official splits; training leaves them out), so no `python -m tools.scan` is needed after it.
 Files are written atomically and existing ones skipped: rerunning resumes, and re-prepares nothing that is
 up to date. Files that do not decode are reported and left out, as the scan would. A destination inside the
 source (or the reverse) is refused: a later scan of the outer folder would find every video twice.
@@ -52,7 +52,9 @@ import numpy as np
 from tqdm import tqdm
 
 from config import POSITIVE, OneLineParser, at_least, between
-from media import decode, scan
+from media import decode
+from media.manifest import VIDEO_EXTENSIONS, stream_duration
+from tools import scan
 
 X264_DECODE = {"cabac": {}, "cavlc": {"x264-params": "cabac=0"}, "fastdecode": {"tune": "fastdecode"}}
 NATIVE_CONTAINERS = (".mp4", ".mov", ".mkv", ".avi")  # hold H.264 + PCM; the rest get Matroska
@@ -110,8 +112,8 @@ def prepare(
                 f"prepare: {inner} is inside {outer}, so a scan of {outer} would find every video twice; "
                 "expected a destination outside the source, and the source outside it"
             )
-    if not any(p.suffix.lower() in scan.VIDEO_EXTENSIONS for p in src.rglob("*")):
-        raise ValueError(f"prepare: no videos under {src} (containers: {' '.join(scan.VIDEO_EXTENSIONS)})")
+    if not any(p.suffix.lower() in VIDEO_EXTENSIONS for p in src.rglob("*")):
+        raise ValueError(f"prepare: no videos under {src} (containers: {' '.join(VIDEO_EXTENSIONS)})")
     for leftover in dst.rglob(".*.tmp.*") if dst.exists() else ():  # from a killed run: not videos
         leftover.unlink()
     jobs, copied = [], 0
@@ -121,7 +123,7 @@ def prepare(
             continue
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
-        if path.suffix.lower() in scan.VIDEO_EXTENSIONS:
+        if path.suffix.lower() in VIDEO_EXTENSIONS:
             # a copy made before the audio sidecar or the frame index existed gets them on a rerun; a silent
             # video has no sidecar to get, and is up to date without one
             stale = not decode.frame_index(out).exists() or (
@@ -154,9 +156,7 @@ def prepare(
         print(f"prepare: left out {path}: {err}", file=sys.stderr)
     # the scan of the copy uses every core too, and resumes from dst/manifest.csv.partial if stopped. It
     # keeps silent videos: UCF101's and HMDB51's splits hold them, and training skips them (has_audio)
-    rows = scan.scan(dst, need_audio=False, jobs=workers, journal=scan.partial(dst / "manifest.csv"))
-    scan.write_manifest(rows, dst / "manifest.csv")
-    scan.partial(dst / "manifest.csv").unlink(missing_ok=True)
+    rows = scan.make_manifest(dst, need_audio=False, jobs=workers)
     print(
         f"prepared {len(jobs) - len(failed)} videos ({len(failed)} failed, {copied} other files copied) "
         f"-> {dst}, {len(rows)} usable in its manifest ({time.time() - t0:.1f}s)"
@@ -175,7 +175,7 @@ def heard(video):
 def done_before(dst):
     """Videos an earlier, stopped run already wrote (for the progress bar's start)."""
     return (
-        sum(1 for p in dst.rglob("*") if p.suffix.lower() in scan.VIDEO_EXTENSIONS and not p.name.startswith("."))
+        sum(1 for p in dst.rglob("*") if p.suffix.lower() in VIDEO_EXTENSIONS and not p.name.startswith("."))
         if dst.exists()
         else 0
     )
@@ -206,7 +206,7 @@ def write_sidecar(video: Path, rate: int) -> None:
         if not c.streams.audio:
             return
         s = c.streams.audio[0]
-        wav = decode.decode_audio(c, 0.0, scan.stream_duration(c, s), rate)  # (n,) float32, exact s16 / 32768
+        wav = decode.decode_audio(c, 0.0, stream_duration(c, s), rate)  # (n,) float32, exact s16 / 32768
     side = decode.sidecar(video, rate)
     tmp = side.with_name(f".{side.name}.tmp")
     (wav.numpy() * 32768).round().astype("<i2").tofile(tmp)

@@ -255,8 +255,8 @@ def claim(out, maker):
 
 def write_set(out, jobs, splits, truth, workers=None):
     """Render the jobs (_make_one's tuples) with `workers` processes, then write the split lists, the
-    ground truth (a dict per video) and the manifest (media/manifest.py's scan). -> the manifest's rows"""
-    from media import manifest  # the scan that writes the manifest
+    ground truth (a dict per video) and the manifest (tools/scan.py). -> the manifest's rows"""
+    from tools import scan  # the scan that writes the manifest
 
     with Pool(workers or os.cpu_count() or 1) as processes:
         processes.map(_make_one, jobs, chunksize=8)
@@ -266,8 +266,8 @@ def write_set(out, jobs, splits, truth, workers=None):
         w = csv.DictWriter(f, list(truth[0]))
         w.writeheader()
         w.writerows(truth)
-    rows = manifest.scan(out)
-    manifest.write_manifest(rows, out / "manifest.csv")
+    rows = scan.scan(out)
+    scan.write_manifest(rows, out / "manifest.csv")
     return rows
 
 

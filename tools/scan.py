@@ -1,16 +1,20 @@
-"""The scan of a dataset's files: which work, and why each of the others does not (Sec. 5.1's clips need
-a video stream, 2 s of audio and a readable end). Its rows make the manifest (media/manifest.py).
+"""The scan of a dataset's files, run once before training or evaluation reads the dataset: which files work,
+and why each of the others does not (Sec. 5.1's clips need a video stream, 2 s of audio and a readable end).
+Its rows make ROOT/manifest.csv, which data.py reads (media/manifest.py); a folder of class folders without
+split lists gets its seeded, stratified train.txt and test.txt here too.
 
-    python -m media.manifest scan ROOT --out ROOT/manifest.csv [--video-only] [--jobs N]
+    python -m tools.scan ROOT [--out ROOT/manifest.csv] [--video-only] [--jobs N]
+    python -m tools.scan ROOT --split [--test-fraction 0.2 --seed 0]   # a folder of class folders without lists
 
-`scan` opens every video once and keeps the usable ones (path, label, duration, fps, size, audio);
-each unusable file gets one line with its path and the reason: empty, cannot be opened, no video
-stream, no audio stream, shorter than one clip, truncated. The scan probes with every core, shows
-files/s and the time left, and writes each result to OUT.partial as it comes: a stopped scan resumes
-without probing a file twice, and the manifest is written atomically at the end (write_manifest).
+`scan` opens every video once and keeps the usable ones (path, label, duration, fps, size, audio); each
+unusable file gets one line with its path and the reason: empty, cannot be opened, no video stream, no audio
+stream, shorter than one clip, truncated (--video-only keeps the silent ones: evaluation sets such as UCF101's).
+It probes with every core, shows files/s and the time left, and writes each result to OUT.partial as it comes:
+a stopped scan resumes without probing a file twice, and the manifest is written atomically at the end.
 Tests: tests/test_scan.py, tests/test_data.py
 """
 
+import argparse
 import csv
 import json
 import mimetypes
@@ -22,13 +26,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import av
+import numpy as np
 from tqdm import tqdm
 
-# containers PyAV (FFmpeg) reads that real collections ship: Kinetics .mp4/.webm/.mkv, UCF101 and
-# HMDB51 .avi, phones .mov/.m4v/.3gp, older archives .mpg/.mpeg/.flv, Wikimedia .ogv
-VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".ogv", ".flv", ".3gp")
-AUDIO_EXTENSIONS = (".m4a", ".wav", ".mp3", ".flac", ".ogg", ".aac")  # replacement audio (--faulty-pool)
-MIN_VIDEO_SECONDS, MIN_AUDIO_SECONDS = 0.5, 2.0  # one clip: 8 frames at 16 fps, 2 s of audio
+from media.manifest import (
+    AUDIO_EXTENSIONS,
+    MIN_AUDIO_SECONDS,
+    MIN_VIDEO_SECONDS,
+    VIDEO_EXTENSIONS,
+    class_dirs,
+    class_files,
+    stream_duration,
+)
 
 _REPORTED = set()  # files already reported as not usable, so that each is named once per process
 
@@ -48,12 +57,6 @@ def report_unsupported(path: Path, out: TextIO = sys.stderr) -> None:
 
 
 MANIFEST_FIELDS = ["path", "label", "duration", "fps", "width", "height", "has_audio", "audio_rate", "audio_duration"]
-
-
-def stream_duration(container: av.container.InputContainer, stream: av.stream.Stream) -> float:
-    if stream.duration is not None:
-        return float(stream.duration * stream.time_base)
-    return container.duration / 1e6 if container.duration else 0.0
 
 
 def probe(
@@ -146,7 +149,7 @@ def scan(
     root: str | Path,
     files: list[Path] | None = None,
     need_audio: bool = True,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
     jobs: int | None = None,
     journal: Path | None = None,
     progress: bool = True,
@@ -155,7 +158,7 @@ def scan(
     print one line per unusable file. With `journal` (a path), each result is appended there as it
     comes, and the results already there for an unchanged file (same size and mtime) are not probed
     again: a stopped scan resumes. Rows come back sorted by path, whatever the order of the probes."""
-    root = Path(root)
+    root, out = Path(root), out or sys.stdout  # stdout as it is now (a test may have redirected it)
     if files is None:
         found = [p for p in root.rglob("*") if p.is_file() and not _hidden(p.relative_to(root))]
         for p in found:
@@ -229,3 +232,65 @@ def write_manifest(rows: list[dict[str, Any]], path: str | Path) -> None:
         writer.writeheader()
         writer.writerows(rows)
     os.replace(tmp, path)
+
+
+def folder_split(
+    root: str | Path, items: list[tuple[str, int]], test_fraction: float = 0.2, seed: int = 0
+) -> dict[str, Path]:
+    """A seeded split, stratified by class, of a folder dataset that has no split lists: per class,
+    round(test_fraction * n) files (at least one when there are two) go to test. Written to ROOT/train.txt
+    and ROOT/test.txt; returns {split: path of its list}."""
+    root = Path(root)
+    rng = np.random.default_rng(seed)
+    lists = {"train": [], "test": []}
+    for label in sorted({k for _, k in items}):
+        paths = sorted(p for p, k in items if k == label)
+        n_test = max(1 if len(paths) >= 2 else 0, int(round(test_fraction * len(paths))))
+        order = rng.permutation(len(paths))
+        lists["test"] += [paths[i] for i in sorted(order[:n_test])]
+        lists["train"] += [paths[i] for i in sorted(order[n_test:])]
+    out = {}
+    for split, paths in lists.items():
+        out[split] = root / f"{split}.txt"
+        tmp = Path(f"{out[split]}.tmp")
+        tmp.write_text("".join(p + "\n" for p in paths))
+        os.replace(tmp, out[split])
+    print(f"{root}: a seeded, stratified split, {len(lists['train'])} train / {len(lists['test'])} test videos")
+    return out
+
+
+def make_manifest(
+    root: str | Path, out: str | Path | None = None, need_audio: bool = True, jobs: int | None = None
+) -> list[dict[str, Any]]:
+    """scan every video under root and write the manifest (default ROOT/manifest.csv), resumably."""
+    out = Path(out or Path(root) / "manifest.csv")
+    rows = scan(root, need_audio=need_audio, jobs=jobs, journal=partial(out))
+    write_manifest(rows, out)  # atomic; the journal goes only once the manifest is in place
+    partial(out).unlink(missing_ok=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", help="the dataset's folder")
+    parser.add_argument("--out", help="manifest CSV to write (default ROOT/manifest.csv)")
+    parser.add_argument("--video-only", action="store_true", help="files without audio are usable (evaluation sets)")
+    parser.add_argument("--jobs", type=int, default=None, help="processes that probe files (default: every core)")
+    parser.add_argument("--split", action="store_true", help="write ROOT/train.txt and test.txt instead of a manifest")
+    parser.add_argument("--test-fraction", type=float, default=0.2)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    if not root.is_dir():
+        raise SystemExit(f"tools/scan.py: dataset folder not found: {root} (relative to {Path.cwd()})")
+    if args.split:
+        if any((root / f"{s}.txt").exists() for s in ("train", "test")):
+            raise SystemExit(f"{root} already has split lists; remove them first to make new ones")
+        folder_split(root, class_files(root, class_dirs(root)), args.test_fraction, args.seed)
+        return
+    rows = make_manifest(root, args.out, need_audio=not args.video_only, jobs=args.jobs)
+    print(f"{len(rows)} usable videos -> {args.out or root / 'manifest.csv'}")
+
+
+if __name__ == "__main__":
+    main()
