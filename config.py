@@ -322,7 +322,7 @@ def relations(cfg: Config) -> list[str]:
         out.append(f"--lr-min {cfg.lr_min!r}: expected at most --lr ({cfg.lr!r}), where the cosine starts")
     if cfg.warmup_epochs + cfg.epochs < 1:
         out.append("--warmup-epochs 0 --epochs 0: nothing to train; expected at least one epoch in all")
-    bins = round(2.0 * cfg.audio_rate / cfg.n_time) + 1  # FFT bins of the spectrogram's window (media/augment.py)
+    bins = round(2.0 * cfg.audio_rate / cfg.n_time) + 1  # FFT bins of the spectrogram's window (augment.py)
     if cfg.n_mels > bins:
         out.append(
             f"--n-mels {cfg.n_mels}: expected at most {bins} at --audio-rate {cfg.audio_rate} and --n-time "

@@ -1,10 +1,10 @@
 """Audio-visual clips from video files: cutting, injected faults, the dataset (paper Sec. 5.1-5.2).
 
 Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same multi-scale
-crop and flip on every frame (uint8, media/cut.py), and the 2 s mono audio window around the clip
+crop and flip on every frame (uint8, augment.py), and the 2 s mono audio window around the clip
 (11025 Hz; 24 kHz in Sec. 6) with its volume changed by up to 20%. Evaluation item: 10 clips uniformly
 spaced over the video, centre crop. Colour jitter, greyscale, blur, normalisation and the log-mel
-spectrogram run later, on the device in batches (media/augment.py).
+spectrogram run later, on the device in batches (augment.py).
 
 Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, seeded share of the
 instances gets "a randomly selected audio that is not part of the training set": a file of a pool
@@ -27,10 +27,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from augment import ClipSpec, clip_spec, video_transform
 from config import PRESETS, Config
 from media import in_memory, loader_workers, manifest
-from media.clip import ClipSpec, clip_spec
-from media.cut import video_transform
 from media.decode import read_clip
 from media.manifest import Record
 from media.preload import hold
@@ -53,7 +52,7 @@ class BadMedia(RuntimeError):
 class AVDataset(torch.utils.data.Dataset):
     """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform
     (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty.
-    media/augment.py does the rest, batched.
+    augment.py does the rest, batched.
 
     faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
     (Sec. 5.2): a distinct file of `pool`, a list of (path, seconds) outside the training set

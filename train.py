@@ -35,9 +35,9 @@ from tqdm import tqdm
 
 import checkpoint
 import data
+from augment import ClipAugment
 from config import Config, DeviceError, parse_config, precision, resolve_device, start_line
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from media.augment import ClipAugment
 from media.loader_workers import workers_per_process
 from memory_bank import MemoryBank, faulty_auroc
 from model import AVModel
@@ -147,7 +147,7 @@ class Parts:
     """Everything a training step touches."""
 
     model: torch.nn.Module  # AVModel, wrapped in DDP under torchrun
-    augment: ClipAugment  # the device half of the input (media/augment.py)
+    augment: ClipAugment  # the device half of the input (augment.py)
     bank: MemoryBank
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler

@@ -32,12 +32,12 @@ import checkpoint
 import data
 import train
 from analysis import fewshot
+from augment import ClipAugment
 from config import parse_config, resolve_device
 from lab.bench_epoch import bench_epoch
 from lab.bench_profile import bench_profile, bench_threads
 from lab.timing import bare_model_step, time_per_call
 from media import decode, loader_workers, manifest
-from media.augment import ClipAugment
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
 from model import AVModel

@@ -10,7 +10,7 @@ xID warm-up epochs through train.train_epoch, the paths' epochs interleaved, tim
 the functions the step calls (on a GPU each timer synchronises: a little overlap lost):
 
     waiting for data    the time the loop waits for its next batch (the loader, or the in-memory cut)
-    augment + log-mel   media/augment.ClipAugment on the batch
+    augment + log-mel   augment.ClipAugment on the batch
     model fwd+bwd+Adam  the rest of train.train_step: encoders, backward, optimizer
     objective           train.objective: bank sampling, targets, soft targets, weights, the loss
     bank update         MemoryBank.update

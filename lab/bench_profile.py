@@ -28,9 +28,9 @@ from torch.profiler import ProfilerActivity, profile
 
 import checkpoint
 import data
+from augment import ClipAugment
 from config import parse_config
 from lab.timing import bare_model_step
-from media.augment import ClipAugment
 from model import AVModel
 
 # (group, words in an op's name), tried in order on the op and then on its callers, innermost first

@@ -24,7 +24,7 @@ import torch
 from av.video.reformatter import VideoReformatter
 
 if TYPE_CHECKING:  # for annotations only
-    from media.clip import ClipSpec
+    from augment import ClipSpec
 
 DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the affinity mask
 # The root cause of slow loader workers on a many-core box: PyAV's frame conversion (to_ndarray ->

@@ -3,14 +3,14 @@
 For a set that fits (the synthetic one: 1000 clips are a few hundred MB of uint8 frames), a loader that
 cuts every clip on the CPU is machinery for sets that do not. Here the decoded frames of all N videos sit
 in one padded uint8 table, and every sound (the videos' own and the injected ones) as its mel power
-spectrogram, computed once (media/augment.MelPower), in RAM or in the GPU's memory. A step's batch is
+spectrogram, computed once (augment.MelPower), in RAM or in the GPU's memory. A step's batch is
 drawn on the host and cut on the device:
 
     the draws    each item's start, replacement-audio start (on the spectrogram's hop grid), volume, crop
                  and flip, taken from the item's seeded generator by data.AVDataset.cut, the same code in the
                  same order as a loader's item (so resumed runs, ranks and worker counts see the same clips);
     the cut      frames (B, T, H, W, 3) gathered from the table by index, cropped and flipped per clip
-                 (media/cut.py); mel power (B, n_mels, n_time) gathered as windows of n_time frames of
+                 (augment.py); mel power (B, n_mels, n_time) gathered as windows of n_time frames of
                  the sound's, times the volume squared (power goes as amplitude squared).
 
 On the CPU the frames equal the loader's from the same decoded memory bit for bit (on a GPU the resize
@@ -19,7 +19,7 @@ CUDA exists). A loader reading the files (--preload off) takes each frame at the
 resamples each sound window, where memory holds frames on the 1/fps grid from 0 and whole sounds: the same
 draws, equal where both decode the same instants, else up to a frame's shift and the resampler's edges (so
 a resume refuses a changed path, config.NOT_RESUMABLE). The log-mel
-(media/augment.ClipAugment) is the loader path's math, the log of the mel power of the volume-scaled
+(augment.ClipAugment) is the loader path's math, the log of the mel power of the volume-scaled
 window, but for two things: the window starts on the hop grid (moved by at most half a hop, 12.5 ms at
 the paper's rate; the loader's items start there too, data.AVDataset.cut), and the edge frames. A frame
 spans two hops around its centre: the loader's clip frame 0 (and frame n_time-1 where n_time * hop >
@@ -41,8 +41,8 @@ import torch.distributed as dist
 from torch import Tensor
 
 import checkpoint
+from augment import MelPower
 from config import Config
-from media.augment import MelPower
 
 
 class InMemoryClips:

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from media import decode, manifest
 
 if TYPE_CHECKING:  # for annotations only
-    from media.clip import ClipSpec
+    from augment import ClipSpec
 
 _PRELOADED = {}  # (path, part, settings) -> the part: frames (T, H, W, 3) uint8, audio (samples,), or None
 

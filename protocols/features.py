@@ -31,10 +31,11 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
+import augment
 import checkpoint
 import data
 from config import Config
-from media import augment, manifest
+from media import manifest
 from media.loader_workers import loader, progress
 from memory_bank import MemoryBank
 from model import AVModel

@@ -37,10 +37,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+import augment
 import checkpoint
 import data
 from config import Config, resolve_device
-from media import augment
 from media.loader_workers import loader, progress
 from persistence import records
 from protocols.splits import EvalSplits

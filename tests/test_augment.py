@@ -1,12 +1,12 @@
-"""media/augment.py: batched per-clip augmentations equal torchvision's ops; one draw per clip."""
+"""augment.py: batched per-clip augmentations equal torchvision's ops; one draw per clip."""
 
 import pytest
 import torch
 import torchvision.transforms.v2.functional as TF
 
+import augment
 import data
-from media import augment
-from media.clip import SOTA_CLIP, ClipSpec
+from augment import SOTA_CLIP, ClipSpec
 
 
 def clips(n=3, t=4, size=24):

@@ -117,8 +117,8 @@ def test_the_epoch_benchmarks_ready_path_cuts_and_augments_outside_the_timed_epo
 
     import config
     import train
+    from augment import ClipAugment
     from lab import bench_epoch
-    from media.augment import ClipAugment
     from media.in_memory import InMemoryClips
 
     tiny = config.PRESETS["demo"] | dict(batch_size=4, num_negatives=4, data=str(tiny_synth))

@@ -1,4 +1,4 @@
-"""media/cut.py: TrainCrop takes torchvision's draws and makes torchvision's cut, without its wrapping.
+"""augment.py: TrainCrop takes torchvision's draws and makes torchvision's cut, without its wrapping.
 
 `draw` repeats v2.RandomResizedCrop.make_params and the flip's torch.rand(1) < 0.5 call for call, from a
 generator of its own: seeded alike, the boxes and flips equal the library's on the global generator, the
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torchvision.transforms.v2 import functional as TF
 
-from media.cut import TrainCrop
+from augment import TrainCrop
 
 
 def library_draw(crop, height, width, seed):

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import data
+from augment import ClipSpec
 from conftest import RATE, clicks, counter_frames
 from media import decode, manifest
-from media.clip import ClipSpec
 from tools import scan, synthetic
 
 

@@ -14,10 +14,11 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
+import augment
 import data
+from augment import ClipSpec
 from conftest import RATE
-from media import augment, in_memory, manifest
-from media.clip import ClipSpec
+from media import in_memory, manifest
 from test_data import _dataset_files
 from tools import scan
 from tools.render import write_mp4

@@ -130,7 +130,7 @@ def test_the_audio_sidecar_gives_the_containers_samples_and_an_old_copy_reads_as
     without sidecars (made before them) reads the container as before, and a rerun of prepare adds them."""
     import shutil
 
-    from media.clip import ClipSpec
+    from augment import ClipSpec
 
     _, dst = prepared
     video = dst / "a" / "c25.mp4"
@@ -160,7 +160,7 @@ def test_the_frame_index_gives_the_containers_frames_and_a_stale_or_missing_one_
     video replaced) is refused by name, with the command that remakes it."""
     import shutil
 
-    from media.clip import ClipSpec
+    from augment import ClipSpec
 
     _, dst = prepared
     rng = np.random.default_rng(1)

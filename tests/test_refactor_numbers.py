@@ -13,7 +13,7 @@ AMD-AVX2 from the code before the machinery moved out of train.py and evaluate.p
 from 91221d8, before the in-memory training set and the evaluation records keyed by checkpoint version.
 AMD-AVX512 from the code of the faster epoch (audio windows on the spectrogram's hop grid, each sound's mel
 computed once, colour ops on the drawn clips alone, the power as re^2 + im^2), which moved the numbers,
-and anew after the blur became one k x k conv (rounding, media/augment.py); the two older kinds could
+and anew after the blur became one k x k conv (rounding, augment.py); the two older kinds could
 not be recorded anew there and are marked stale (the reason is in the file).
 On a kind with no recording, or a stale one, the test is skipped and says so. A change that is meant to
 change the numbers (the method, the synthetic generator, the pinned torch, a stated recipe change)

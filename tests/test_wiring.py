@@ -9,10 +9,9 @@ import torch
 import torch.nn.functional as F
 
 import train
+from augment import ClipAugment, ClipSpec
 from config import parse_config
 from losses import robust_xid_loss, sample_weights, soft_targets
-from media.augment import ClipAugment
-from media.clip import ClipSpec
 from memory_bank import MemoryBank
 from model import AVModel
 
