@@ -1,9 +1,8 @@
 """Checkpoints, resuming and the run folder: how a train.py run survives faults.
 
-A checkpoint describes itself, as nanoGPT's does: `format`; `model_args` (AVModel(**model_args) rebuilds
-the encoders); `clip` (data.ClipSpec's fields); `config` (every config.Config field); `model`; `bank`;
-`instances` (per bank slot: path, label, faulty, injected, the file its audio came from, and the class
-names: data.AVDataset.instances); `optimizer`, `scaler`, `epoch`, `step`, `rng` (every rank's); `log`.
+A checkpoint describes itself, as nanoGPT's does: `format`; `model_args` (AVModel(**model_args) rebuilds the
+encoders); `clip` (augment.ClipSpec's fields); `config` (every Config field); `model`; `bank`; `instances` (per slot:
+path, label, faulty, injected, its audio's file; the classes); `optimizer`, `scaler`, `epoch`, `step`, `rng`; `log`.
 
 - Written atomically, the one before kept as ckpt.pt.prev; the same command resumes after the last whole epoch
   (Run), from ckpt.pt.prev where ckpt.pt cannot be read, and stops in one line under settings that change what
@@ -115,13 +114,14 @@ def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = Fal
 # ----------------------------------------------------------------------------- a checkpoint's settings
 
 PATHS = ("data", "annotations", "manifest", "faulty_pool")  # the dataset's files, as --data etc. name them
+GONE = {"max_bad_fraction", "pin_workers"}  # engineering options retired at any value; why, as for RETIRED:
 RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": False}  # why: lab/results/HISTORY.md
 
 
 def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Config:
     """A Config from a checkpoint's dict: newer fields take their defaults, a retired option at its only value
     is dropped, any other unknown field is an error naming it."""
-    saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k]) and k != "max_bad_fraction"}
+    saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k]) and k not in GONE}
     if isinstance(saved.get("preload"), bool):  # written when preload was a switch
         saved["preload"] = "on" if saved["preload"] else "off"
     unknown = sorted(set(saved) - {f.name for f in fields(Config)})

@@ -192,13 +192,6 @@ class Config:
         "engineering",
         check=DEVICE,
     )
-    pin_workers: str = _opt(
-        "auto",
-        "hold each DataLoader worker to a core of its own: auto (where workers + 2 cores "
-        "are free, 2 left to the main process: a GPU workstation) | on | off",
-        "engineering",
-        check=one_of("auto", "on", "off"),
-    )
     preload: str = _opt(
         "auto",
         "on: decode every video once into memory (the GPU's when training on one) and cut each batch's "

@@ -408,7 +408,6 @@ def train_loader(
             drop_last=True,
             pin_memory=device.type == "cuda",
             persistent=True,
-            pin_workers=cfg.pin_workers,
         )
     )
     if len(batches) == 0:

@@ -1,7 +1,7 @@
 """Throughput benchmarks, one command per figure, each printing a short table.
 
     python -m lab.bench data  [--root data/raw --prepared data/raw_prepared] [--preset ablation]
-                          [--decoder-threads 0 1] [--sws-threads 0 1] [--pin off on]
+                          [--decoder-threads 0 1] [--sws-threads 0 1]
                                             # decode ms/clip, loader clips/s per worker, before/after prepare
     python -m lab.bench parts --root data/prepared      # a clip's ms, part by part, this checkout's code
     python -m lab.bench model [--preset ablation] [--batch 112]      # bare encoders fwd+bwd+Adam, random data
@@ -61,7 +61,7 @@ def bench_data(args):
         f"audio {spec.audio_rate} Hz -> {spec.n_mels}x{spec.n_time}, first {args.n} train videos"
     )
     print(
-        f"  {'source':14s} {'decoder':>7s} {'swscale':>7s} {'pin':>4s} {'decode ms':>10s} {'item ms':>8s} "
+        f"  {'source':14s} {'decoder':>7s} {'swscale':>7s} {'decode ms':>10s} {'item ms':>8s} "
         + " ".join(f"{f'{w} worker(s)':>12s}" for w in args.workers)
         + "   (DataLoader clips/s per worker)"
     )
@@ -79,28 +79,26 @@ def bench_data(args):
             for i in range(len(ds)):
                 ds[i]
             item = 1e3 * (time.perf_counter() - t0) / len(ds)
-            for pin in args.pin:
-                rates = [loader_rate(ds, w, pin, getattr(args, "loader_batch", 8)) for w in args.workers]
-                print(
-                    f"  {name:14s} {threads:7d} {sws:7d} {pin:>4s} {decode_ms:10.1f} {item:8.1f} "
-                    + " ".join(f"{r:12.1f}" for r in rates)
-                )
-                table.append(
-                    {
-                        "source": name,
-                        "decoder_threads": threads,
-                        "sws_threads": sws,
-                        "pin": pin,
-                        "decode_ms": decode_ms,
-                        "item_ms": item,
-                        "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)},
-                    }
-                )
+            rates = [loader_rate(ds, w, getattr(args, "loader_batch", 8)) for w in args.workers]
+            print(
+                f"  {name:14s} {threads:7d} {sws:7d} {decode_ms:10.1f} {item:8.1f} "
+                + " ".join(f"{r:12.1f}" for r in rates)
+            )
+            table.append(
+                {
+                    "source": name,
+                    "decoder_threads": threads,
+                    "sws_threads": sws,
+                    "decode_ms": decode_ms,
+                    "item_ms": item,
+                    "clips_per_s": {w: r * w for w, r in zip(args.workers, rates)},
+                }
+            )
     decode.DECODER_THREADS, decode.SWSCALE_THREADS = DECODER_THREADS, SWSCALE_THREADS
     return table
 
 
-def loader_rate(ds, n_workers, pin, batch=8):
+def loader_rate(ds, n_workers, batch=8):
     """DataLoader clips/s per worker, worker start-up left out: at least 16 batches per worker, so the
     first batch (timed out) and the last ones (fewer workers busy) weigh little."""
     loader = loader_workers.loader(
@@ -108,7 +106,6 @@ def loader_rate(ds, n_workers, pin, batch=8):
         batch,
         n_workers,
         sampler=torch.utils.data.RandomSampler(ds, num_samples=max(2 * len(ds), 16 * batch * max(1, n_workers))),
-        pin_workers=pin,
     )
     it = iter(loader)
     next(it)
@@ -351,13 +348,6 @@ def main(argv=None):
         nargs="+",
         default=[SWSCALE_THREADS],
         help="swscale threads per frame conversion to compare (data); 0 is PyAV's default, one per core",
-    )
-    p.add_argument(
-        "--pin",
-        nargs="+",
-        default=["auto"],
-        choices=["auto", "on", "off"],
-        help="loader worker pinning policies to compare (data; loader_workers.worker_cores)",
     )
     p.add_argument("--batch", type=int, default=112 if torch.cuda.is_available() else 8)
     p.add_argument("--loader-batch", type=int, default=8, help="the DataLoader's batch (data)")

@@ -342,7 +342,7 @@ def test_the_first_epoch_does_not_visit_the_injected_videos_first(tmp_path, file
     for seed in range(3):
         ds = data.AVDataset(recs, train=True, faulty_fraction=0.5, faulty_source="train", seed=seed)
         sampler, _ = data.train_loader(
-            types.SimpleNamespace(batch_size=20, seed=seed, workers=0, pin_workers="off"), ds, 0, 1, torch.device("cpu")
+            types.SimpleNamespace(batch_size=20, seed=seed, workers=0), ds, 0, 1, torch.device("cpu")
         )
         for epoch in range(3):
             sampler.set_epoch(epoch)

@@ -36,7 +36,6 @@ def test_a_resume_may_change_only_the_settings_that_leave_the_result_alone():
     assert changed("--preload", "off") == {"preload"} and changed("--amp", "bf16") == {"amp"}
     for opts in (
         ["--workers", "3"],
-        ["--pin-workers", "off"],
         ["--out", "elsewhere"],
         ["--init", "a.pt"],
         ["--no-channels-last"],
