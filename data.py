@@ -16,7 +16,7 @@ A run's datasets are made from its config.Config here: build_train_set and train
 (a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
 workers), eval_set for the evaluation protocols (their splits: protocols/splits.py). Which files a dataset holds is
 media/manifest.py's business (it reads the scan's manifest: tools/scan.py); decoding media/decode.py's and
-media/preload.py's.
+media/in_memory.py's (whole files).
 Tests: test_data.py, test_injection.py, test_in_memory.py"""
 
 from collections.abc import Callable, Iterator, Sequence
@@ -32,7 +32,6 @@ from config import PRESETS, Config
 from media import in_memory, loader_workers, manifest
 from media.decode import read_clip
 from media.manifest import Record
-from media.preload import hold
 
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
@@ -61,7 +60,7 @@ class AVDataset(torch.utils.data.Dataset):
     `faulty` is `injected` or the record's ground truth. A file that fails to decode stops the run
     with its name: the scan (tools/scan.py) is where files are refused, and a bank slot is never empty.
 
-    preload=True holds every file decoded (media/preload.py); items or whole batches are cut there."""
+    preload=True holds every file decoded (media/in_memory.py); items or whole batches are cut there."""
 
     def __init__(
         self,
@@ -93,7 +92,7 @@ class AVDataset(torch.utils.data.Dataset):
         self.memory = None  # path -> (frames, sound), or (the error, None) for a file that did not decode
         if preload:
             sounds = [p for p, _ in self.donor.values()]
-            self.memory = hold([r.path for r in self.records], sounds, self.spec, preload_cache)
+            self.memory = in_memory.hold([r.path for r in self.records], sounds, self.spec, preload_cache)
 
     def inject(self, faulty_fraction: float, faulty_source: str, pool: Sequence[tuple[str, float]], seed: int) -> None:
         """Draw the injected instances and their replacement audio (sets `injected` and `donor`)."""

@@ -7,7 +7,7 @@
                     opening the container, in a decoder kept open between clips
     decode_audio    mono audio resampled to the training rate, zero-padded only past the stream's end
 
-Used by data.py (items) and media/preload.py (whole files). Tests: tests/test_data.py
+Used by data.py (items) and media/in_memory.py (whole files). Tests: tests/test_data.py
 """
 
 import json

@@ -1,4 +1,4 @@
-"""media/preload.py: the preloaded clips are the decoded ones, in threads as one by one, and the cache
+"""media/in_memory.py's preloading: the preloaded clips are the decoded ones, in threads as one by one, and the cache
 hands the decoded files to other processes and decodes a changed file afresh."""
 
 import shutil
@@ -6,7 +6,8 @@ import shutil
 import torch
 
 import data
-from media import decode, manifest, preload
+from media import decode, manifest
+from media import in_memory as preload
 from test_data import _dataset_files
 
 
