@@ -13,7 +13,8 @@ What each side runs, through its command lines only (module paths may move; the 
    loader workers (tests/test_refactor_numbers.py's settings): every number of log.jsonl. Since step 5 the bank's
    diagnostics are make demo's report, not train.py's: the new side runs train.main with it (REPORTED) and
    plain train.py too, whose numbers must be the reported log's, less the report's keys;
-3. `evaluate.py all` on its checkpoint, few trials and a 2-epoch fine-tune: every number of eval.json;
+3. `evaluate.py all` on its checkpoint, few trials and a 2-epoch fine-tune, and since step 7 the analysis that
+   left it for tools/analyse.py (ANALYSE): every number of eval.json, each record found by its task;
 4. with --demo: make demo's command into a folder of its own, on the threads make demo takes (the thread
    count alone moves its table): demo.md's tables, the timing line aside.
 
@@ -39,6 +40,8 @@ DIGITS = 4  # train.py prints the loss with 4 decimals, the rest with fewer
 # Where each entry point may stand, the first found is run: the generator, then make demo's module
 GENERATOR = (["-m", "tools.synthetic"], ["synthetic.py"])
 DEMO = (["-m", "experiments.demo"], ["demo.py"])
+# evaluate.py all's analysis task, which step 7 moved out of it: run after evaluate.py where the tree has it
+ANALYSE = ["-m", "tools.analyse", "analysis"]
 TINY = [
     *("--classes", "2", "--train-per-class", "8", "--test-per-class", "2", "--pool", "4", "--faulty", "0.25"),
     *("--size", "32", "--seconds", "2.2", "2.6", "--noise", "0.5"),
@@ -111,6 +114,12 @@ def numbers(value, prefix=""):
     return {key: value}
 
 
+def evaluated(path):
+    """{format, records.TASK.key: number} of an eval.json: a record by its task, wherever the file has it."""
+    text = json.loads(Path(path).read_text())
+    return numbers({"format": text["format"], "records": {r["task"]: r for r in text["records"]}})
+
+
 def logged(out):
     """{epochN.key: number} of a run's log.jsonl."""
     rows = [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines() if line.strip()]
@@ -130,7 +139,9 @@ def side(tree, work, demo):
     reported = drift.is_file() and "class BankReport" in drift.read_text()
     run(tree, [*(["-c", REPORTED] if reported else ["train.py"]), "--data", str(data), "--out", str(out), *TRAIN], log)
     run(tree, ["evaluate.py", "all", str(out / "ckpt.pt"), *EVALUATE], log)
-    got = {"files": digests(data), "log": logged(out), "eval": numbers(json.loads((out / "eval.json").read_text()))}
+    if (Path(tree) / "tools" / "analyse.py").is_file():
+        run(tree, [*ANALYSE, str(out / "ckpt.pt"), *("--clips", "2", "--workers", "0", "--preload", "off")], log)
+    got = {"files": digests(data), "log": logged(out), "eval": evaluated(out / "eval.json")}
     if reported:  # and plain train.py: the same numbers, less the report's
         run(tree, ["train.py", "--data", str(data), "--out", str(work / "plain"), *TRAIN], log)
         got["plain"] = logged(work / "plain")
