@@ -72,6 +72,7 @@ from experiments.jobs import side_by_side
 from experiments.progress import Progress, time_split, timed
 from experiments.reuse import own_settings
 from experiments.sets import SYNTH_SETS, ensure_data  # noqa: F401  (demo.SYNTH_SETS: the tests, the docs)
+from tools import analyse
 
 KEYED = ("data", "warmup_epochs", "epochs")  # in a setting's key under names of their own
 
@@ -316,7 +317,7 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
             # resumes, or refuses other settings; a finished branch skips it (no preload for nothing)
             then = progress and (lambda e: progress.trained(f"{name} epoch {e + 1}/{args.epochs}"))
             train.main(cfg, report=BankReport(cfg, then=then))
-    tasks = ["retrieval", "fewshot", "analysis"] + (["finetune"] if args.finetune_epochs else [])
+    tasks = ["retrieval", "fewshot"] + (["finetune"] if args.finetune_epochs else [])
     if progress is not None:
         progress.evaluating(name)
     with timed(split, "evaluation"):
@@ -328,9 +329,10 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
             shots=(1, 5),
             trials=args.trials,
             finetune_args={"epochs": args.finetune_epochs},
-            figures=args.figures and name == branch_name(args, shown_method(args.methods)),  # the ones it shows
             clips=args.eval_clips,
         )
+        shown = args.figures and name == branch_name(args, shown_method(args.methods))  # the figures it shows
+        res |= analyse.analysis(ckpt, workers=workers, clips=args.eval_clips, figures=shown)
     if progress is not None:
         progress.evaluated(name)
     row = {
@@ -355,7 +357,6 @@ def run_branch(args, root, common, name, options, split=None, progress=None):
                 workers=workers,
                 shots=(1, 5),
                 trials=args.trials,
-                figures=False,
                 clips=args.eval_clips,
             )
         row |= {f"transfer {k}": res["retrieval"][k] for k in ("R@1", "R@5")}

@@ -31,7 +31,6 @@ from torch.utils.flop_counter import FlopCounterMode
 import checkpoint
 import data
 import train
-from analysis import fewshot
 from augment import ClipAugment
 from config import parse_config, resolve_device
 from lab.bench_epoch import bench_epoch
@@ -264,16 +263,16 @@ def bench_parts(args):
 def bench_eval(args):
     """Feature extraction (10 clips per video) for the train and test splits, then retrieval and the
     50-trial few-shot SVM on those features, with an untrained encoder of the preset's size."""
-    from protocols import features, retrieval, splits
+    import evaluate
 
     cfg = parse_config(["--preset", args.preset, "--data", args.root])
     device = resolve_device(say=False)
     encoder = AVModel(**checkpoint.model_args(cfg)).video
-    rows, feats, both = [], {}, splits.resolve(cfg)
+    rows, feats, both = [], {}, evaluate.resolve(cfg)
     for split in ("train", "test"):
-        ds = data.eval_set(cfg, both[split].records)
+        ds = data.eval_set(cfg, getattr(both, split).records)
         t0 = time.perf_counter()
-        feats[split] = features.extract_features(encoder, ds, device, workers=args.workers[0])
+        feats[split] = evaluate.extract_features(encoder, ds, device, workers=args.workers[0])
         dt = time.perf_counter() - t0
         rows.append(
             (
@@ -284,17 +283,17 @@ def bench_eval(args):
         )
     tr, te = feats["train"], feats["test"]
     t0 = time.perf_counter()
-    retrieval.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device=device)
+    evaluate.recall_at_k(te["fmap"], te["labels"], tr["fmap"], tr["labels"], device)
     rows.append((f"retrieval R@1/5/20 ({tr['fmap'].shape[1]}-d)", time.perf_counter() - t0, ""))
     # untimed: the first trial pays for importing scikit-learn, which would be charged to one job only
-    fewshot.svm_trial(*(t.numpy() for t in (tr["pooled"], tr["labels"], te["pooled"], te["labels"])), 1, 0)
+    evaluate.few_shot(tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1,), trials=1)
     # the trials one by one, then over the cores twice: the first call starts the worker processes,
     # the second finds them running (as every evaluation after the first in one demo.py process)
     n, results, base = max(2, torch.get_num_threads()), [], None
     for jobs, when in ((1, ""), (n, ", starting processes"), (n, ", processes running")):
         t0 = time.perf_counter()
         results.append(
-            fewshot.few_shot(
+            evaluate.few_shot(
                 tr["pooled"], tr["labels"], te["pooled"], te["labels"], shots=(1, 5, 20), trials=50, jobs=jobs
             )
         )

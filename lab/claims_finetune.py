@@ -81,14 +81,13 @@ def encoder_of(slim_path):
 
 def finetune_one(slim_path, results, epochs=None, device=None):
     """Sec. 5.1's fine-tune of one slim checkpoint's encoder; appends its line to `results`."""
-    from protocols import described, finetune, splits
+    import evaluate
+    import finetune
 
     cfg, encoder, slim = encoder_of(slim_path)
     t0 = time.time()
     fa = {**finetune.FINETUNE, "epochs": epochs or finetune.FINETUNE["epochs"], "frames": cfg.frames}
-    res = finetune.finetune(
-        encoder, cfg, splits.resolve(cfg), epochs=fa["epochs"], frames=fa["frames"], device=device, workers=0
-    )
+    res = finetune.finetune(encoder, cfg, evaluate.resolve(cfg), **fa, device=device, workers=0)
     line = {
         "seed": slim["seed"],
         "method": slim["method"],
@@ -98,12 +97,7 @@ def finetune_one(slim_path, results, epochs=None, device=None):
         "wall_s": round(time.time() - t0, 1),
         "source": slim["source"],
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-        "protocol": described.protocol_of(
-            "finetune",
-            accumulate=1,
-            select_on_val=False,
-            **{k: fa[k] for k in ("epochs", "batch_size", "lr", "lr_min", "frames")},
-        ),
+        "protocol": finetune.protocol(fa),
     }
     with open(results, "a") as f:  # one short line per write: the processes' lines do not interleave
         f.write(json.dumps(line) + "\n")

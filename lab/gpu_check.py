@@ -166,7 +166,7 @@ def train_section(work, smoke):
     log = checkpoint.read_log(out / "log.jsonl")
     losses = [r["loss"] for r in log]
     res = evaluate.evaluate(
-        out / "ckpt.pt", ["retrieval", "fewshot"], workers=2, shots=(1, 5), trials=5 if smoke else 50, figures=False
+        out / "ckpt.pt", ["retrieval", "fewshot"], workers=2, shots=(1, 5), trials=5 if smoke else 50
     )
     checks = {
         "losses finite": all(map(math.isfinite, losses)),

@@ -168,9 +168,9 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
     encoder rebuilt from one must equal, weight for weight and buffer for buffer, the full one's."""
     import torch
 
+    import evaluate
     from lab import claims_finetune
     from model import AVModel
-    from protocols import features
 
     model = AVModel(video_depth=9, width=0.125)
     for buf in model.buffers():  # BN statistics unlike a fresh model's, so a lost buffer shows
@@ -180,7 +180,7 @@ def test_a_packed_checkpoint_gives_the_encoder_load_pretrained_gives(tmp_path):
     (slim,) = claims_finetune.unpack(tmp_path / "ft.tar.xz", tmp_path / "work")
     assert slim.stem == claims_finetune.setting_name(1, "weighted")
     cfg, encoder, meta = claims_finetune.encoder_of(slim)
-    full = features.load_pretrained(runs / "seed1_faulty50" / "weighted" / "ckpt.pt")[1].video.state_dict()
+    full = evaluate.read_pretrained(runs / "seed1_faulty50" / "weighted" / "ckpt.pt").model.video.state_dict()
     assert encoder.state_dict().keys() == full.keys()
     assert all(torch.equal(encoder.state_dict()[k], full[k]) for k in full)
     assert (cfg.width, meta["seed"], meta["method"]) == (0.125, 1, "weighted")

@@ -97,6 +97,7 @@ def commands(tmp: Path) -> list[list[str]]:
             *SMALL,
         ],
         ["evaluate.py", "retrieval", f"{run}/ckpt.pt", "--workers", "0"],
+        ["-m", "tools.analyse", "analysis", f"{run}/ckpt.pt", "--workers", "0"],
         ["-m", "analysis.figures", run],
         ["-m", "exercises.check", "--solutions"],
         ["-m", "exercises.handout", str(tmp / "handout")],
@@ -251,8 +252,8 @@ def commands(tmp: Path) -> list[list[str]]:
         ["-m", "tools.prepare", ucf, "data/ucf_prepared", "--workers", "1"],
         ["evaluate.py", "retrieval", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--fold", "1", "2", "3"],
         ["evaluate.py", "finetune", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--finetune-epochs", "1"],
-        ["evaluate.py", "report", "runs/manual/weighted/ckpt.pt"],
-        ["evaluate.py", "features", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--out", "runs/ucf1.npz"],
+        ["-m", "tools.analyse", "report", "runs/manual/weighted/ckpt.pt"],
+        ["-m", "tools.analyse", "features", "runs/manual/weighted/ckpt.pt", *ucf_eval, "--out", "runs/ucf1.npz"],
         ["-c", features_python().replace("ucf1.npz", "runs/ucf1.npz")],
         ["-m", "lab.gpu_check", "--out", "lab/results/gpu.md"],  # make gpu-check: on a CPU, one line and no file
         ["-m", "lab.claims", "report"],

@@ -287,8 +287,14 @@ def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_r
     assert set(split) == {"x"} and split["x"] >= 0
 
 
+def fake_analysis(ckpt, **kwargs):
+    """tools/analyse.py's analysis as the demo reads it, without a checkpoint."""
+    weights = {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8}
+    return {"weights": weights, "soft_targets_same_class": {}}
+
+
 def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_path, monkeypatch):
-    import evaluate
+    import finetune
 
     seen = {}
     monkeypatch.setattr(demo.train, "main", lambda cfg, report=None: None)  # no training: only what evaluation is asked
@@ -298,18 +304,17 @@ def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_pa
         return {
             "retrieval": {"R@1": 0.5, "R@5": 0.8, "protocol": {}},
             "fewshot": {"1-shot": [0.3], "5-shot": [0.4], "protocol": {}},
-            "weights": {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8},
-            "soft_targets_same_class": {},
             "finetune": {"test_acc": 0.9},
         }
 
     monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
+    monkeypatch.setattr(demo.analyse, "analysis", fake_analysis)
     args = DemoArgs(epochs=2, finetune_epochs=7, trials=5, workers=0, figures=False, data="d")
     common = ["--preset", "demo", "--data", "d"]
     row = demo.run_branch(args, tmp_path, common, "xid", ["--loss", "xid"])
     assert "finetune" in seen["tasks"] and row["fine-tune"] == 0.9
-    # only the length is the demo's: batch, rates and the rest stay evaluate.FINETUNE's, the paper's
-    assert seen["finetune_args"] == {"epochs": 7} and evaluate.FINETUNE["batch_size"] == 192
+    # only the length is the demo's: batch, rates and the rest stay finetune.FINETUNE's, the paper's
+    assert seen["finetune_args"] == {"epochs": 7} and finetune.FINETUNE["batch_size"] == 192
 
 
 def test_delta_follows_the_injected_share_and_is_fixed_at_zero():
@@ -371,11 +376,10 @@ def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_s
         return {
             "retrieval": {"R@1": 0.2 if other else 0.5, "R@5": 0.6 if other else 0.8, "protocol": {}},
             "fewshot": {"1-shot": [0.15 if other else 0.3], "5-shot": [0.25 if other else 0.4], "protocol": {}},
-            "weights": {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8},
-            "soft_targets_same_class": {},
         }
 
     monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
+    monkeypatch.setattr(demo.analyse, "analysis", fake_analysis)
     args = DemoArgs(epochs=2, warmup_epochs=3, trials=5, workers=0, figures=False, data="d", transfer="data/t")
     row = demo.run_branch(args, tmp_path, ["--preset", "demo", "--data", "d"], "xid", ["--loss", "xid"])
     assert calls[1] == (["retrieval", "fewshot"], {"data": "data/t", "manifest": ""})

@@ -1,7 +1,7 @@
 """Evaluation on an official-split layout, kept whole and keyed: a tiny UCF101 layout from the generator
 (tests/conftest.py's ucf_data), evaluated by `evaluate.py` as a user runs it. Records keyed by dataset,
-fold and protocol (persistence/records.py), folds and their mean, the report's table rows
-(analysis/report.py), and a split that lost a video stops by name. `features`: test_features.py."""
+fold and protocol (evaluate.py's records), folds and their mean, the report's table rows (tools/analyse.py's
+report), and a split that lost a video stops by name. `features`: test_features.py."""
 
 import json
 import re
@@ -16,7 +16,7 @@ import data
 import evaluate
 from conftest import FAST, TUNE, UCF_SILENT, save_version, ucf
 from media import in_memory, manifest
-from persistence import records
+from tools import analyse
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ def test_folds_evaluated_one_after_another_keep_a_record_each_and_a_fold_list_pr
 ):
     for fold in (1, 2):
         evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", fold, "--manifest", video_manifest)])
-    kept = records.load(ckpt.parent / "eval.json")
+    kept = evaluate.load(ckpt.parent / "eval.json")
     assert sorted(r["fold"] for r in kept) == [1, 2] and {r["task"] for r in kept} == {"retrieval"}
     one = next(r for r in kept if r["fold"] == 1)
     assert one["dataset"] == str(ucf_data.resolve()) and one["layout"] == "ucf101" and one["checkpoint_epoch"] == 7
@@ -41,9 +41,9 @@ def test_folds_evaluated_one_after_another_keep_a_record_each_and_a_fold_list_pr
     r1 = [float(r.split("|")[2]) for r in rows[:3]]  # the R@1 column, in %
     mean, sd = (float(x) for x in rows[3].split("|")[2].split("±"))
     assert mean == pytest.approx(np.mean(r1), abs=0.06) and sd == pytest.approx(np.std(r1, ddof=1), abs=0.06)
-    assert sorted(r["fold"] for r in records.load(ckpt.parent / "eval.json")) == [1, 2, 3]  # same keys: replaced
+    assert sorted(r["fold"] for r in evaluate.load(ckpt.parent / "eval.json")) == [1, 2, 3]  # same keys: replaced
 
-    evaluate.main(["report", str(ckpt)])
+    analyse.main(["report", str(ckpt)])
     text = capsys.readouterr().out
     table4 = text.split("Table 4")[1].split("\n\n")[1].splitlines()
     assert table4[0].startswith("| checkpoint | UCF R@1 | UCF R@5 | UCF R@20 | HMDB R@1")
@@ -63,7 +63,7 @@ def test_a_silent_test_video_left_out_by_the_manifest_stops_the_evaluation_namin
     assert not (ckpt.parent / "eval.json").exists()
 
     evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--allow-missing")])
-    (kept,) = records.load(ckpt.parent / "eval.json")
+    (kept,) = evaluate.load(ckpt.parent / "eval.json")
     assert kept["videos"]["test"]["missing"] == 1 and kept["videos"]["test"]["used"] == 4
     (missing,) = kept["videos"]["test"]["missing_files"]
     assert missing.endswith(f"/{UCF_SILENT}") and (ucf_data / missing).is_file()
@@ -76,53 +76,39 @@ def test_audio_features_get_retrieval_and_few_shot_and_a_silent_video_is_missing
     with pytest.raises(SystemExit, match=f"{UCF_SILENT}: less than one clip of audio.*--modality audio needs"):
         evaluate.main(argv)
     evaluate.main([*argv, "--allow-missing", "--trials", "2"])
-    by_task = {r["task"]: r for r in records.load(ckpt.parent / "eval.json")}
+    by_task = {r["task"]: r for r in evaluate.load(ckpt.parent / "eval.json")}
     assert set(by_task) == {"retrieval", "fewshot"}
     assert all(r["protocol"]["modality"] == "audio" for r in by_task.values())
     assert "audio encoder" in by_task["retrieval"]["protocol"]["text"]
     assert by_task["fewshot"]["videos"]["test"]["missing"] == 1 and 0 <= by_task["retrieval"]["results"]["R@1"] <= 1
 
 
-def test_records_keep_every_dataset_and_fold_and_an_older_eval_json_still_reads(tmp_path):
+def rec(data, fold, r1=0.1, clips=None, task="retrieval", written="2026-01-01"):
+    """A record as evaluate.record makes it, of a checkpoint at epoch 3."""
+    protocol = {"text": "t", "feature_dim": 2048, **({"clips": clips} if clips else {})}
+    videos = {"train": {"used": 8, "missing": 0}, "test": {"used": 5, "missing": 0, "missing_files": []}}
+    return {
+        **{"task": task, "checkpoint": "ckpt.pt", "checkpoint_epoch": 3, "checkpoint_digest": "d" * 12},
+        **{"dataset": str(data), "layout": "ucf101", "fold": fold, "splits": {"annotations": None, "lists": "l"}},
+        **{"protocol": protocol, "results": {"R@1": r1, "R@5": r1}, "videos": videos, "written": written},
+    }
+
+
+def test_records_keep_every_dataset_fold_and_protocol_and_replace_one_of_the_same_key(tmp_path):
     path = tmp_path / "eval.json"
-    path.write_text(
-        json.dumps(
-            {
-                "retrieval": {"R@1": 0.5, "protocol": {"text": "old", "feature_dim": 2048}},
-                "analysis": {"protocol": {"text": "bank"}},
-                "weights": {"faulty_auroc": 0.9},
-            }
-        )
-    )
-    old = records.load(path)
-    assert {r["task"] for r in old} == {"retrieval", "analysis"} and all(r["dataset"] is None for r in old)
-    assert next(r for r in old if r["task"] == "analysis")["results"] == {"weights": {"faulty_auroc": 0.9}}
-
-    def rec(data, fold, clips=None, r1=0.1):
-        protocol = {"text": "t", "feature_dim": 2048, **({"clips": clips} if clips else {})}
-        return records.record("retrieval", "ckpt.pt", 3, data, "ucf101", fold, protocol, {"R@1": r1}, None)
-
-    records.add(path, [rec(tmp_path / "UCF101", 1), rec(tmp_path / "UCF101", 2), rec(tmp_path / "HMDB51", 1)])
-    records.add(path, [rec(tmp_path / "UCF101", 1, clips=2)])  # another protocol: a record of its own
-    kept = records.add(path, [rec(tmp_path / "UCF101", 1, r1=0.7)])  # the same key: replaced
-    assert len(kept) == 2 + 4 and json.loads(path.read_text())["format"] == records.FORMAT
+    evaluate.add(path, [rec(tmp_path / "UCF101", 1), rec(tmp_path / "UCF101", 2), rec(tmp_path / "HMDB51", 1)])
+    evaluate.add(path, [rec(tmp_path / "UCF101", 1, clips=2)])  # another protocol: a record of its own
+    kept = evaluate.add(path, [rec(tmp_path / "UCF101", 1, r1=0.7)])  # the same key: replaced
+    assert len(kept) == 4 and json.loads(path.read_text())["format"] == evaluate.FORMAT
     ucf1 = [r for r in kept if r["fold"] == 1 and r["dataset"] == str(tmp_path / "UCF101")]
-    assert sorted(r["results"]["R@1"] for r in ucf1) == [0.1, 0.7]
-    assert records.of_checkpoint(kept, tmp_path / "ckpt_epoch0004.pt") == old  # only the legacy ones
+    assert sorted(r["results"]["R@1"] for r in ucf1) == [0.1, 0.7] and evaluate.load(path) == kept
 
 
 def test_a_report_cell_never_averages_two_copies_of_a_dataset_and_takes_the_latest_of_equals(tmp_path):
-    from analysis import report
-
-    def rec(data, fold, r1, written):
-        protocol = {"text": "t", "feature_dim": 2048}
-        r = records.record("retrieval", "ckpt.pt", 3, tmp_path / data, "ucf101", fold, protocol, {"R@5": r1}, None)
-        return {**r, "written": written}
-
-    raw, prepared = rec("raw", 1, 0.1, "2020-01-01"), rec("prepared", 1, 0.5, "2026-01-01")
-    assert report.cell([raw, prepared], "retrieval", "ucf101", "video", "R@5")[0] == "50.0"  # the latest copy
-    folds = [rec("prepared", 1, 0.5, "2026-01-01"), rec("prepared", 2, 0.3, "2026-01-02")]
-    assert report.cell([raw, *folds], "retrieval", "ucf101", "video", "R@5")[0] == "40.0 ± 14.1 (folds 1, 2)"
+    raw, prepared = rec(tmp_path / "raw", 1, 0.1, written="2020-01-01"), rec(tmp_path / "prepared", 1, 0.5)
+    assert analyse.cell([raw, prepared], "retrieval", "ucf101", "video", "R@5")[0] == "50.0"  # the latest copy
+    folds = [rec(tmp_path / "prepared", 1, 0.5), rec(tmp_path / "prepared", 2, 0.3, written="2026-01-02")]
+    assert analyse.cell([raw, *folds], "retrieval", "ucf101", "video", "R@5")[0] == "40.0 ± 14.1 (folds 1, 2)"
 
 
 def test_a_missing_manifest_names_the_scan_and_a_video_only_one_serves_both_callers(tmp_path):
@@ -161,7 +147,7 @@ def test_a_fold_list_prints_the_few_shot_rows_and_a_fine_tunes_top1_and_their_me
     one = [float(r[col]) for r in rows[:2]]
     mean, sd = (float(x) for x in rows[2][col].split("±"))
     assert mean == pytest.approx(np.mean(one), abs=0.06) and sd == pytest.approx(np.std(one, ddof=1), abs=0.06)
-    table = evaluate.report.fold_table(
+    table = evaluate.fold_table(
         {f: {"finetune": {"test_acc": a, "steps": 9, "protocol": {"text": "t"}}} for f, a in ((1, 0.5), (2, 0.7))}
     )
     assert (
@@ -171,10 +157,10 @@ def test_a_fold_list_prints_the_few_shot_rows_and_a_fine_tunes_top1_and_their_me
 
 def test_more_shots_than_a_class_has_training_videos_are_capped_and_say_so(ucf_data, video_manifest, ckpt, capsys):
     evaluate.main(["fewshot", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--trials", 2)])
-    rec = next(r for r in records.load(ckpt.parent / "eval.json") if r["task"] == "fewshot")
+    rec = next(r for r in evaluate.load(ckpt.parent / "eval.json") if r["task"] == "fewshot")
     assert set(rec["results"]) == {"1-shot", "4-shot"}  # fold 1 trains on 4 videos of each class
     assert rec["protocol"]["capped"] == {"5": 4, "20": 4} and "20-shot capped at 4" in rec["protocol"]["text"]
-    evaluate.main(["report", str(ckpt)])
+    analyse.main(["report", str(ckpt)])
     assert "20-shot capped at 4 (the fewest train videos of a class)" in capsys.readouterr().out
 
 
@@ -186,11 +172,11 @@ def test_the_report_never_averages_two_versions_of_a_checkpoint_file(ucf_data, v
     save_version(ckpt, 8, seed=1)
     evaluate.main([*argv, "--fold", "2"])
     evaluate.main([*argv, "--fold", "1"])
-    kept = records.load(ckpt.parent / "eval.json")
+    kept = evaluate.load(ckpt.parent / "eval.json")
     assert sorted((r["checkpoint_epoch"], r["fold"]) for r in kept) == [(7, 1), (8, 1), (8, 2)]
     assert len({r["checkpoint_digest"] for r in kept}) == 2
     capsys.readouterr()
-    evaluate.main(["report", str(ckpt)])
+    analyse.main(["report", str(ckpt)])
     rows = cells_of(capsys.readouterr().out, "Table 4")
     assert [r[0].split(" (")[0] for r in rows] == ["ckpt.pt, epoch 7", "ckpt.pt, epoch 8"]
     assert "(folds" not in rows[0][1] and rows[1][1].split(" [")[0].endswith("(folds 1, 2)")
@@ -206,11 +192,11 @@ def test_a_split_of_ones_own_keeps_a_record_beside_the_official_one_and_says_whi
     argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--manifest", video_manifest, "--fold", 1)]
     evaluate.main(argv)
     evaluate.main([*argv, "--annotations", str(alt)])
-    kept = records.load(ckpt.parent / "eval.json")
+    kept = evaluate.load(ckpt.parent / "eval.json")
     assert sorted(str(r["splits"]["annotations"]) for r in kept) == [str(alt), "None"]
     assert len({r["splits"]["lists"] for r in kept}) == 2
     capsys.readouterr()
-    evaluate.main(["report", str(ckpt)])
+    analyse.main(["report", str(ckpt)])
     text = capsys.readouterr().out
     assert cells_of(text, "Table 4")[0][1].split(" [")[0] == "{:.1f}".format(
         100 * next(r for r in kept if r["splits"]["annotations"] is None)["results"]["R@1"]
@@ -221,7 +207,7 @@ def test_a_split_of_ones_own_keeps_a_record_beside_the_official_one_and_says_whi
 def test_a_corrupt_eval_json_is_set_aside_in_one_line_and_the_new_record_kept(ucf_data, video_manifest, ckpt, capsys):
     (ckpt.parent / "eval.json").write_text('{"format": 2, "rec')
     with pytest.raises(SystemExit) as stop:
-        evaluate.main(["report", str(ckpt)])
+        analyse.main(["report", str(ckpt)])
     said = str(stop.value.code)
     assert "\n" not in said and f"{ckpt.parent / 'eval.json'} is not an evaluation records file" in said, said
     assert said.endswith("the next evaluation sets it aside")
@@ -231,7 +217,7 @@ def test_a_corrupt_eval_json_is_set_aside_in_one_line_and_the_new_record_kept(uc
     assert len(said) == 1 and "set it aside as eval.json.corrupt-" in said[0], err
     (aside,) = ckpt.parent.glob("eval.json.corrupt-*")
     assert aside.read_text() == '{"format": 2, "rec'
-    assert [r["task"] for r in records.load(ckpt.parent / "eval.json")] == ["retrieval"]
+    assert [r["task"] for r in evaluate.load(ckpt.parent / "eval.json")] == ["retrieval"]
 
 
 def test_hmdb51_on_a_folder_without_its_lists_names_the_missing_lists(ucf_data, ckpt):
@@ -272,29 +258,30 @@ def test_evaluation_decides_its_own_preload_never_the_training_runs(
         return list(held)
 
     assert evaluate_with(1000) == []  # bytes: far below any split
-    assert records.load(ckpt.parent / "eval.json")[0]["results"]["R@1"] >= 0
+    assert evaluate.load(ckpt.parent / "eval.json")[0]["results"]["R@1"] >= 0
     features = ["features", str(ckpt), *argv[2:], "--out", str(tmp_path / "f.npz")]
     monkeypatch.setattr(in_memory, "free_bytes", lambda device: 1000)
-    evaluate.main(features)
+    analyse.main(features)
     assert held == [] and (tmp_path / "f.npz").is_file()
     assert len(evaluate_with(1000, "--preload", "on")) == 2  # both splits: the spy sees a preload when there is one
     assert len(evaluate_with(2**40)) == 2
 
 
-def test_an_eval_json_of_a_newer_format_is_refused_in_one_line_and_left_as_it_was(ckpt):
-    """Read as legacy, a format-3 file gave no records, and the next add replaced it with this one's."""
+def test_an_eval_json_of_another_format_is_named_in_one_line_and_set_aside_never_lost(ucf_data, video_manifest, ckpt):
+    """A file of another format (a newer version's) is read as no records of this one's: the report names it, and
+    the next evaluation sets it aside whole before it writes its own."""
     path = ckpt.parent / "eval.json"
     newer = json.dumps({"format": 3, "records": [{"task": "retrieval", "results": {"R@1": 0.5}}]})
     path.write_text(newer)
-    rec = records.record("retrieval", ckpt, 7, ckpt.parent, "folder", None, {"text": "t"}, {"R@1": 0.1}, None)
-    for read in (lambda: records.load(path), lambda: records.add(path, [rec])):
-        with pytest.raises(records.RecordsError, match=f"{path}: records of format 3, not 2"):
-            read()
+    with pytest.raises(ValueError, match=f"{path} is not an evaluation records file .*format 3, not 2"):
+        evaluate.load(path)
     with pytest.raises(SystemExit) as stop:
-        evaluate.main(["report", str(ckpt)])
+        analyse.main(["report", str(ckpt)])
     said = str(stop.value.code)
-    assert "\n" not in said and "format 3" in said and "sets it aside" not in said, said
-    assert path.read_text() == newer and not list(ckpt.parent.glob("eval.json.corrupt-*"))
+    assert "\n" not in said and "format 3" in said and said.endswith("the next evaluation sets it aside"), said
+    evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)])
+    (aside,) = ckpt.parent.glob("eval.json.corrupt-*")
+    assert aside.read_text() == newer and [r["task"] for r in evaluate.load(path)] == ["retrieval"]
 
 
 def test_the_folds_of_one_command_measure_one_version_of_a_checkpoint_still_being_written(
@@ -311,7 +298,7 @@ def test_the_folds_of_one_command_measure_one_version_of_a_checkpoint_still_bein
 
     monkeypatch.setattr(evaluate, "read_pretrained", read_then_train_on)
     evaluate.main(["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, 2, "--manifest", video_manifest)])
-    kept = records.load(ckpt.parent / "eval.json")
+    kept = evaluate.load(ckpt.parent / "eval.json")
     assert sorted(r["fold"] for r in kept) == [1, 2]
     assert {(r["checkpoint_epoch"], r["checkpoint_digest"]) for r in kept} == {(7, reads[0].digest)}
 
@@ -320,7 +307,7 @@ def test_an_evaluation_reads_its_split_lists_once_and_hands_every_protocol_those
     ucf_data, video_manifest, ckpt, monkeypatch
 ):
     """retrieval, few-shot and a fine-tune of one command, and `features` with both encoders: each split is
-    resolved once (protocols/splits.resolve), and every protocol reads those records; none goes back to the
+    resolved once (evaluate.resolve), and every protocol reads those records; none goes back to the
     lists or the manifest (a rescan mid-way would give one protocol other videos than the next)."""
     real, calls = manifest.load_split, []
     monkeypatch.setattr(manifest, "load_split", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
@@ -328,10 +315,10 @@ def test_an_evaluation_reads_its_split_lists_once_and_hands_every_protocol_those
     tune[tune.index("4")] = "1"  # one fine-tune epoch
     evaluate.main(tune)
     assert sorted(calls) == ["test", "train"]
-    assert {r["task"] for r in records.load(ckpt.parent / "eval.json")} == {"retrieval", "fewshot", "finetune"}
+    assert {r["task"] for r in evaluate.load(ckpt.parent / "eval.json")} == {"retrieval", "fewshot", "finetune"}
     calls.clear()
     out = ckpt.parent / "both.npz"
-    evaluate.main(["features", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--out", out)])
+    analyse.main(["features", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--out", out)])
     assert sorted(calls) == ["test", "train"]  # the audio encoder's rows too: the records' audio decides
     f = np.load(out)
     assert [Path(p).name for p, heard in zip(f["path"], f["has_audio"]) if not heard] == [UCF_SILENT]

@@ -1,4 +1,5 @@
-"""evaluate.py and protocols/finetune.py on hand-made inputs with known answers: the paper's protocols, and no leaks."""
+"""evaluate.py, finetune.py and tools/analyse.py on hand-made inputs with known answers: the paper's protocols,
+and no leaks."""
 
 import numpy as np
 import pytest
@@ -6,13 +7,15 @@ import torch
 import torch.nn.functional as F
 
 import data
-from analysis import fewshot, weights
+import evaluate
+import finetune
 from config import Config, parse_config
 from media import loader_workers, manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
-from protocols import features, finetune, retrieval, splits
-from tools import scan, synthetic
+from tools import analyse, scan, synthetic
+
+CPU = torch.device("cpu")
 
 
 def test_recall_at_k_is_exact_on_hand_made_features():
@@ -26,14 +29,10 @@ def test_recall_at_k_is_exact_on_hand_made_features():
         ]
     )  # nearest: g3 (label 2)
     query_labels = torch.tensor([0, 2, 2])
-    recall, nearest = retrieval.recall_at_k(
-        query, query_labels, gallery, gallery_labels, ks=(1, 2, 3), device=torch.device("cpu")
-    )
+    recall, nearest = evaluate.recall_at_k(query, query_labels, gallery, gallery_labels, CPU, ks=(1, 2, 3))
     assert recall == {1: pytest.approx(2 / 3), 2: pytest.approx(1.0), 3: pytest.approx(1.0)}
     assert nearest[:, 0].tolist() == [0, 1, 3]
-    recall, _ = retrieval.recall_at_k(
-        query, torch.tensor([3, 3, 3]), gallery, gallery_labels, ks=(1, 20), device=torch.device("cpu")
-    )
+    recall, _ = evaluate.recall_at_k(query, torch.tensor([3, 3, 3]), gallery, gallery_labels, CPU, ks=(1, 20))
     assert recall == {1: 0.0, 20: 0.0}  # k larger than the gallery is fine
 
 
@@ -41,9 +40,7 @@ def test_retrieval_ranks_by_euclidean_distance_not_cosine():
     """Fig. 11: Euclidean distance. Here the two disagree: g0 points the query's way but is far."""
     gallery = torch.tensor([[10.0, 0.0], [1.0, 0.5]])
     query = torch.tensor([[1.0, 0.0]])
-    _, nearest = retrieval.recall_at_k(
-        query, torch.tensor([1]), gallery, torch.tensor([0, 1]), ks=(1,), device=torch.device("cpu")
-    )
+    _, nearest = evaluate.recall_at_k(query, torch.tensor([1]), gallery, torch.tensor([0, 1]), CPU, ks=(1,))
     assert nearest[0, 0] == 1  # cosine would pick g0 (cos 1.0 against 0.89)
 
 
@@ -56,10 +53,10 @@ def test_few_shot_separable_features_are_perfect_and_random_labels_are_not():
         return centres[y] + torch.randn(len(y), 32, generator=g), y
 
     (xtr, ytr), (xte, yte) = make(20), make(10)
-    res = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=5)
+    res = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=5)
     assert res[1][0] == pytest.approx(1.0) and res[5] == (pytest.approx(1.0), pytest.approx(0.0))
     shuffled = yte[torch.randperm(len(yte), generator=g)]
-    assert fewshot.few_shot(xtr, ytr, xte, shuffled, shots=(5,), trials=5)[5][0] < 0.5
+    assert evaluate.few_shot(xtr, ytr, xte, shuffled, shots=(5,), trials=5)[5][0] < 0.5
 
 
 def test_few_shot_uses_raw_features_unless_asked():
@@ -79,27 +76,22 @@ def test_few_shot_uses_raw_features_unless_asked():
         return x, y
 
     (xtr, ytr), (xte, yte) = make(20), make(50)
-    raw = fewshot.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5)[5][0]
-    scaled = fewshot.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5, standardise=True)[5][0]
+    raw = evaluate.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5)[5][0]
+    scaled = evaluate.few_shot(xtr, ytr, xte, yte, shots=(5,), trials=5, standardise=True)[5][0]
     assert raw < 0.8 and scaled > 0.95
 
 
-@pytest.mark.parametrize("freeze", [True, False])
-def test_finetune_step_moves_only_what_it_should(freeze):
+def test_finetune_step_moves_the_head_and_the_backbone_at_a_tenth_of_the_rate():
     clf = finetune.Classifier(VideoEncoder(9, width=0.125), num_classes=3)
-    opt = finetune.finetune_optimizer(clf, lr=1e-2, freeze_backbone=freeze)
+    opt = finetune.finetune_optimizer(clf, 1e-2, backbone_lr_scale=0.1, weight_decay=1e-3)
     before = {k: v.clone() for k, v in clf.state_dict().items()}
-    loss, correct = finetune.finetune_step(clf, opt, torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0]), freeze)
+    loss, correct = finetune.finetune_step(clf, opt, torch.randn(4, 3, 4, 32, 32), torch.tensor([0, 1, 2, 0]))
     assert loss > 0 and 0 <= correct <= 4
     after = clf.state_dict()
     enc_changed = [k for k in before if k.startswith("encoder.") and not torch.equal(before[k], after[k])]
     assert not torch.equal(before["fc.weight"], after["fc.weight"])
-    if freeze:  # weights and BatchNorm statistics of the backbone stay as they were
-        assert enc_changed == []
-        assert len(opt.param_groups) == 1
-    else:
-        assert any(k.endswith("conv1.0.0.weight") for k in enc_changed)
-        assert opt.param_groups[1]["lr"] == pytest.approx(1e-3)  # backbone lr x0.1
+    assert any(k.endswith("conv1.0.0.weight") for k in enc_changed)
+    assert opt.param_groups[1]["lr"] == pytest.approx(1e-3)  # backbone lr x0.1
 
 
 def test_weight_analysis_finds_planted_low_scores():
@@ -110,7 +102,7 @@ def test_weight_analysis_finds_planted_low_scores():
     other = torch.randn(20, 16, generator=torch.Generator().manual_seed(7))
     bank.audio[faulty] = F.normalize(other, dim=1)  # planted: unrelated audio memory
     cfg = Config(delta=-1.0)
-    res, scores, w, _ = weights.weight_analysis(bank, faulty, cfg)
+    res, scores, w, _ = analyse.weight_analysis(bank, faulty, cfg)
     assert res["faulty_auroc"] == pytest.approx(1.0) and res["faulty_precision_at_k"] == 1.0
     assert res["mean_weight_faulty"] < 0.3 < 0.95 < res["mean_weight_clean"]
 
@@ -121,7 +113,7 @@ def test_soft_target_analysis_sees_same_class_mass():
     bank = MemoryBank(200, dim=16)
     bank.video.copy_(F.normalize(protos[labels] + 0.1 * torch.randn(200, 16), dim=1))
     bank.audio.copy_(F.normalize(protos[labels] + 0.1 * torch.randn(200, 16), dim=1))
-    res = weights.soft_target_analysis(bank, labels, Config(), num_negatives=64)
+    res = analyse.soft_target_analysis(bank, labels, Config(), num_negatives=64)
     assert res["chance"] == pytest.approx(49 / 199, abs=0.05)
     assert res["ccp"] > 0.9 and res["oracle"] == pytest.approx(1.0)
 
@@ -148,7 +140,7 @@ def _two_colour_folder(root, n_train=4, n_test=3, lists=True):
 def test_finetune_trains_on_the_whole_train_split_and_reports_the_final_epoch(tmp_path):
     root = _two_colour_folder(tmp_path / "ds")
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--preload", "off"])
-    enc, both = VideoEncoder(9, width=0.125), splits.resolve(cfg)
+    enc, both = VideoEncoder(9, width=0.125), evaluate.resolve(cfg)
     before = {k: v.clone() for k, v in enc.state_dict().items()}
     res = finetune.finetune(enc, cfg, both, epochs=30, lr=1e-2, lr_min=1e-3, batch_size=8, accumulate=2, workers=0)
     assert set(res) == {"test_acc", "steps"}  # no validation part held out by default
@@ -188,16 +180,17 @@ def test_a_folder_without_split_lists_is_refused_naming_the_scan_whose_split_is_
     assert (root / "test.txt").read_text() == scan.folder_split(tmp_path / "ds", items + test_items)["test"].read_text()
     # retrieval on the split: the queries are not in the gallery, so R@1 is not trivially 100%
     cfg = parse_config(["--preset", "demo", "--data", str(root), "--size", "32", "--frames", "4", "--preload", "off"])
-    both = splits.resolve(cfg)  # refuses lists that share a file
+    both = evaluate.resolve(cfg)  # refuses lists that share a file
     tr, te = data.eval_set(cfg, both.train.records), data.eval_set(cfg, both.test.records)
     enc = VideoEncoder(9, width=0.125)
-    ftr = features.extract_features(enc, tr, torch.device("cpu"), workers=0)
-    fte = features.extract_features(enc, te, torch.device("cpu"), workers=0)
+    ftr = evaluate.extract_features(enc, tr, CPU, workers=0)
+    fte = evaluate.extract_features(enc, te, CPU, workers=0)
     dist = torch.cdist(fte["fmap"], ftr["fmap"])
     assert dist.min() > 1e-3  # no query finds itself at distance 0
-    # and a set that does share files is refused
-    with pytest.raises(ValueError, match="share 8 video file"):
-        splits.check_disjoint(tr, tr)
+    # and lists that do share files are refused
+    (root / "test.txt").write_text((root / "test.txt").read_text() + (root / "train.txt").read_text())
+    with pytest.raises(ValueError, match="the test and train splits share 8 video file"):
+        evaluate.resolve(cfg)
 
 
 def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_naming_it(tmp_path):
@@ -219,15 +212,15 @@ def test_a_checkpoint_of_another_format_or_with_unknown_settings_is_refused_nami
     }
     torch.save({**state, "format": 2}, tmp_path / "old.pt")
     with pytest.raises(checkpoint.CheckpointError, match=f"{tmp_path / 'old.pt'} has format 2.*retrain it"):
-        features.load_pretrained(tmp_path / "old.pt")
+        evaluate.read_pretrained(tmp_path / "old.pt")
     torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ok.pt")
-    assert features.load_pretrained(tmp_path / "ok.pt")[2].num_items == 20
+    assert evaluate.read_pretrained(tmp_path / "ok.pt").bank["video"].shape[0] == 20
     torch.save(
         {**state, "format": checkpoint.CHECKPOINT_FORMAT, "config": {**asdict(cfg), "retired_option": 1}},
         tmp_path / "bad.pt",
     )
     with pytest.raises(ValueError, match="unknown settings \\['retired_option'\\]"):
-        features.load_pretrained(tmp_path / "bad.pt")
+        evaluate.read_pretrained(tmp_path / "bad.pt")
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -240,10 +233,10 @@ def test_few_shot_trials_give_the_same_numbers_in_parallel_and_whatever_ran_befo
     xtr, ytr = base + 0.05 * torch.randn(40, 256, generator=g), torch.arange(40) % 4
     xte, yte = base + 0.05 * torch.randn(20, 256, generator=g), torch.arange(20) % 4
     np.random.seed(1)
-    one = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
+    one = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
     np.random.seed(2)
-    again = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
-    two = fewshot.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=2)
+    again = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=1)
+    two = evaluate.few_shot(xtr, ytr, xte, yte, shots=(1, 5), trials=6, jobs=2)
     assert one == again == two
     assert one[5][1] > 0  # the trials differ from each other: each has its own draw
 

@@ -1,4 +1,4 @@
-"""`evaluate.py features` (protocols/features.py): the npz holds the split's rows and the README's example reads
+"""`python -m tools.analyse features`: the npz holds the split's rows and the README's example reads
 it, one fold per file, an --out of another kind is refused, and the feature caches are keyed by the checkpoint's
 version: earlier versions' caches are removed unless kept, dotted names are cached apart, and pruning one
 checkpoint's caches leaves a sibling's."""
@@ -15,9 +15,9 @@ import torch
 
 import data
 import evaluate
-from config import Config
 from conftest import FAST, UCF_SILENT, save_version, ucf
 from media import manifest
+from tools import analyse
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_features_writes_an_npz_whose_rows_are_the_split_and_the_readme_example_
     monkeypatch.setattr(manifest, "_READ", {})
     monkeypatch.setattr(manifest, "_parse", lambda path, parse=manifest._parse: parsed.append(path) or parse(path))
     out = tmp_path / "ucf1.npz"
-    evaluate.main(["features", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--out", out)])
+    analyse.main(["features", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest, "--out", out)])
     assert parsed == [video_manifest.resolve()]  # both splits, both modalities: one read
     f = np.load(out)
     lists = ucf_data / "ucfTrainTestlist"
@@ -55,15 +55,15 @@ def test_features_writes_an_npz_whose_rows_are_the_split_and_the_readme_example_
 
 def test_features_refuses_several_folds_for_one_file(ckpt, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        evaluate.main(["features", str(ckpt), "--fold", "1", "2", "--out", str(tmp_path / "f.npz")])
+        analyse.main(["features", str(ckpt), "--fold", "1", "2", "--out", str(tmp_path / "f.npz")])
     assert "one --fold per file" in capsys.readouterr().err
 
 
 def test_features_refuses_an_out_that_is_a_folder_or_a_file_of_another_kind(ckpt, tmp_path, capsys):
     before = ckpt.read_bytes()
-    for out, words in ((ckpt, "is not a features .npz of evaluate.py"), (tmp_path, "a folder")):
+    for out, words in ((ckpt, "is not a features .npz of tools.analyse"), (tmp_path, "a folder")):
         with pytest.raises(SystemExit) as stop:
-            evaluate.main(["features", str(ckpt), "--out", str(out), *FAST])
+            analyse.main(["features", str(ckpt), "--out", str(out), *FAST])
         err = capsys.readouterr().err.strip()
         assert stop.value.code == 2 and "\n" not in err and f"--out {out}" in err and words in err, err
     assert ckpt.read_bytes() == before
@@ -92,14 +92,19 @@ def test_features_of_two_versions_of_a_dotted_checkpoint_name_are_cached_apart(t
     and the key, and every version then read the first one's cache."""
     from types import SimpleNamespace
 
-    from protocols import features
+    from config import Config
 
     monkeypatch.setattr(data, "AVDataset", lambda *a, **k: None)  # nothing to decode: the extraction is faked
-    monkeypatch.setattr(features, "extract_features", lambda enc, *a, **k: {"made_by": torch.tensor(enc)})
-    ckpt, cfg = tmp_path / name, Config(preload="off")
+    monkeypatch.setattr(evaluate, "extract_features", lambda enc, *a, **k: {"made_by": torch.tensor(enc)})
+
+    def pre(version, digest):  # a checkpoint as read, of which the cache key reads these
+        return SimpleNamespace(
+            path=str(tmp_path / name), digest=digest, cfg=Config(preload="off"), model=SimpleNamespace(video=version)
+        )
+
+    cpu = torch.device("cpu")
     got = [
-        features.cached_features(ckpt, SimpleNamespace(digest=digest), cfg, version, "train", [], torch.device("cpu"))
-        for version, digest in ((1, "a" * 40), (2, "b" * 40))
+        evaluate.cached_features(pre(v, d), "train", [], cpu, 0, 10, "video") for v, d in ((1, "a" * 12), (2, "b" * 12))
     ]
     assert [int(g["made_by"]) for g in got] == [1, 2]
     assert len(list(tmp_path.glob("features_*.train.pt"))) == 2
@@ -108,11 +113,10 @@ def test_features_of_two_versions_of_a_dotted_checkpoint_name_are_cached_apart(t
 def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path):
     """ckpt.pt's old caches go; those of ckpt_20261128_x.pt (whose name begins with 8 digits after ckpt_)
     and ckpt.pt's current ones stay."""
-    from protocols import features
 
     def made(ckpt, digest, tail):
         path = Path(
-            f"{features.version_file('features' if 'train' in tail else 'finetune', ckpt, digest, 'key')}{tail}"
+            f"{evaluate.version_file('features' if 'train' in tail else 'finetune', ckpt, digest, 'key')}{tail}"
         )
         path.write_bytes(b"")
         return path
@@ -121,5 +125,5 @@ def test_pruning_a_checkpoints_caches_keeps_a_sibling_checkpoints_files(tmp_path
     old = [made(ckpt, "0" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
     kept = [made(ckpt, "1" * 40, ".train.pt"), made(ckpt, "0" * 40, ".json")]
     kept += [made(sibling, "2" * 40, t) for t in (".train.pt", ".pt", ".pt.prev")]
-    assert sorted(features.prune_caches(ckpt, "1" * 40)) == sorted(old)
+    assert sorted(evaluate.prune_caches(ckpt, "1" * 40)) == sorted(old)
     assert all(p.exists() for p in kept) and not any(p.exists() for p in old)

@@ -1,4 +1,4 @@
-"""A fine-tune that evaluate.py runs (protocols/finetune.py, paper Sec. 5.1) keeps its state and its result
+"""A fine-tune that evaluate.py runs (finetune.py, paper Sec. 5.1) keeps its state and its result
 in files of its own beside the checkpoint: killed mid-way and rerun, it ends as one never stopped; its
 result survives an eval.json that cannot be written; it is found under its own key whatever dots the
 checkpoint's name has; and a result made on fewer videos is not reused once the set is whole. On the tiny
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 import evaluate
+import finetune
 from conftest import TUNE, ucf
-from persistence import records
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def test_a_fine_tune_killed_mid_way_and_rerun_ends_as_one_never_stopped(ucf_data
     assert again.returncode == 0, again.stderr
     assert re.search(r"fine-tune: resuming from .*finetune_ckpt_\w+\.pt after epoch [23]/4", again.stdout)
     assert epoch_lines(again.stdout) == epoch_lines(whole.stdout)[-len(epoch_lines(again.stdout)) :]
-    a, b = (records.load(c.parent / "eval.json")[0]["results"]["test_acc"] for c in ckpts)
+    a, b = (evaluate.load(c.parent / "eval.json")[0]["results"]["test_acc"] for c in ckpts)
     assert a == b
     assert not list(ckpts[1].parent.glob("finetune_*.pt*"))  # the state goes once the result is kept
 
@@ -67,7 +67,9 @@ def test_a_fine_tunes_result_is_kept_in_its_own_file_when_eval_json_cannot_be_wr
     argv = ["finetune", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest), *TUNE]
     argv[argv.index("4")] = "1"  # one epoch
     with monkeypatch.context() as m:
-        m.setattr(records, "add", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+        m.setattr(
+            evaluate, "write_atomically", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+        )
         with pytest.raises(SystemExit) as stop:
             evaluate.main(argv)
     assert "\n" not in str(stop.value.code) and "could not write" in str(stop.value.code)
@@ -77,14 +79,12 @@ def test_a_fine_tunes_result_is_kept_in_its_own_file_when_eval_json_cannot_be_wr
     evaluate.main(argv)
     out = capsys.readouterr().out
     assert "fine-tune: finished before" in out and not epoch_lines(out)  # not trained again
-    (rec,) = records.load(ckpt.parent / "eval.json")
+    (rec,) = evaluate.load(ckpt.parent / "eval.json")
     assert rec["task"] == "finetune" and rec["results"]["test_acc"] == result["test_acc"]
 
 
 def test_a_fine_tunes_result_is_read_from_its_own_key_whatever_dots_the_checkpoint_name_has(tmp_path):
-    from protocols import features, finetune
-
-    stem = features.version_file("finetune", tmp_path / "ckpt.pt.prev", "c" * 40, "a key")
+    stem = evaluate.version_file("finetune", tmp_path / "ckpt.pt.prev", "c" * 40, "a key")
     Path(f"{stem}.json").write_text(json.dumps({"test_acc": 0.5}))
     (tmp_path / "finetune_ckpt.json").write_text(json.dumps({"test_acc": 0.9}))  # what with_suffix made of it
     assert finetune.finetune(None, None, None, resume=stem)["test_acc"] == 0.5
@@ -100,5 +100,5 @@ def test_a_fine_tune_on_fewer_videos_is_not_reused_once_the_set_is_whole(ucf_dat
     evaluate.main([*tune, "--manifest", str(video_manifest)])
     out = capsys.readouterr().out
     assert "finished before" not in out and len(epoch_lines(out)) == 1
-    (rec,) = records.load(ckpt.parent / "eval.json")  # the same key: the whole set's record replaced the other
+    (rec,) = evaluate.load(ckpt.parent / "eval.json")  # the same key: the whole set's record replaced the other
     assert rec["videos"]["test"]["missing"] == 0 and len(list(ckpt.parent.glob("finetune_*.json"))) == 2

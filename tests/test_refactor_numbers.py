@@ -2,8 +2,8 @@
 
 On the tiny generated dataset of tests/conftest.py, one process, one thread, no loader workers:
 a training run of 2 xID warm-up epochs and 2 Robust-xID epochs (eq. (17), a quarter of the
-positives injected, Sec. 5.2), then evaluate.evaluate's retrieval, few-shot (2 trials), analysis
-(the weights of eq. (6) against the injected faults) and a 2-epoch fine-tune. Every logged
+positives injected, Sec. 5.2), then evaluate.evaluate's retrieval, few-shot (2 trials) and a 2-epoch
+fine-tune, and tools/analyse.py's analysis (the weights of eq. (6) against the injected faults). Every logged
 statistic and every result is compared, to the last digit train.py prints (4 decimals), against
 tests/refactor_numbers.json.
 
@@ -39,6 +39,7 @@ import evaluate
 import train
 from config import parse_config
 from lab.refactor_guard import TRAIN
+from tools import analyse
 
 RECORDED = Path(__file__).with_name("refactor_numbers.json")
 DIGITS = 4  # train.py prints the loss with 4 decimals, the rest with fewer
@@ -75,14 +76,14 @@ def seeded_numbers(tiny_data, out):
         train.main(cfg)
         res = evaluate.evaluate(
             out / "ckpt.pt",
-            ["retrieval", "fewshot", "analysis", "finetune"],
+            ["retrieval", "fewshot", "finetune"],
             workers=0,
             shots=(1, 2),
             trials=2,
             finetune_args={"epochs": 2, "batch_size": 8},
-            figures=False,
             jobs=1,
         )
+        res |= analyse.analysis(out / "ckpt.pt", workers=0, figures=False)  # evaluate.py's analysis task until step 7
     finally:
         torch.set_num_threads(threads)
     numbers = {f"epoch{r['epoch']}.{k}": r[k] for r in checkpoint.read_log(out / "log.jsonl") for k in LOGGED}

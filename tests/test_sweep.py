@@ -5,10 +5,10 @@ import json
 
 import pytest
 
+import evaluate
 from config import parse_config
 from experiments import demo
 from lab import sweep
-from persistence import records
 from tools import synthetic
 
 TOY = [
@@ -85,7 +85,7 @@ def test_a_sweep_reuses_the_demo_warm_up_and_default_branch_and_keeps_finished_p
     assert (tmp_path / "runs" / "seed0_faulty50" / "soft_lambda0.9" / "ckpt.pt").exists()
     saved = json.loads((tmp_path / "res" / "lambda_settings" / "seed0_faulty50.json").read_text())
     assert set(saved["rows"]) == {"xid", "0.5", "0.9"}
-    shown = {r["task"]: r for r in records.load(tmp_path / "runs" / "seed0_faulty50" / "soft" / "eval.json")}
+    shown = {r["task"]: r for r in evaluate.load(tmp_path / "runs" / "seed0_faulty50" / "soft" / "eval.json")}
     assert saved["rows"]["0.5"]["R@1"] == shown["retrieval"]["results"]["R@1"]
     text = (tmp_path / "res" / "lambda.md").read_text()
     assert "| 0.5 (default) |" in text and "| 0.9 |" in text and (tmp_path / "res" / "lambda.png").exists()

@@ -1,23 +1,16 @@
-"""Fine-tuning, the paper's third downstream protocol (Sec. 5.1, "Downstream"; Sec. 6, Table 5): the
-pre-trained video encoder, dropout after its global max pooling and a linear layer, trained on the
-whole train split of the evaluation set; the final epoch's top-1 of video-level predictions (softmax
-averaged over 10 clips) on the test split.
+"""Fine-tuning, the paper's third downstream protocol (Sec. 5.1, "Downstream"; Sec. 6, Table 5): the pre-trained
+video encoder, dropout after its global max pooling and a linear layer, trained on the whole train split; the final
+epoch's top-1 of video-level predictions (softmax averaged over 10 clips) on the test split. FINETUNE holds the
+paper's settings; the deviations are named options, off by default: select_on_val (the best epoch on a held-out
+tenth of the train split), accumulate (micro-batches when 192 do not fit), curve_every (a diagnostic).
 
-    FINETUNE   the paper's settings: Adam, batch 192, 200 epochs, cosine 1e-4 -> 1e-5 (as train.lr_at's),
-               backbone lr x0.1, weight decay 1e-3, dropout 0.5
-    finetune   the protocol; deviations are named options, off by default: select_on_val (keep the best
-               epoch on a held-out tenth of the train split), accumulate (gradient accumulation when a
-               batch of 192 does not fit), curve_every (the test accuracy along the way, a diagnostic)
+A fine-tune lasts hours on a GPU, so it prints a line per epoch on stdout (a terminal or a batch scheduler's log)
+and, given `resume` (evaluate.py's CKPT_DIR/finetune_CKPTSTEM_DIGEST_KEY), keeps its state after every epoch in
+RESUME.pt as train.py keeps its checkpoints: rerun, the same command goes on from the last epoch and ends at the
+numbers of a run never stopped, since every epoch's shuffle, augmentations and dropout are seeded by (seed, epoch).
+Its result goes to RESUME.json before the state is removed and before eval.json is touched: a rerun reads it there.
 
-A fine-tune lasts hours on a GPU, so it prints a line per epoch on stdout (a terminal or not: nohup, a
-batch scheduler's log) and, given `resume` (evaluate.py gives CKPT_DIR/finetune_CKPTSTEM_DIGEST_KEY),
-keeps its state after every epoch in RESUME.pt, written as train.py writes its checkpoints (a temporary
-file, synced and renamed; the one before kept as RESUME.pt.prev), so that rerunning the same command goes
-on from the last epoch and ends at the same numbers as a run never stopped: every epoch's shuffle,
-augmentations and dropout are seeded by (seed, epoch). Its result is written to RESUME.json before the
-state is removed and before evaluate.py touches eval.json; a rerun finds it there and trains nothing.
-
-    python evaluate.py finetune CKPT --finetune-epochs 20     # evaluate.py runs it and stores the protocol
+    python evaluate.py finetune CKPT --finetune-epochs 20     # evaluate.py runs it, with the options below
 
 Tests: tests/test_evaluate.py, tests/test_finetune_records.py
 """
@@ -25,6 +18,7 @@ Tests: tests/test_evaluate.py, tests/test_finetune_records.py
 import copy
 import json
 import math
+import os
 import pickle
 import time
 from collections.abc import Iterator
@@ -40,14 +34,11 @@ from torch import Tensor
 import augment
 import checkpoint
 import data
-from config import Config, resolve_device
+from config import POSITIVE, Config, OneLineParser, at_least, resolve_device
 from media.loader_workers import loader, progress
-from persistence import records
-from protocols.splits import EvalSplits
 
-FINETUNE = dict(
-    epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5
-)  # Sec. 5.1
+FINETUNE = dict(epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5)
+FINETUNE |= dict(accumulate=1, select_on_val=False, curve_every=0)  # Sec. 5.1; these three: no deviation
 
 
 def say(text: str) -> None:
@@ -108,36 +99,24 @@ class Classifier(nn.Module):
 
 
 def finetune_optimizer(
-    clf: Classifier,
-    lr: float,
-    backbone_lr_scale: float = 0.1,
-    weight_decay: float = 1e-3,
-    freeze_backbone: bool = False,
+    clf: Classifier, lr: float, backbone_lr_scale: float, weight_decay: float
 ) -> torch.optim.Optimizer:
-    for p in clf.encoder.parameters():
-        p.requires_grad_(not freeze_backbone)
-    groups = [{"params": clf.fc.parameters(), "lr": lr}]
-    if not freeze_backbone:
-        groups.append({"params": clf.encoder.parameters(), "lr": lr * backbone_lr_scale})
+    groups = [
+        {"params": clf.fc.parameters(), "lr": lr},
+        {"params": clf.encoder.parameters(), "lr": lr * backbone_lr_scale},
+    ]
     for g in groups:
         g["initial_lr"] = g["lr"]  # the schedule scales each group from its own start
     return torch.optim.Adam(groups, weight_decay=weight_decay)
 
 
 def finetune_step(
-    clf: Classifier,
-    optimizer: torch.optim.Optimizer,
-    video: Tensor,
-    label: Tensor,
-    freeze_backbone: bool = False,
-    accumulate: int = 1,
+    clf: Classifier, optimizer: torch.optim.Optimizer, video: Tensor, label: Tensor, accumulate: int = 1
 ) -> tuple[float, int]:
-    """One optimiser step over `accumulate` equal micro-batches of (video, label): the gradient of
-    the mean loss of the whole batch. BatchNorm sees the micro-batches (the only difference).
-    Returns the batch's mean loss and how many of its clips were classified right."""
+    """One optimiser step over `accumulate` equal micro-batches of (video, label): the gradient of the mean loss of
+    the whole batch; BatchNorm sees the micro-batches (the only difference). Returns the batch's mean loss and how
+    many of its clips were classified right."""
     clf.train()
-    if freeze_backbone:
-        clf.encoder.eval()  # frozen means BatchNorm statistics too
     optimizer.zero_grad(set_to_none=True)
     total, correct = 0.0, 0
     for v, y in zip(video.chunk(accumulate), label.chunk(accumulate)):
@@ -166,30 +145,29 @@ def video_accuracy(clf: Classifier, dataset: data.AVDataset, device: torch.devic
 def finetune(
     encoder: nn.Module,
     cfg: Config,
-    splits: EvalSplits,
+    splits: Any,
     epochs: int = FINETUNE["epochs"],
     lr: float = FINETUNE["lr"],
     lr_min: float = FINETUNE["lr_min"],
     batch_size: int = FINETUNE["batch_size"],
+    backbone_lr_scale: float = FINETUNE["backbone_lr_scale"],
+    weight_decay: float = FINETUNE["weight_decay"],
+    dropout: float = FINETUNE["dropout"],
     accumulate: int = 1,
     frames: int | None = None,
     select_on_val: bool = False,
     val_fraction: float = 0.1,
-    freeze_backbone: bool = False,
     device: torch.device | None = None,
     workers: int = 2,
     seed: int = 0,
     curve_every: int = 0,
     resume: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Sec. 5.1's fine-tuning: train on the train split, report the final epoch's test accuracy (`splits`:
-    protocols/splits.resolve's, checked there).
-    select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch
-    that does best there. `frames` fine-tunes and tests on clips of that length (Sec. 6: 32).
-    curve_every N > 0 also records the test accuracy after every Nth epoch, as out["curve"]: a
-    diagnostic of how long the fine-tune takes to converge, never used to pick an epoch. `resume`: the
-    stem of the files that keep its state and result (the module's docstring); the caller's encoder and
-    random number generators are left as they were."""
+    """Sec. 5.1's fine-tuning on `splits` (evaluate.resolve's, checked there): the final epoch's test accuracy.
+    select_on_val (not the paper's) holds out val_fraction of the train split and keeps the epoch that does best
+    there; `frames` fine-tunes and tests on clips of that length (Sec. 6: 32); curve_every N > 0 also records the
+    test accuracy every Nth epoch (out["curve"], never used to pick one); `resume`: the stem of the files that keep
+    its state and result. The caller's encoder and random number generators are left as they were."""
     device = device or resolve_device(say=False)
     # RESUME + ".pt", not with_suffix: a checkpoint stem with a dot (ckpt.pt.prev) would lose the key
     kept, result = (Path(f"{resume}{tail}") for tail in (".pt", ".json")) if resume is not None else (None, None)
@@ -220,8 +198,8 @@ def finetune(
             val_set = data.eval_set(cfg, [splits.train.records[i] for i in val_idx])
         batch_size = min(batch_size, len(fit_idx))  # a small dataset: one full batch per step
         torch.manual_seed(seed)  # the linear layer's initial weights
-        clf = Classifier(copy.deepcopy(encoder), len(classes), FINETUNE["dropout"]).to(device)
-        opt = finetune_optimizer(clf, lr, FINETUNE["backbone_lr_scale"], FINETUNE["weight_decay"], freeze_backbone)
+        clf = Classifier(copy.deepcopy(encoder), len(classes), dropout).to(device)
+        opt = finetune_optimizer(clf, lr, backbone_lr_scale, weight_decay)
         aug = augment.ClipAugment(train_set.spec, train=True).to(device)  # the pre-training augmentations
         order = data.SeededSampler(Shuffle(fit_idx, seed), seed)  # each item's draws: (seed, epoch, index)
         fit = loader(train_set, batch_size, workers, sampler=order, drop_last=True)
@@ -244,7 +222,7 @@ def finetune(
                 for g in opt.param_groups:
                     g["lr"] = g["initial_lr"] * scale
                 video, _ = aug(batch["video"].to(device))  # (B, 3, T, H, W)
-                loss, right = finetune_step(clf, opt, video, batch["label"].to(device), freeze_backbone, accumulate)
+                loss, right = finetune_step(clf, opt, video, batch["label"].to(device), accumulate)
                 loss_sum, correct, seen = loss_sum + loss * len(video), correct + right, seen + len(video)
             if select_on_val:
                 val = video_accuracy(clf, val_set, device, workers)
@@ -269,8 +247,41 @@ def finetune(
         out["steps"] = steps
         if curve_every:
             out["curve"] = {**curve, epochs: out["test_acc"]}
-        if result is not None:  # the result in a file of its own, then the state goes
-            records.write_atomically(result, lambda f: f.write(json.dumps(out).encode()))
+        if result is not None:  # the result in a file of its own, whole (renamed into place), then the state goes
+            Path(f"{result}.tmp").write_text(json.dumps(out))
+            os.replace(f"{result}.tmp", result)
             for path in (kept, checkpoint.previous(kept)):
                 path.unlink(missing_ok=True)
         return out
+
+
+def protocol(fa: dict[str, Any]) -> dict[str, Any]:
+    """The fine-tune's protocol (`fa`: finetune()'s settings), in words and settings, as evaluate.py keeps it."""
+    chosen = "validation-selected epoch (not the paper's)" if fa["select_on_val"] else "final epoch on the test split"
+    text = f"{fa['epochs']} epochs, batch {fa['batch_size']} ({fa['accumulate']} micro-batches), Adam "
+    text += f"{fa['lr']:g}->{fa['lr_min']:g} cosine, backbone x0.1, wd 1e-3, dropout 0.5, {fa['frames']}-frame clips, "
+    names = ("epochs", "batch_size", "accumulate", "lr", "lr_min", "frames", "select_on_val")
+    return {"text": text + chosen, **{k: fa[k] for k in names}}
+
+
+def add_options(p: OneLineParser) -> None:
+    """evaluate.py's fine-tune options: the paper's values by default, the deviations named."""
+    for flag, check, kind, default, text in (
+        ("--finetune-epochs", at_least(1), int, FINETUNE["epochs"], "paper: 200"),
+        ("--finetune-batch", at_least(2), int, FINETUNE["batch_size"], "paper: 192"),
+        ("--finetune-lr", POSITIVE, float, FINETUNE["lr"], "paper: 1e-4 -> 1e-5 cosine"),
+        ("--accumulate", at_least(1), int, 1, "micro-batches per step when a batch does not fit"),
+        ("--frames", at_least(1), int, None, "fine-tune on clips of this many frames (paper: 8; Sec. 6 also 32)"),
+        ("--curve-every", at_least(0), int, 0, "also record the test accuracy every N epochs (a diagnostic)"),
+    ):
+        p.add_checked(flag, check, type=kind, default=default, help=text)
+    p.add_argument("--select-on-val", action="store_true", help="keep the best epoch on 10%% of the train split")
+
+
+def settings(args: Any, p: OneLineParser) -> dict[str, Any]:
+    """finetune()'s settings from evaluate.py's options; a batch that does not split into --accumulate is refused."""
+    if args.finetune_batch % args.accumulate:
+        p.error(f"--accumulate {args.accumulate}: expected a divisor of --finetune-batch ({args.finetune_batch})")
+    out = {"epochs": args.finetune_epochs, "batch_size": args.finetune_batch, "lr": args.finetune_lr}
+    out |= {"lr_min": args.finetune_lr / 10, "accumulate": args.accumulate, "select_on_val": args.select_on_val}
+    return out | {"curve_every": args.curve_every} | ({"frames": args.frames} if args.frames else {})
