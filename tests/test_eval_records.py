@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-import data
 import evaluate
 from conftest import FAST, TUNE, UCF_SILENT, save_version, ucf
 from media import in_memory, manifest
@@ -245,8 +244,8 @@ def test_evaluation_decides_its_own_preload_never_the_training_runs(
     room to spare auto preloads, and --preload on preloads whatever the memory."""
     ckpt = Path(shutil.copy(trained_preload_on, tmp_path / "ckpt.pt"))
     assert torch.load(ckpt, weights_only=True)["config"]["preload"] == "on"
-    held, real = [], data.hold
-    monkeypatch.setattr(data, "hold", lambda videos, *a: held.append(len(videos)) or real(videos, *a))
+    held, real = [], in_memory.hold
+    monkeypatch.setattr(in_memory, "hold", lambda videos, *a: held.append(len(videos)) or real(videos, *a))
     argv = ["retrieval", str(ckpt), *ucf(ucf_data, "--fold", 1, "--manifest", video_manifest)]
 
     def evaluate_with(free, *more):
