@@ -51,11 +51,11 @@ mutation: venv
 	$(VENV)/bin/mutmut results
 
 # The main job: synthetic data, an xID warm-up, then xID / Weighted / Soft / Robust / Oracle-xID from it,
-# evaluation (experiments/demo.py; its regime: experiments/demo_args.py's DemoArgs). It writes only
+# evaluation (demo.py; its regime: demo.py's DemoArgs). It writes only
 # runs/make_demo/ (its table: runs/make_demo/demo.md) and prints it beside the committed lab/results/demo.json;
 # tracked files and other experiments' runs are left as they are.
 demo: venv
-	$(PY) -m experiments.demo --fresh --runs runs/make_demo --results runs/make_demo --compare lab/results/demo.json
+	$(PY) demo.py --fresh --runs runs/make_demo --results runs/make_demo --compare lab/results/demo.json
 
 # The GPU path end to end (lab/gpu_check.py). It remakes the committed lab/results/gpu.md: with the claims'
 # commands (lab/claims.py), the only ones that write tracked files. Uses .venv when there is one, else the

@@ -370,7 +370,7 @@ def log_epoch(record: dict[str, Any], out: Path, timing: str = "") -> None:
     line = "epoch {epoch:3d} | {stage:8s} | loss {loss:.4f} | w {weight:.3f} | mu {mu:.3f} sigma {sigma:.3f} | soft "
     line = line.format(**record) + f"{record['soft_mass']:.3f} | {record['clips_per_s']:.0f} clips/s, "
     line += f"{record['data_wait']:.0%} waiting for data | auroc {auroc}"
-    if "knn_class" in record:  # a report's (the demo's: analysis/diagnostics.py)
+    if "knn_class" in record:  # a report's (the demo's: tools/bank_report.py)
         line += f" | 1-nn {record['knn_class']:.2f} xmodal {record['xmodal_class']:.2f}"
     if record.get("agreement") is not None:
         line += f" | agree {record['agreement']:.3f}"

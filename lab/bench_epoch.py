@@ -14,7 +14,7 @@ the functions the step calls (on a GPU each timer synchronises: a little overlap
     model fwd+bwd+Adam  the rest of train.train_step: encoders, backward, optimizer
     objective           train.objective: bank sampling, targets, soft targets, weights, the loss
     bank update         MemoryBank.update
-    diagnostics         analysis.diagnostics.bank_report and analysis.drift.bank_signals, logged after every epoch
+    diagnostics         tools.bank_report.bank_report and bank_signals, logged after every epoch
     checkpoint          the state train.py saves after every epoch
 
 Beside it, in the same process, the bare model (encoders, heads and Adam on a ready batch, as
@@ -30,9 +30,9 @@ import torch
 
 import data
 import train
-from analysis import diagnostics, drift
 from config import parse_config, resolve_device
 from lab.timing import bare_model_step, sync, time_per_call
+from tools import bank_report
 
 PARTS = ("waiting for data", "augment + log-mel", "model fwd+bwd+Adam", "objective", "bank update")
 
@@ -163,8 +163,8 @@ class TimedRun:
         t0 = time.perf_counter()
         train.train_epoch(self.parts, _TimedLoader(self.loader, self.device), self.cfg, epoch, 1, False)
         t1 = time.perf_counter()
-        diagnostics.bank_report(self.parts.bank, self.dataset.labels, self.dataset.faulty, self.cfg.tau_s)
-        drift.bank_signals(self.parts.bank, self.cfg)
+        bank_report.bank_report(self.parts.bank, self.dataset.labels, self.dataset.faulty, self.cfg.tau_s)
+        bank_report.bank_signals(self.parts.bank, self.cfg)
         t2 = time.perf_counter()
         torch.save(self.parts.state_dict(), Path(self.tmp) / "ckpt.pt")
         t3 = time.perf_counter()

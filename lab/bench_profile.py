@@ -15,7 +15,7 @@ calling thread's: the work an op hands to OpenMP's threads is counted in the op.
 alternated: the default (one process, all the cores' threads), OMP_WAIT_POLICY=PASSIVE and ACTIVE (read when
 OpenMP starts, hence the fresh processes), torch.set_num_interop_threads(1), one thread, and as many processes
 of one thread side by side as there are cores, and 5 (make demo's 5 branches at once, a thread each on 2 cores:
-experiments/jobs.py, experiments/demo_args.py's branch_jobs), their clips summed over the time the slowest took.
+demo.py's side_by_side and branch_jobs), their clips summed over the time the slowest took.
 Each row is the mean clips/s and its ratio to the default's.
 """
 

@@ -22,12 +22,13 @@ import sys
 from pathlib import Path
 from statistics import stdev
 
-from experiments import demo, jobs
+import demo
 from lab import claims_docs, claims_report
 from lab.claims_plan import DATA, TRANSFER
 from lab.claims_report import FIG7_ONLY, FIRST_SEED, SEEDS
 from lab.claims_setting import run_one
 from lab.statistics import not_worse_power, power, sd_bound
+from tools import synthetic
 
 RESULTS = Path("lab/results/claims")
 FIRST_OUT = "runs/claims_first"  # where `report --run first` remakes the first run's report
@@ -51,7 +52,7 @@ def pilot_sds(folder=PILOT):
     {(level, method): between-seed SD} for the claims that compare two warm-ups (Welch). Refuses a pilot
     that lacks a seed, a level or a method of its plan."""
     runs = {}
-    for s in demo.finished_settings(folder):
+    for s in (json.loads(p.read_text()) for p in sorted(Path(folder).glob("seed*_faulty*.json"))):
         runs.setdefault(s["faulty"], {})[s["seed"]] = s["rows"]
     missing = [
         f"seed {seed} at {level:.0%}: {sorted(methods - set(runs.get(level, {}).get(seed, {})))}"
@@ -147,11 +148,11 @@ def plan(seeds=None):
 
 
 def run(args):
-    demo.ensure_data(args.data)
-    demo.ensure_data(TRANSFER)
+    synthetic.ensure(args.data)
+    synthetic.ensure(TRANSFER)
     todo = [s for s in plan() if args.levels is None or s[1] in args.levels]
     calls = [(args.data, args.runs, args.results or str(RESULTS), setting) for setting in todo]
-    jobs.side_by_side(run_one, calls, args.jobs)  # --jobs: demo.py's way
+    demo.side_by_side(run_one, calls, args.jobs)  # --jobs: demo.py's way
 
 
 def main(argv=None):

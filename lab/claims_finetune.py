@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
+import demo
 from checkpoint import load_checkpoint
-from experiments import demo
 from lab.claims import FIRST_SEED, TABLE2
 
 RESULTS = Path("lab/results/claims/finetune.jsonl")

@@ -20,8 +20,7 @@ from statistics import mean
 
 import numpy as np
 
-from analysis import figures
-from experiments import demo_report
+from lab import figures
 from lab.claims_plan import (  # noqa: F401  (claims_report.X: the judge's readers)
     BOUND,
     CEILING,
@@ -48,6 +47,7 @@ from lab.claims_plan import (  # noqa: F401  (claims_report.X: the judge's reade
     planned,
 )
 from lab.statistics import ALPHA, holm, interval, t_test
+from tools import demo_report
 
 
 def cell(claim, res, metric):

@@ -305,16 +305,17 @@ def claims_of(sized=None, need=None):
 
 def run(args):
     """lab.claims.run's way (one job per setting, side by side) over the rerun's order, into RESULTS."""
-    from experiments import demo, jobs
+    import demo
     from lab.claims_plan import DATA, TRANSFER
     from lab.claims_setting import run_one
+    from tools import synthetic
 
-    demo.ensure_data(DATA)
-    demo.ensure_data(TRANSFER)
+    synthetic.ensure(DATA)
+    synthetic.ensure(TRANSFER)
     if not NEED:
         raise SystemExit("lab/claims_rerun.py: NEED is empty; paste it from `python -m lab.claims_rerun seeds`")
     todo = [s for s in order(NEED) if args.levels is None or s[1] in args.levels]
-    jobs.side_by_side(run_one, [(DATA, args.runs, str(RESULTS), s) for s in todo], args.jobs)
+    demo.side_by_side(run_one, [(DATA, args.runs, str(RESULTS), s) for s in todo], args.jobs)
 
 
 def show(sized):
@@ -339,7 +340,7 @@ def show(sized):
 def status(folder=RESULTS, need=None):
     """(lines, missing): each planned setting of order(NEED) with what `folder` holds of it (its branches, and
     at 50% every value of its sweeps), finished or not; `missing` counts the settings not yet whole."""
-    from experiments.demo import setting_name
+    from demo import setting_name
     from lab.claims_plan import SWEEP_VALUES, planned
 
     def rows(sub, seed, level):  # the file `run` writes, refused if another recipe made it

@@ -6,8 +6,8 @@ sweeps from that same warm-up. lab/claims.py and lab/claims_rerun.py train their
     python -m lab.claims_rerun run --jobs 2      # the rerun's
 """
 
-from experiments import demo
-from experiments.demo_args import DemoArgs
+import demo
+from demo import DemoArgs
 from lab import sweep
 from lab.claims_plan import DATA, EPOCHS, RECIPE, SWEEP_VALUES, TRANSFER, WARMUP_EPOCHS
 

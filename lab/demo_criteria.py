@@ -92,7 +92,7 @@ def stage2(runs, seeds, results=Path("lab/results/spread")):
         "# The regime screen, stage 2: results",
         "",
         f"Made by `python -m lab.demo_criteria --stage2 {runs} --seeds {' '.join(map(str, seeds))}` from whole "
-        "demo runs (`python -m experiments.demo --seeds S` plus the candidate's options, `--no-figures`; plan: "
+        "demo runs (`python demo.py --seeds S` plus the candidate's options, `--no-figures`; plan: "
         "[SCREEN_PLAN.md](SCREEN_PLAN.md); every number: [stage2.json](stage2.json)). Set `data/synth_src2p`, "
         "25% injected, `make demo`'s regime otherwise. 1-shot (%).",
         "",

@@ -19,8 +19,8 @@ from torch import nn
 
 import model
 import train
-from analysis.drift import BankReport
 from config import parse_config
+from tools.bank_report import BankReport
 
 HEAD = model.projection_head  # the head as it is
 

@@ -62,10 +62,10 @@ EVALUATE = [
 # train.py with make demo's report (the bank's diagnostics and drift signals, which left train.py's own log in
 # step 5): run where the tree has it, so that the log compared is the one the old train.py wrote
 REPORTED = (
-    "import sys, train; from config import parse_config; from analysis.drift import BankReport; "
+    "import sys, train; from config import parse_config; from tools.bank_report import BankReport; "
     "cfg = parse_config(sys.argv[1:]); train.main(cfg, report=BankReport(cfg))"
 )
-# what the report adds to a record (analysis/diagnostics.bank_report, analysis/drift.bank_signals)
+# what the report adds to a record (tools/bank_report.py's bank_report and bank_signals)
 LEFT_THE_LOG = {"score_hist", "knn_class", "xmodal_class", "own_audio", "own_audio_faulty", "soft_share"}
 LEFT_THE_LOG |= {"agreement", "positive_mass", "drift_start"}
 # what left the log with the failed-file substitution (step 6b: a file that fails stops the run); the old side's
@@ -135,8 +135,8 @@ def side(tree, work, demo):
     work.mkdir(parents=True, exist_ok=True)
     log, data, out = work / "output.txt", work / "tiny", work / "run"
     run(tree, [*entry(tree, GENERATOR), "--out", str(data), *TINY], log)
-    drift = Path(tree) / "analysis" / "drift.py"
-    reported = drift.is_file() and "class BankReport" in drift.read_text()
+    report = Path(tree) / "tools" / "bank_report.py"  # REPORTED's module, where the tree has it
+    reported = report.is_file() and "class BankReport" in report.read_text()
     run(tree, [*(["-c", REPORTED] if reported else ["train.py"]), "--data", str(data), "--out", str(out), *TRAIN], log)
     run(tree, ["evaluate.py", "all", str(out / "ckpt.pt"), *EVALUATE], log)
     if (Path(tree) / "tools" / "analyse.py").is_file():

@@ -1,7 +1,7 @@
 """The one-regime screen's judge: criteria (a)-(d) of lab/results/regime/PLAN.md (written before its runs)
 on one candidate's finished settings. (e), make demo's wall time, is measured in a fresh clone.
 
-The candidates' runs are experiments.demo commands (PLAN.md lists them): at 0% injected, xID and
+The candidates' runs are demo.py commands (PLAN.md lists them): at 0% injected, xID and
 Soft-xID with the oracle's soft targets on the screen seeds 100-102; at 50%, xID and Oracle-xID on
 seeds 100-101. The judge reads their settings files and, when given, the honesty log.
 
@@ -15,7 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments import demo
+import demo
 from lab import honesty
 
 SEEDS_0, SEEDS_50 = (100, 101, 102), (100, 101)  # the screen's own seeds: the claims never use them

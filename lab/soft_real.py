@@ -1,5 +1,5 @@
 """Soft targets on real recordings: the drum set's demo runs read by lab/results/drums/PLAN.md's
-rules, and CCP's target mass split by candidate (analysis/ccp_mass.py; paper eqs. (13)-(14)) on the drum
+rules, and CCP's target mass split by candidate (tools/ccp_mass.py; paper eqs. (13)-(14)) on the drum
 set and on a synthetic run of the same recipe, at the warm-up's end and through the soft branch.
 
     python -m lab.soft_real report             # lab/results/drums/RESULTS.md, runs.json, mass.json (PLAN.md)
@@ -82,8 +82,8 @@ def verdict(diffs):
 
 def signals(run):
     """A branch's per-epoch signals at SIGNAL_EPOCHS, from its log.jsonl, and whether train.py's drift warning
-    (analysis/drift.py's rule, replayed on the log) fired in it: {"warned": epoch or None}."""
-    from analysis.drift import drift_warning
+    (tools/bank_report.py's rule, replayed on the log) fired in it: {"warned": epoch or None}."""
+    from tools.bank_report import drift_warning
 
     log = [json.loads(line) for line in (Path(run) / "log.jsonl").read_text().splitlines() if line.strip()]
     keep = ("faulty_auroc", "knn_class", "xmodal_class", "agreement")
@@ -102,7 +102,7 @@ def checkpoints(root):
 
 def masses(cache_file, kept, sets):
     """{set: {seed: {checkpoint name: analyse()}}}, computing only what mass.json does not hold."""
-    from analysis.ccp_mass import analyse
+    from tools.ccp_mass import analyse
 
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     for name, runs in sets.items():

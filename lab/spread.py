@@ -172,8 +172,8 @@ def job_warmup(seed, out, threads, fork, cand="R0"):
     import torch
 
     import train
-    from analysis.drift import BankReport
     from config import parse_config
+    from tools.bank_report import BankReport
 
     assert torch.get_num_threads() == int(threads), (torch.get_num_threads(), threads)
     out = Path(out)
@@ -195,8 +195,8 @@ def job_branch(seed, warm, out, threads, branch_seed, cand="R0"):
 
     import data
     import train
-    from analysis.drift import BankReport
     from config import parse_config
+    from tools.bank_report import BankReport
 
     assert torch.get_num_threads() == int(threads), (torch.get_num_threads(), threads)
     seed, b = int(seed), int(branch_seed)
@@ -209,9 +209,9 @@ def job_branch(seed, warm, out, threads, branch_seed, cand="R0"):
 
 
 def evaluate_row(ckpt):
-    """The demo's evaluation of one checkpoint (experiments.demo.run_branch's columns)."""
+    """The demo's evaluation of one checkpoint (demo.run_branch's columns)."""
     import evaluate
-    from experiments.demo import shot
+    from demo import shot
     from tools import analyse
 
     res = evaluate.evaluate(ckpt, ["retrieval", "fewshot"], workers=1, shots=(1, 5), trials=50, clips=2)
@@ -286,12 +286,12 @@ def main(argv=None):
     j.add_argument("args", nargs="+")
     a = p.parse_args(argv)
     if a.cmd == "run":
-        from experiments.sets import ensure_data
+        from tools.synthetic import ensure as ensure_data
 
         ensure_data(DATA)
         schedule([job for i, s in enumerate(a.seeds) for job in jobs_for(s, i == 0)])
     elif a.cmd == "screen":
-        from experiments.sets import ensure_data
+        from tools.synthetic import ensure as ensure_data
 
         ensure_data(DATA)
         schedule(wide_first([job for s in a.seeds for c in a.candidates for job in screen_jobs(c, s)]))

@@ -17,7 +17,7 @@ paired difference over seeds with a 95% t-interval.
                                      # make demo's seed 0 reused: lam 0.3 against 0.5 and xID, seeds 0-2
 
 Warm-ups and default branches are demo.py's, in the same runs/ folder, whose regime (set, epochs) is the
-default: after `make demo` or `python -m experiments.demo --figure noisy` a sweep trains only its new
+default: after `make demo` or `python demo.py` a sweep trains only its new
 values. Finished points are kept in RESULTS/KNOB_settings/seedS_faultyF.json as they finish, like demo.py's
 settings (RESULTS is runs/demo unless --results says otherwise), and a later run adds only what is missing.
 Other options go to train.py, as in demo.py.
@@ -30,11 +30,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import demo
 import evaluate
-from analysis import figures
-from experiments import demo, demo_report
-from experiments.demo_args import DemoArgs
+from demo import DemoArgs
+from lab import figures
 from losses import VARIANTS
+from tools import demo_report, synthetic
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(
         prog="python -m lab.sweep",
         description=__doc__.split("\n\n")[0],
-        epilog="Other options go to train.py, as in experiments.demo. Examples: python -m lab.sweep lambda; "
+        epilog="Other options go to train.py, as in demo.py. Examples: python -m lab.sweep lambda; "
         "python -m lab.sweep delta --values -2 0 known --faulty 0.5 --seeds 0 1 2 3 4",
     )
     each = "; ".join
@@ -209,7 +210,7 @@ def main(argv=None):
     # the paper's 10 clips per video in evaluation, no per-run plots
     args = SweepArgs(**vars(ns), train_args=train_args, eval_clips=evaluate.CLIPS, figures=False)
     t0 = time.time()
-    demo.ensure_data(args.data)
+    synthetic.ensure(args.data)
     points = {f: [run_point(args, s, f) for s in args.seeds] for f in args.faulty}
     write_results(args, points, (time.time() - t0) / 60, argv)
 

@@ -17,8 +17,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from experiments import demo, demo_report
+import demo
 from lab import claims_report
+from tools import demo_report
 
 RESULTS = Path("lab/results/warmup_ranks")
 ONE_PROCESS = Path("lab/results/warmup_ranks/one_process")  # settings/seed{0,1,2}_faulty50.json: one process

@@ -1,4 +1,4 @@
-"""analysis/ccp_mass.py: CCP's soft-target mass (eqs. (13)-(14)) split by candidate (the instance itself,
+"""tools/ccp_mass.py: CCP's soft-target mass (eqs. (13)-(14)) split by candidate (the instance itself,
 its source's other clips, its class's other sources, other classes) on constructed banks whose answer
 is known, and the command over a checkpoint."""
 
@@ -9,11 +9,11 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from analysis import ccp_mass
-from analysis.diagnostics import draw_candidates, soft_targets_at
 from checkpoint import save_checkpoint
 from config import Config
 from memory_bank import MemoryBank
+from tools import ccp_mass
+from tools.bank_report import draw_candidates, soft_targets_at
 
 CLASSES, SOURCES, CLIPS = 3, 5, 4  # 3 classes x 5 sources x 4 clips = 60 slots
 N = CLASSES * SOURCES * CLIPS
@@ -119,5 +119,5 @@ def test_the_command_reads_a_checkpoints_bank_and_ground_truth(tmp_path, capsys)
     other = tmp_path / "other"
     other.mkdir()
     (other / "ground_truth.csv").write_text("path,label,source\nc0/else.mp4,0,c0/src0\n")
-    with pytest.raises(SystemExit, match="analysis.ccp_mass: .*not in"):
+    with pytest.raises(SystemExit, match="tools.ccp_mass: .*not in"):
         ccp_mass.main([str(ckpt), "--data", str(other)])  # another set's ground truth: the run's clips are not in it

@@ -16,7 +16,7 @@ from lab import statistics
 def write_setting(folder, seed, level, rows, key=None, **extra):
     """One finished setting as `run` leaves it: demo.setting_name's file, carrying the plan's key unless
     another is given."""
-    from experiments import demo
+    import demo
 
     path = Path(folder) / f"{demo.setting_name(seed, level)}.json"
     key = cr.RECIPE if key is None else key

@@ -117,12 +117,13 @@ def test_the_pasted_need_is_what_the_committed_first_run_and_check_give():
 def test_run_trains_the_pasted_order_in_run_ones_shape_and_levels_filter_it(monkeypatch):
     import argparse
 
-    from experiments import demo, jobs
+    import demo
     from lab import claims_rerun
+    from tools import synthetic
 
     calls = []
-    monkeypatch.setattr(demo, "ensure_data", lambda root: None)
-    monkeypatch.setattr(jobs, "side_by_side", lambda fn, args, n: calls.append((fn, args, n)))
+    monkeypatch.setattr(synthetic, "ensure", lambda root: None)
+    monkeypatch.setattr(demo, "side_by_side", lambda fn, args, n: calls.append((fn, args, n)))
     claims_rerun.run(argparse.Namespace(levels=None, runs="runs/x", jobs=2))
     fn, args, n = calls[-1]
     assert fn.__name__ == "run_one" and n == 2 and len(args) == len(claims_rerun.order(claims_rerun.NEED))

@@ -23,7 +23,7 @@ NOT_RUN = {
     "pip": "OPERATIONS.md's offline PyAV wheel for a GPU machine: a download, then an install from it",
 }
 # Documented commands whose miniature runs what they run
-SAME_AS = {"make demo": "experiments.demo", "make gpu-check": "lab.gpu_check"}
+SAME_AS = {"make demo": "demo.py", "make gpu-check": "lab.gpu_check"}
 # tiny sizes for the demo preset: the same code paths, seconds instead of minutes
 SMALL = ["--size", "32", "--n-mels", "16", "--n-time", "16", "--width", "0.125", "--batch-size", "8"]
 
@@ -98,12 +98,11 @@ def commands(tmp: Path) -> list[list[str]]:
         ],
         ["evaluate.py", "retrieval", f"{run}/ckpt.pt", "--workers", "0"],
         ["-m", "tools.analyse", "analysis", f"{run}/ckpt.pt", "--workers", "0"],
-        ["-m", "analysis.figures", run],
+        ["-m", "tools.figures", run],
         ["-m", "exercises.check", "--solutions"],
         ["-m", "exercises.handout", str(tmp / "handout")],
         [
-            "-m",
-            "experiments.demo",
+            "demo.py",
             "--seeds",
             "0",
             "--data",
@@ -183,10 +182,9 @@ def commands(tmp: Path) -> list[list[str]]:
         ["evaluate.py", "retrieval", "runs/manual/weighted/ckpt.pt"],
         ["evaluate.py", "fewshot", "runs/manual/weighted/ckpt.pt", "--trials", "2"],
         ["evaluate.py", "finetune", "runs/manual/weighted/ckpt.pt", "--finetune-epochs", "1", "--finetune-batch", "6"],
-        ["-m", "analysis.figures", "runs/manual"],
+        ["-m", "tools.figures", "runs/manual"],
         [
-            "-m",
-            "experiments.demo",
+            "demo.py",
             "--fresh",
             "--runs",
             "runs/make_demo",
@@ -206,8 +204,7 @@ def commands(tmp: Path) -> list[list[str]]:
         + ["--epochs", "1", "--trials", "2", "--num-negatives", "15", *SMALL],
         # README.md: the earlier regime's demo (width 0.25, 4 frames at 4 fps), in miniature
         [
-            "-m",
-            "experiments.demo",
+            "demo.py",
             "--data",
             data,
             "--eval-clips",

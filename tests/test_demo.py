@@ -1,4 +1,4 @@
-"""The demo's runs (experiments/demo.py): the generator and the demo never write into a user's folder;
+"""The demo's runs (demo.py): the generator and the demo never write into a user's folder;
 settings run side by side or one after another give the same numbers, a finished one is read back,
 and the options are typed fields. Its tables: tests/test_demo_report.py."""
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+import demo
 from config import PRESETS
-from experiments import demo, demo_report, progress
-from experiments.demo_args import FIGURES, TRANSFER, DemoArgs, parse_args, parser
-from tools import synthetic
+from demo import TRANSFER, DemoArgs, parse_args
+from tools import demo_report, synthetic
 
 
 def test_the_generator_refuses_a_folder_it_did_not_make(tmp_path):
@@ -32,26 +32,26 @@ def test_the_demo_uses_a_user_folder_as_it_is_and_regenerates_only_its_own(tmp_p
     (user / "ground_truth.csv").write_text("path,faulty_audio\n")
     made = []
     monkeypatch.setattr(synthetic, "main", lambda argv: made.append(argv))
-    demo.ensure_data(user)
+    synthetic.ensure(user)
     assert made == [] and "not a synthetic set" in capsys.readouterr().out
     assert (user / "ground_truth.csv").read_text() == "path,faulty_audio\n"
-    demo.ensure_data(tmp_path / "new")  # a folder that does not exist yet
+    synthetic.ensure(tmp_path / "new")  # a folder that does not exist yet
     assert made == [["--out", str(tmp_path / "new")]]
     own = tmp_path / "own"
     own.mkdir()
     (own / synthetic.MARKER).write_text("")
-    demo.ensure_data(own)  # made by the generator, manifest missing: regenerate
+    synthetic.ensure(own)  # made by the generator, manifest missing: regenerate
     assert made[-1] == ["--out", str(own)]
     (own / "manifest.csv").write_text("")
-    demo.ensure_data(own)  # made before the injection pool existed: regenerate
+    synthetic.ensure(own)  # made before the injection pool existed: regenerate
     assert len(made) == 3
     (own / "_heldout").mkdir()
-    demo.ensure_data(own)  # complete: used as it is
+    synthetic.ensure(own)  # complete: used as it is
     assert len(made) == 3
 
 
 @pytest.mark.slow
-def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
+def test_demo_end_to_end_writes_the_paired_table_of_each_level(tmp_path):
     """The whole demo at toy size: two noise levels, two seeds, three methods; make test-all."""
     import json
 
@@ -66,8 +66,6 @@ def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
         str(tmp_path / "runs"),
         "--results",
         str(tmp_path / "res"),
-        "--figure",
-        "noisy",
         "--seeds",
         "0",
         "1",
@@ -94,14 +92,13 @@ def test_demo_end_to_end_writes_fig7_and_the_paired_table(tmp_path):
         "0.125",
     ]
     demo.main(argv)
-    text = (tmp_path / "res" / "noisy.md").read_text()
+    text = (tmp_path / "res" / "demo.md").read_text()
     assert "## 50% injected faulty positives" in text and "| Oracle-xID |" in text and "Δ R@1" in text
-    assert (tmp_path / "res" / "noisy.png").stat().st_size > 1000
-    saved = json.loads((tmp_path / "res" / "noisy.json").read_text())
+    saved = json.loads((tmp_path / "res" / "demo.json").read_text())
     assert len(saved["results"]) == 2 and set(saved["results"][0]) == {"0.0", "0.5"}
     assert "minutes in all" in text
     demo.main(argv)  # a rerun reads every setting back, and its table says its time is not theirs
-    again = (tmp_path / "res" / "noisy.md").read_text()
+    again = (tmp_path / "res" / "demo.md").read_text()
     assert "for the 0 of 4 settings not read from earlier runs' files" in again
     assert again.split("## ")[1:] == text.split("## ")[1:]
 
@@ -213,10 +210,9 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
     args = DemoArgs(
         data="d",
         results=str(tmp_path),
-        figure="noisy",
+        settings="noisy_settings",
         warmup_epochs=70,
         epochs=8,
-        finetune_epochs=0,
         trials=50,
         train_args=[],
         methods=["xid", "oracle"],
@@ -246,22 +242,24 @@ def test_a_finished_setting_is_read_back_and_a_changed_one_runs_again(tmp_path, 
 
 
 def test_the_command_line_fills_the_typed_args_and_passes_the_rest_to_train_py():
-    """parse_args gives a DemoArgs whose defaults are the dataclass's (make demo's regime); a figure's
-    settings apply unless given; options the demo does not know go to train.py."""
-    args = parse_args(["--figure", "noisy", "--seeds", "4", "--lr", "3e-4"])
+    """parse_args gives a DemoArgs whose defaults are the dataclass's (make demo's regime); options the demo
+    does not know go to train.py, and a method it does not know is refused."""
+    args = parse_args(["--faulty", "0", "0.5", "--seeds", "4", "--lr", "3e-4"])
     assert isinstance(args, DemoArgs) and args.train_args == ["--lr", "3e-4"] and args.seeds == [4]
-    assert args.faulty == FIGURES["noisy"]["faulty"] and args.methods == FIGURES["noisy"]["methods"]
+    assert args.faulty == [0.0, 0.5] and args.methods == DemoArgs().methods
+    with pytest.raises(SystemExit):
+        parse_args(["--methods", "xid", "weighted@shares"])
     assert parse_args([]) == DemoArgs()  # one default per field, the command line's and the dataclass's
     assert DemoArgs(methods=["xid", "soft"]).side_by_side_branches() == (2 if (os.cpu_count() or 1) >= 2 else 1)
     assert DemoArgs(jobs=2).side_by_side_branches() == 1 and DemoArgs(branch_jobs=3).side_by_side_branches() == 3
-    assert DemoArgs(transfer="t", finetune_epochs=3).columns[-5:] == ("fine-tune", *TRANSFER)
+    assert DemoArgs(transfer="t").columns[-4:] == TRANSFER
 
 
 def test_make_demo_writes_outside_the_tracked_tree():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
-    line = next(x for x in text.splitlines() if "experiments.demo" in x and "$(PY)" in x)
+    line = next(x for x in text.splitlines() if "demo.py" in x and "$(PY)" in x)
     assert "--runs runs/" in line and "--results runs/" in line and "--compare lab/results/demo.json" in line
 
 
@@ -272,17 +270,17 @@ def test_the_time_split_adds_each_phase_over_the_settings_and_accounts_for_the_r
     ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "time_split.json").write_text(__import__("json").dumps(times))
-    text = progress.time_split(30.0, [tmp_path / "a", tmp_path / "b"], 300.0)
+    text = demo_report.time_split(30.0, [tmp_path / "a", tmp_path / "b"], 300.0)
     assert text.startswith(
         "Time split: data generation 0.5 min, warm-up 3.0 min, branch xid 0.5 min, evaluation 0.3 min"
     )
     assert "other (start-up, tables, figures) 0.7 min; 5.0 min in all, on " in text
-    kind = f"{progress.torch.backends.cpu.get_cpu_capability()}, {progress.torch.get_num_threads()} threads."
+    kind = f"{demo_report.torch.backends.cpu.get_cpu_capability()}, {demo_report.torch.get_num_threads()} threads."
     assert text.endswith(kind) or "AMX" in text  # the CPU kind: the demo's minutes depend on it
     split = {}
-    with progress.timed(split, "x"):
+    with demo_report.timed(split, "x"):
         pass
-    with progress.timed(split, "x"):
+    with demo_report.timed(split, "x"):
         pass
     assert set(split) == {"x"} and split["x"] >= 0
 
@@ -291,30 +289,6 @@ def fake_analysis(ckpt, **kwargs):
     """tools/analyse.py's analysis as the demo reads it, without a checkpoint."""
     weights = {"faulty_auroc": 0.7, "mean_weight_faulty": 0.4, "mean_weight_clean": 0.8}
     return {"weights": weights, "soft_targets_same_class": {}}
-
-
-def test_the_fine_tune_column_runs_the_papers_recipe_for_the_epochs_given(tmp_path, monkeypatch):
-    import finetune
-
-    seen = {}
-    monkeypatch.setattr(demo.train, "main", lambda cfg, report=None: None)  # no training: only what evaluation is asked
-
-    def fake_evaluate(ckpt, tasks, finetune_args=None, **kwargs):
-        seen.update(tasks=tasks, finetune_args=finetune_args)
-        return {
-            "retrieval": {"R@1": 0.5, "R@5": 0.8, "protocol": {}},
-            "fewshot": {"1-shot": [0.3], "5-shot": [0.4], "protocol": {}},
-            "finetune": {"test_acc": 0.9},
-        }
-
-    monkeypatch.setattr(demo.evaluate, "evaluate", fake_evaluate)
-    monkeypatch.setattr(demo.analyse, "analysis", fake_analysis)
-    args = DemoArgs(epochs=2, finetune_epochs=7, trials=5, workers=0, figures=False, data="d")
-    common = ["--preset", "demo", "--data", "d"]
-    row = demo.run_branch(args, tmp_path, common, "xid", ["--loss", "xid"])
-    assert "finetune" in seen["tasks"] and row["fine-tune"] == 0.9
-    # only the length is the demo's: batch, rates and the rest stay finetune.FINETUNE's, the paper's
-    assert seen["finetune_args"] == {"epochs": 7} and finetune.FINETUNE["batch_size"] == 192
 
 
 def test_delta_follows_the_injected_share_and_is_fixed_at_zero():
@@ -327,9 +301,7 @@ def test_delta_follows_the_injected_share_and_is_fixed_at_zero():
     assert abs(NormalDist().cdf(demo.paper_delta(0.25)) - 0.25) < 1e-9
     assert demo.paper_delta(0.75) > 0 > demo.paper_delta(0.25)
     assert demo.paper_delta(0.0) == demo.DELTA_AT_ZERO == -1.0
-    assert demo_report.parse_method("weighted@shares") == ("weighted", "", "shares")
-    assert demo_report.parse_method("soft:oracle") == ("soft", "oracle", "")
-    assert "natural + injected" in demo_report.method_name("weighted@shares")
+    assert demo_report.method_name("soft:oracle") == "Soft-xID (oracle targets)"
 
 
 @pytest.mark.slow
@@ -357,11 +329,18 @@ def test_a_ddp_warm_up_runs_under_torchrun_and_its_settings_are_not_mixed_with_o
 
 def test_every_demo_option_is_a_documented_field_and_make_demos_set_can_be_generated():
     """Each DemoArgs field but train_args has its command-line flag and a help; make demo's set, the demo
-    preset's, is one experiments/sets.py generates."""
-    helps = {a.dest: a.help for a in parser()._actions if a.dest != "help"}
+    preset's, is one of tools/synthetic.py's named sets."""
+    import argparse
+
+    seen = []
+    real = argparse.ArgumentParser.add_argument
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "add_argument", lambda p, *a, **k: seen.append(k) or real(p, *a, **k))
+        parse_args([])
+    helps = {k["dest"]: k.get("help") for k in seen if "dest" in k}
     assert {f.name for f in fields(DemoArgs)} - {"train_args"} <= set(helps) and all(helps.values())
     assert (DemoArgs().data, DemoArgs().epochs) == (PRESETS["demo"]["data"], PRESETS["demo"]["epochs"])
-    assert Path(DemoArgs().data).name in demo.SYNTH_SETS  # make demo can generate it
+    assert Path(DemoArgs().data).name in synthetic.SETS  # make demo can generate it
 
 
 def test_transfer_evaluates_each_branch_again_on_the_transfer_set_and_keys_the_setting(tmp_path, monkeypatch):
@@ -402,7 +381,7 @@ def test_ctrl_c_is_one_line_naming_the_command_that_goes_on_without_fresh(monkey
     assert stop.value.code == 130
     assert capsys.readouterr().err.strip().splitlines() == [
         "[demo] stopped by Ctrl-C; the finished epochs are kept, and this goes on: "
-        ".venv/bin/python -m experiments.demo --runs 'runs/my demo'"
+        ".venv/bin/python demo.py --runs 'runs/my demo'"
     ]
     from concurrent.futures.process import BrokenProcessPool
 

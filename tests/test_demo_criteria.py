@@ -30,7 +30,7 @@ def test_a_fails_on_a_wide_xid_or_any_wide_row():
 def test_stage2_sends_on_the_candidate_meeting_b_on_most_seeds_and_breaks_ties_by_stage1_spread(tmp_path):
     import json
 
-    from experiments import demo
+    import demo
     from lab.demo_criteria import stage2
 
     def write(cand, seed, rows):
@@ -57,7 +57,7 @@ def test_stage2_sends_on_the_candidate_meeting_b_on_most_seeds_and_breaks_ties_b
 def test_the_check_reads_c_from_the_one_thread_runs_and_it_can_fail(tmp_path):
     import json
 
-    from experiments import demo
+    import demo
     from lab.demo_criteria import check
 
     def write(folder, seed, rows):
@@ -89,7 +89,7 @@ def test_b_fails_as_soon_as_two_seeds_fail_and_holds_only_when_every_seed_is_in(
 def test_the_check_of_r0_reads_its_own_folder_into_its_own_file(tmp_path):
     import json
 
-    from experiments import demo
+    import demo
     from lab.demo_criteria import check
 
     (tmp_path / "check_r0").mkdir()

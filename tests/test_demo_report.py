@@ -1,10 +1,10 @@
-"""The demo's tables and figure (experiments/demo_report.py, analysis/figures.py): paired differences
+"""The demo's tables and Fig. 7 (tools/demo_report.py, lab/figures.py): paired differences
 against xID with 95% t-intervals over seeds (the paired panel of Fig. 7), the soft-targets column only
 where a method uses them, a capped few-shot column that says which shot it holds, and the table printed
 beside the committed reference."""
 
-from experiments import demo_report
-from experiments.demo_args import DemoArgs
+from demo import DemoArgs
+from tools import demo_report
 
 
 def test_paired_differences_come_with_a_confidence_interval():
@@ -40,15 +40,15 @@ def test_a_capped_shot_column_says_which_shot_it_holds():
 def test_fig7_paired_panel_cancels_the_spread_the_methods_share(tmp_path):
     """Seeds 20 points apart, a method always 2 points above the baseline: the paired differences are
     exactly 2 with a zero-width interval, while the per-method means' intervals are wide."""
-    from analysis import figures
+    from lab import figures
 
     base = {0.0: [0.9, 0.7, 0.8], 0.5: [0.5, 0.3, 0.4]}
     curves = {"xID": base, "Weighted-xID": {lv: [v + 0.02 for v in vs] for lv, vs in base.items()}}
     diffs = figures.paired_differences(curves, "xID")
     assert set(diffs) == {"Weighted-xID"} and set(diffs["Weighted-xID"]) == {0.0, 0.5}
     for d in diffs["Weighted-xID"].values():
-        assert abs(sum(d) / len(d) - 0.02) < 1e-9 and figures.ci95(d) < 1e-9
-    assert figures.ci95(base[0.0]) > 0.2
+        assert abs(sum(d) / len(d) - 0.02) < 1e-9 and demo_report.ci95(d) < 1e-9
+    assert demo_report.ci95(base[0.0]) > 0.2
     figures.noisy([0.0, 0.5], curves, "R@5", tmp_path / "n.png", baseline="xID")
     assert (tmp_path / "n.png").stat().st_size > 1000
 
@@ -68,7 +68,7 @@ def test_the_main_job_prints_its_table_beside_the_reference():
 def test_a_capped_few_shot_column_reads_the_shot_evaluate_ran():
     """evaluate.py caps n-shot at the fewest training videos of a class and names it: the demo's 5-shot
     column then reads that shot's numbers, not a key that is missing."""
-    from experiments.demo import shot
+    from demo import shot
 
     fewshot = {"1-shot": (0.4, 0.1), "2-shot": (0.6, 0.1), "protocol": {"capped": {"5": 2}}}
     assert shot(fewshot, 5) == (0.6, 0.1) and shot(fewshot, 1) == (0.4, 0.1)
@@ -85,7 +85,7 @@ def test_the_table_links_the_pictures_it_writes_and_names_every_file(tmp_path, m
     monkeypatch.setattr(demo_report.figures, "run_pictures", lambda folder: [folder / "curves.png"])
     args = DemoArgs(results=str(tmp_path / "res"), methods=["xid", "weighted"])
     rows = {0.25: {m: dict.fromkeys(demo_report.COLUMNS, 0.5) for m in args.methods}}
-    written = demo_report.write_results(args, [rows], {0.25: -0.67}, root, 1.0, [])
+    written = demo_report.write_results(args, [rows], {0.25: -0.67}, root, 1.0, [], 0, ("weighted", "Weighted-xID"))
     assert [p.name for p in written] == ["demo.md", "demo.json", "demo_scores_weights.png", "demo_curves.png"]
     text = (tmp_path / "res" / "demo.md").read_text()
     assert "![demo_scores_weights](demo_scores_weights.png)" in text and "![demo_curves](demo_curves.png)" in text
@@ -136,7 +136,7 @@ def test_the_footer_reads_todays_evidence_at_the_demos_regime_never_a_superseded
     measured, sources = demo_report.paired_spread({0.25: key})
     assert sources == ["lab/results/claims/rerun/settings", "lab/results/spread/check_r0/demo_settings"]
     # the first claims run and the branch-length screen ran older code: never read, though they hold this key
-    assert {"lab/results/claims/settings", "lab/results/demo_screen"} <= set(demo_report.SUPERSEDED)
+    assert not {"lab/results/claims/settings", "lab/results/demo_screen"} & set(demo_report.SPREAD_FROM)
     for method in ("weighted", "soft", "robust", "oracle"):
         for column in demo_report.DIFF_COLUMNS:
             assert len(measured[(0.25, method, column)]) >= 8, (method, column)

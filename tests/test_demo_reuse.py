@@ -1,4 +1,4 @@
-"""A demo rerun in the same --runs with other settings (experiments/demo.py): each run folder is reused only where
+"""A demo rerun in the same --runs with other settings (demo.py): each run folder is reused only where
 the settings that shape it are the same. A branch's own settings (lam, ...) do not shape the warm-up, so another
 lam reuses the warm-up and trains the soft branch anew beside the old one, and the table says what each row ran
 with; a setting that shapes the warm-up is refused in one line that names a new --runs."""
@@ -6,9 +6,9 @@ with; a setting that shapes the warm-up is refused in one line that names a new 
 import pytest
 import torch
 
+import demo
 from checkpoint import SECOND_STAGE
-from experiments import demo, reuse
-from experiments.demo_args import DemoArgs
+from demo import DemoArgs
 from tools import synthetic
 
 TINY = ["--warmup-epochs", "1", "--epochs", "1", "--trials", "2", "--workers", "0", "--no-figures", "--frames", "4"]
@@ -57,4 +57,4 @@ def test_a_branch_folder_is_named_by_its_own_settings_where_they_are_not_the_pre
     assert demo.branch_name(args, "soft") == "soft_lam0.3" and demo.branch_name(args, "weighted") == "weighted_kappa0.7"
     assert demo.branch_name(args, "robust") == "robust_lam0.3_kappa0.7" and demo.branch_name(args, "xid") == "xid"
     assert demo.branch_name(DemoArgs(), "soft:oracle") == "soft_oracle"  # the method's own targets: its name
-    assert set(reuse.OWN) == SECOND_STAGE - {"loss", "epochs", "delta"}
+    assert set(demo.OWN) == SECOND_STAGE - {"loss", "epochs", "delta"}

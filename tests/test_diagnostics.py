@@ -1,9 +1,10 @@
-"""analysis/diagnostics.py on banks with planted structure: each measure finds what was planted, and only that."""
+"""tools/bank_report.py's ground-truth measures on banks with planted structure: each finds what was planted."""
 
 import torch
 import torch.nn.functional as F
 
-from analysis.diagnostics import bank_report, bank_structure, faulty_auroc, soft_target_share
+from memory_bank import scores_auroc as faulty_auroc
+from tools.bank_report import bank_report, bank_structure, soft_target_share
 
 
 def clustered(n=60, classes=3, d=16, spread=0.2, seed=0):

@@ -8,8 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from experiments import demo_report
-from tools import references
+from tools import demo_report, references
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,9 +119,9 @@ def test_no_module_imports_one_that_imports_it_back():
 # which produces the evidence (its screens' scripts in lab/screens/; lab/results/ only holds it); the tests.
 LEVELS = [
     {"config", "losses", "model", "memory_bank"},
-    {"media", "analysis", "checkpoint", "augment"},
+    {"media", "checkpoint", "augment"},
     {"data", "train", "evaluate", "finetune"},
-    {"experiments", "tools", "exercises"},
+    {"demo", "tools", "exercises"},
     {"lab"},
     {"tests", "conftest"},
 ]
@@ -159,14 +158,12 @@ def test_the_lab_imports_the_handout_and_the_handout_never_the_lab(tmp_path):
     modules = {f[:-3].replace("/", ".").removesuffix(".__init__"): f for f in files}
     handout = {m for m in modules if level(m) <= HANDOUT}
     lab = set(modules) - handout - {m for m in modules if level(m) > level("lab")}
-    assert {"lab.claims", "lab.bench", "lab.gpu_check", "lab.statistics"} <= lab and "experiments.demo" in handout
+    assert {"lab.claims", "lab.bench", "lab.gpu_check", "lab.statistics"} <= lab and "demo" in handout
     into_lab = sorted(
         (m, dep) for m in handout for dep in imports(ROOT / modules[m], set(modules), True) if dep.startswith("lab")
     )
     assert into_lab == []
-    assert any(
-        dep.split(".")[0] in {"train", "experiments"} for m in lab for dep in imports(ROOT / modules[m], set(modules))
-    )
+    assert any(dep.split(".")[0] in {"train", "demo"} for m in lab for dep in imports(ROOT / modules[m], set(modules)))
     (tmp_path / "demo.py").write_text("from lab import statistics\n")
     assert imports(tmp_path / "demo.py", set(modules)) == {"lab.statistics"} and level("lab") > HANDOUT
 

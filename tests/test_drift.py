@@ -1,25 +1,19 @@
-"""analysis/drift.py: the label-free signals (agreement, the soft targets' positive mass) and the warning rule
+"""tools/bank_report.py: the label-free signals (agreement, the soft targets' positive mass) and the warning rule
 train.py prints when a soft-target stage (Soft- or Robust-xID, eqs. (7)-(14)) loses the bank's
 cross-modal agreement (lab/results/ccp_drift/).
 
     python -m pytest tests/test_drift.py
 """
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from analysis.drift import (
-    MARGIN,
-    PATIENCE,
-    DriftWatch,
-    agreement,
-    bank_signals,
-    drift_warning,
-    positive_mass,
-)
 from config import parse_config
 from memory_bank import MemoryBank
+from tools.bank_report import MARGIN, PATIENCE, BankReport, agreement, bank_signals, drift_warning, positive_mass
 
 
 def paired(n=200, d=16, noise=0.3, seed=0):
@@ -117,39 +111,27 @@ def test_the_start_is_the_warmups_last_epoch_or_the_given_banks_or_else_the_firs
     assert drift_warning(records([0.80, 0.77, 0.76], warmup=())) is not None
 
 
-def test_drift_watch_measures_a_fresh_branchs_bank_before_training_and_only_rank_0_prints(capsys):
-    argv = [
-        "--preset",
-        "demo",
-        "--num-negatives",
-        "16",
-        "--warmup-epochs",
-        "0",
-        "--loss",
-        "soft",
-        "--out",
-        "runs/s1/soft",
-    ]
-    cfg = parse_config(argv)
+def test_the_report_measures_a_fresh_branchs_bank_before_training_and_warns_once_naming_the_run(capsys):
+    cfg = parse_config(["--preset", "demo", "--num-negatives", "16", "--warmup-epochs", "0", "--loss", "soft"])
+    cfg.out = "runs/s1/soft"
     bank = MemoryBank(40, dim=8, seed=0)
     video, audio = paired(n=40, d=8, noise=0.1)
     bank.video.copy_(video), bank.audio.copy_(audio)
-    watch = DriftWatch(bank, cfg, fresh=True, master=True)
-    start = watch.start["agreement"]
+    dataset = SimpleNamespace(labels=torch.arange(40) % 4, faulty=torch.arange(40) < 4)
+    report = BankReport(cfg)
+    report(None, bank, dataset, [])
+    start = report.start["agreement"]
     bank.audio.copy_(paired(n=40, d=8, seed=1)[1])  # the branch's first epoch scrambles the pairs
-    first = watch.signals(0)
-    assert first["drift_start"]["agreement"] == start > first["agreement"] + 0.2
-    assert "drift_start" not in watch.signals(1)
-    log = [{"epoch": e, "stage": "soft", **watch.signals(e)} for e in (0, 1)]
-    watch.warn(log)
-    assert capsys.readouterr().err.startswith(
-        "train.py: warning: runs/s1/soft (soft):"
-    )  # which of the side-by-side runs
-    watch.warn(log + [{"epoch": 2, "stage": "soft", **watch.signals(2)}])  # still below: said once already
-    assert capsys.readouterr().err == ""
-    DriftWatch(bank, cfg, fresh=True, master=False).warn(log)
-    assert capsys.readouterr().err == ""
-    # resumed, or with a warm-up in the same run: nothing to measure up front
-    assert DriftWatch(bank, cfg, fresh=False, master=True).start is None
-    with_warmup = parse_config(["--preset", "demo", "--warmup-epochs", "2", "--loss", "soft"])
-    assert DriftWatch(bank, with_warmup, fresh=True, master=True).start is None
+    log = []
+    for epoch in (0, 1, 2):
+        report(record := {"epoch": epoch, "stage": "soft", "loss": 1.0}, bank, dataset, log)
+        log.append(record)
+    assert log[0]["drift_start"]["agreement"] == start > log[0]["agreement"] + 0.2
+    assert "drift_start" not in log[1] and {"knn_class", "score_hist", "soft_share"} <= set(log[1])
+    err = capsys.readouterr().err  # from epoch 1 on it holds: said once, naming which of the side-by-side runs
+    assert err.startswith("train.py: warning: runs/s1/soft (soft):") and err.count("warning") == 1
+    resumed = BankReport(cfg)  # resumed, or with a warm-up in the same run: nothing to measure up front
+    resumed(None, bank, dataset, log)
+    with_warmup = BankReport(parse_config(["--preset", "demo", "--warmup-epochs", "2", "--loss", "soft"]))
+    with_warmup(None, bank, dataset, [])
+    assert resumed.start is None and with_warmup.start is None

@@ -59,7 +59,7 @@ def subcommands(usage: str) -> list[str]:
 
 def test_the_entry_points_are_found():
     found = entry_points()
-    assert {"train", "evaluate", "experiments.demo", "lab.sweep", "tools.synthetic", "exercises.check"} <= set(found)
+    assert {"train", "evaluate", "demo", "lab.sweep", "tools.synthetic", "exercises.check"} <= set(found)
     assert not any(m.startswith(("results.", "tests.")) for m in found)
 
 

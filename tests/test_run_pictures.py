@@ -1,7 +1,7 @@
 """The pictures of the mechanism for any run folder: train.py logs the bank scores' histogram every
-epoch, and `python -m analysis.figures RUN_DIR` draws the training curves and the scores under the eq. (6)
+epoch, and `python -m tools.figures RUN_DIR` draws the training curves and the scores under the eq. (6)
 weights at several epochs, and the share of CCP's soft-target mass on the anchor's class. And every figure
-analysis.figures draws says what it shows: its method in the title or legend, a label on each axis whose
+tools.figures draws says what it shows: its method in the title or legend, a label on each axis whose
 ticks show, clean positives blue and faulty red on one score axis, chance named, and a legend over no
 curve (drawn from made-up logs, in seconds)."""
 
@@ -16,10 +16,12 @@ import pytest
 import torch
 from matplotlib.colors import to_rgb
 
-from analysis import figures
-from analysis.diagnostics import score_histogram
+from lab import figures as lab_figures
 from losses import sample_weights
 from test_train import ROOT, log, reported, run
+from tools import figures
+from tools.bank_report import score_histogram
+from tools.figures import layout
 
 
 def test_the_score_histogram_counts_every_score_once_by_kind():
@@ -56,14 +58,14 @@ def test_a_run_folder_gets_its_curves_and_its_scores_over_training(tiny_data, tm
     )
     assert all("score_hist" in r and "soft_share" in r for r in log(tmp_path / "warmup"))
     res = subprocess.run(
-        [sys.executable, "-m", "analysis.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tools.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert res.returncode == 0, res.stderr
     for png in ("curves.png", "scores_over_training.png", "soft_targets.png"):
         assert (tmp_path / png).stat().st_size > 10_000
     assert_legends_cover_no_axes(tmp_path)
     bad = subprocess.run(
-        [sys.executable, "-m", "analysis.figures", str(tmp_path / "nothing")],
+        [sys.executable, "-m", "tools.figures", str(tmp_path / "nothing")],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -76,14 +78,14 @@ def test_a_plain_train_py_run_gets_its_curves_without_the_reports_class_agreemen
     """python train.py logs no class agreement (make demo's report does): the figures still draw its run."""
     run(tiny_data, tmp_path / "warmup", "--warmup-epochs", "2", "--epochs", "0", "--faulty-fraction", "0.25")
     res = subprocess.run(
-        [sys.executable, "-m", "analysis.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tools.figures", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "curves.png").stat().st_size > 10_000
 
 
 def test_figures_help_prints_the_usage_and_draws_nothing(capsys, tmp_path, monkeypatch):
-    from analysis import figures
+    from tools import figures
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as stop:
@@ -93,12 +95,12 @@ def test_figures_help_prints_the_usage_and_draws_nothing(capsys, tmp_path, monke
 
 
 def assert_legends_cover_no_axes(run_dir):
-    """Every figure analysis.figures draws for a run keeps its legends off every panel (a legend inside the
+    """Every figure tools.figures draws for a run keeps its legends off every panel (a legend inside the
     axes once sat on the soft-target branches' late epochs)."""
     checked = []
 
     def check(fig, path):
-        figures.layout(fig)
+        layout(fig)
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
@@ -137,7 +139,7 @@ def made_up_log(epochs, stage, seed, rise=0.0):
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """The figures analysis.figures draws, kept open after they are saved (it closes each)."""
+    """The figures tools.figures draws, kept open after they are saved (it closes each)."""
     kept = []
     monkeypatch.setattr(figures.plt, "close", kept.append)
     return kept
@@ -257,8 +259,8 @@ def test_the_evaluation_pictures_name_the_method_they_show(drawn, tmp_path):
 
 def test_fig7_and_the_sweep_keep_their_legends_off_the_curves(drawn, tmp_path):
     curves = {m: {lv: [0.3 + lv / 4, 0.35 + lv / 4] for lv in (0.0, 0.25, 0.5)} for m in ("xID", "Robust-xID")}
-    figures.noisy([0.0, 0.25, 0.5], curves, "R@5", tmp_path / "fig7.png", baseline="xID")
-    figures.sweep(
+    lab_figures.noisy([0.0, 0.25, 0.5], curves, "R@5", tmp_path / "fig7.png", baseline="xID")
+    lab_figures.sweep(
         ["-1", "0"],
         {"25%": {"-1": [0.4, 0.5], "0": [0.45, 0.5]}},
         {"25%": [0.4, 0.45]},

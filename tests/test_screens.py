@@ -54,7 +54,7 @@ def test_a_candidate_reuses_its_seeds_warm_up_and_folds_its_report(monkeypatch, 
     (first / "ckpt.pt").write_text("the warm-up")
     ran = []
 
-    def demo(cmd, check):  # experiments.demo, as it leaves its files
+    def demo(cmd, check):  # demo.py, as it leaves its files
         ran.append(cmd)
         out = Path(cmd[cmd.index("--results") + 1])
         (out / "demo_settings").mkdir(parents=True)

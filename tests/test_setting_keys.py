@@ -1,11 +1,11 @@
-"""A finished setting of the demo is reused only for the run it answers: its key (experiments/demo.py,
+"""A finished setting of the demo is reused only for the run it answers: its key (demo.py,
 setting_key) holds what its numbers depend on, and changes with each of them."""
 
 from dataclasses import replace
 
+import demo
 from config import PRESETS
-from experiments import demo
-from experiments.demo_args import DemoArgs
+from demo import DemoArgs
 
 
 def test_setting_key_holds_the_injection_only_when_something_is_injected(tmp_path, monkeypatch):

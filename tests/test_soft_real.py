@@ -29,7 +29,7 @@ def test_a_branch_records_the_epoch_its_drift_warning_fired(tmp_path):
 
 
 def test_warnings_counts_the_firing_branches_of_whole_demo_runs_and_keeps_them_once_runs_are_gone(tmp_path):
-    from experiments import demo
+    import demo
     from lab.soft_real import drift_warnings
 
     def record(epoch, stage, agreement):

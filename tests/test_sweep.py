@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+import demo
 import evaluate
 from config import parse_config
-from experiments import demo
 from lab import sweep
 from tools import synthetic
 

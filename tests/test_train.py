@@ -150,8 +150,8 @@ def test_a_relative_data_is_the_checkpoints_from_anywhere_and_a_finished_run_say
 
 
 def reported(tiny_data, out, *more):
-    """train.main in process with make demo's report (analysis/drift.BankReport): the log the demo's runs write."""
-    from analysis.drift import BankReport
+    """train.main in process with make demo's report (tools/bank_report.BankReport): the log the demo's runs write."""
+    from tools.bank_report import BankReport
 
     argv = ["--preset", "demo", "--data", str(tiny_data), "--out", str(out), *map(str, more), *TINY]
     cfg = parse_config([*argv, "--workers", "0"])
@@ -181,7 +181,7 @@ def test_init_starts_the_branchs_first_epoch_from_the_warmups_model_and_bank(tin
 
 
 def test_a_soft_branch_reported_logs_the_label_free_signals_from_the_bank_it_was_given(tiny_data, tmp_path):
-    """With make demo's report (analysis/drift.BankReport), an --init branch's drift start is its warm-up's last
+    """With make demo's report (tools/bank_report.BankReport), an --init branch's drift start is its warm-up's last
     bank: the same agreement that the warm-up's own last record logged."""
     reported(tiny_data, tmp_path / "warm", "--warmup-epochs", "1", "--epochs", "0")
     init = tmp_path / "warm" / "ckpt.pt"

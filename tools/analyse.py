@@ -109,7 +109,7 @@ def analysis(ckpt, pre=None, workers=2, device=None, clips=evaluate.CLIPS, figur
         [evaluate.record("analysis", pre, splits, results | {"protocol": {"text": ANALYSIS}})],
     )
     if figures:
-        from analysis import figures as figs
+        from tools import figures as figs
 
         out = Path(ckpt).parent
         figs.scores_and_weights(scores, w, faulty, pre.cfg, out / "scores_weights.png")

@@ -25,11 +25,10 @@ source share the recording, the scene and the tempo, and differ in start, detail
 
 Output: the layout tools/synthetic.py writes (train.txt, test.txt, ground_truth.csv with a `recording`
 column, manifest.csv, _heldout/, its marker), and recordings.csv: every recording's class, group, split
-and the number of files it sounds in. train.py, experiments.demo and lab.honesty read it unchanged.
+and the number of files it sounds in. train.py, demo.py and lab.honesty read it unchanged.
 
     python -m tools.recorded --src DIR --out data/NAME [--pattern REGEX] [--group REGEX] [--split .6 .2 .2]
-    python -m tools.recorded --src /tmp/hydrogen/usr/share/hydrogen/data/drumkits --layout hydrogen \
-        --out data/drums $(experiments/sets.py's RECORDED_SETS options)
+    python -m tools.recorded --set drums          # SETS' drums (or drums5) into data/drums, from Debian's kits
     python -m lab.honesty data/drums --share 0.25
 
 A bad input (no recordings, a file that does not decode or is silent, a class with too few groups to
@@ -253,6 +252,30 @@ def generate(
     )
 
 
+# Where Debian puts the drum kits (apt-get install hydrogen-drumkits), then where GET_DRUMKITS unpacks them
+DRUMKITS = ("/usr/share/hydrogen/data/drumkits", "/tmp/hydrogen/usr/share/hydrogen/data/drumkits")
+GET_DRUMKITS = "cd /tmp && apt-get download hydrogen-drumkits && dpkg -x hydrogen-drumkits_*.deb /tmp/hydrogen"
+# The named sets of real recordings (--set): make demo's recipe (synth_src2p's: sources of 2 clips, each clip's own
+# pitch, 8 fps, 2.5-3 s, FLAC) on the drum kits' 9 classes at 112 + 34 clips a class (synth_src2p's 1000 and 300)
+# and 1000 held-out sounds; drums5, 5 coarser classes at 200 + 60, a candidate for a stronger bank on real sound
+# (lab/results/drums/PLAN_STRONG.md)
+_DRUMS = "--layout hydrogen --clips-per-source 2 --source-pitch own --heldout 1000 --fps 8 --seconds 2.5 3 "
+_DRUMS += "--audio-codec flac"
+SETS = {
+    "drums": f"{_DRUMS} --train-per-class 112 --test-per-class 34",
+    "drums5": f"{_DRUMS} --train-per-class 200 --test-per-class 60 --classes kick snare hihat tom cymbal=crash+ride",
+}
+
+
+def set_argv(name, out=None):
+    """The options of the named set NAME into OUT (default data/NAME), its recordings found; a SystemExit that
+    says how to get them where they are missing."""
+    found = [d for d in DRUMKITS if Path(d).is_dir()]
+    if not found:
+        raise SystemExit(f"{name}: hydrogen-drumkits not found in {' or '.join(DRUMKITS)}; get it: {GET_DRUMKITS}")
+    return ["--src", found[0], "--out", str(out or Path("data") / name), *SETS[name].split()]
+
+
 def regex(text):
     """A --pattern or --group value: a regular expression (argparse makes a bad one the option's one line)."""
     try:
@@ -264,8 +287,9 @@ def regex(text):
 
 def main(argv=None):
     p = OneLineParser(prog="tools/recorded.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("--src", required=True, help="the folder of recordings")
-    p.add_argument("--out", required=True, help="folder to create (or one this tool or synthetic.py made before)")
+    p.add_argument("--set", choices=sorted(SETS), help="a named set: Debian's drum kits, its options (SETS)")
+    p.add_argument("--src", help="the folder of recordings")
+    p.add_argument("--out", help="folder to create (or one this tool or synthetic.py made before; --set: data/SET)")
     p.add_argument("--layout", choices=("folders", "hydrogen"), default="folders", help="how SRC names classes")
     p.add_argument("--pattern", type=regex, help="the class from each file's path under SRC: its group 'class'")
     p.add_argument("--group", type=regex, help="files whose paths give the same match go to one split")
@@ -274,6 +298,11 @@ def main(argv=None):
     p.add_checked("--split", shares, type=float, nargs=3, default=[0.6, 0.2, 0.2], help="train, test, held-out")
     add_set_arguments(p)
     args = p.parse_args(argv)
+    if args.set:
+        return main(set_argv(args.set, args.out))
+    if not (args.src and args.out):
+        p.error("--src and --out are needed (or --set NAME)")
+    del args.set
     if args.seconds[0] > args.seconds[1]:
         p.error(f"--seconds {args.seconds[0]:g} {args.seconds[1]:g}: expected the shortest first")
     if args.pattern is not None and not re.compile(args.pattern).groups:

@@ -1,58 +1,30 @@
-"""The embedded synthetic audio-visual dataset: real .mp4 files with known classes and faulty positives.
+"""The synthetic audio-visual dataset: real .mp4 files whose classes and faulty positives are known.
 
-No public video dataset can be downloaded here, so the project makes one whose truth is known:
+  picture  the class's shape moving along the class's path over a textured background, with a distractor blob;
+           colours, position, size, tempo, phase and background vary per video. The shape is large and near the
+           centre, as a real clip's subject, so that Sec. 5.1's crops keep it in view (smaller shapes anywhere:
+           the demo's supervised encoder reached 21% instead of 35% after 150 steps, results/sup_upper_bound.log
+           at commit 2ae1052).
+  sound    a tone of the class's timbre and register, pitch per video, beating once per cycle of the motion:
+           picture and sound share tempo and phase, the instance-level correspondence xID can learn; plus noise.
+  faulty   a share of the training videos (--faulty) carry another, unseen video's sound, rendered as every
+           other sound, so that only the missing correspondence marks it (tests/test_synthetic.py); flagged in
+           ground_truth.csv. Videos of one class are the natural faulty negatives.
+  _heldout/ Sec. 5.2's injection pool: sounds of videos in neither split, one per training video by default.
+  cues     --instance-cue s: a stripe of the video's own whose height and hue set two steady tones, mixed at s;
+           --class-cue c shrinks the class's shape and lowers its sound by c.
+  sources  --clips-per-source N: each class's videos in groups of N clips of one source, which share the scene
+           and the sound's character (--source-pitch own: the tempo only) and differ in start and details: the
+           faulty negatives that matter. Splits are by source.
+  _pool/   noise bursts and chirps of no class, for --faulty-source noise.
 
-  picture  a shape moving along a path over a textured background, plus a distractor blob.
-           The class fixes the shape and the path; colours, position, size, tempo, phase and
-           background vary per video. The shape is large and stays near the centre, as the
-           subject of a real clip does, so that the crops of Sec. 5.1 (>= 40% of the area) keep it
-           in view: with shapes anywhere in the frame and slightly smaller (radius 0.3-0.45), the
-           demo's video encoder reached 21% / 59% test accuracy with labels after 150 / 300
-           steps, and 35% / 81% with this placement (results/sup_upper_bound.log at commit 2ae1052).
-  sound    a tone whose timbre and register come from the class, pitch varies per video, beating
-           once per cycle of the motion (so picture and sound of one video share their tempo and
-           phase: the instance-level correspondence that xID can learn), plus noise.
-  faulty   a share of the training videos (default 10%) carry the sound of another, unseen video:
-           a class sound whose class, tempo, phase and pitch are drawn independently of the picture.
-           It is made by the same renderer as every other sound, so nothing in the audio alone marks
-           it (tests/test_synthetic.py checks simple audio statistics); only the missing
-           correspondence does. These natural faulty positives are flagged in ground_truth.csv.
-           Videos of the same class are the natural faulty negatives.
-  _heldout/ the injection pool of Sec. 5.2 ("a randomly selected audio that is not part of the
-           training set"): the sounds of videos that are in neither split, rendered exactly as the
-           natural faults above (class, tempo, phase and pitch drawn independently). One file per
-           training video by default, and train.py draws them without replacement, so no injected
-           sound is used twice even at 100% and none sits in two memory-bank slots.
-  cues     two knobs move the balance between what picture and sound share per class and per video.
-           --instance-cue s (0 by default: off) gives each video a full-width stripe whose height
-           and hue, drawn from the video's own seed, set the pitches of two steady tones in its sound
-           (250-1000 Hz and 1500-4000 Hz), mixed at s: the instance, not the class, becomes the easy
-           cross-modal signal, as it is in real video. --class-cue c shrinks the class's shape and
-           lowers the class's sound by c. A faulty positive's sound carries another video's tones.
-  sources  --clips-per-source N (1 by default: every video its own source) makes each class's videos
-           in groups of N clips of one source, as a real dataset holds several clips of one recording:
-           they share the scene (background, texture, colours, size, place, distractor) and the sound's
-           character (pitch and tempo; with --source-pitch own, the tempo only), and differ in start
-           (phase), a few percent of tempo and pitch, a little position, size and colour, and their
-           noise. They are the faulty negatives that matter: the same class, nearly the same instance,
-           and xID must push them apart. Splits are by source (no source has clips in train and test).
-           Each held-out sound is one clip of a fresh source, so unlike a training sound it has no
-           siblings: lab/results/regime/PLAN.md says why a novelty check should come before such a set
-           is adopted.
-  _pool/   audio that belongs to no class (noise bursts and chirps): out of distribution, kept only
-           for `--faulty-source noise`.
-
-Output (the `folder` layout of media/manifest.py): DIR/{class}/*.mp4 (H.264, keyframe every 12 frames,
-AAC or FLAC), DIR/train.txt, DIR/test.txt, DIR/ground_truth.csv, DIR/_heldout/*.mp4 and DIR/_pool/*.mp4 (audio
-only; folders starting with '_' are not classes), DIR/manifest.csv, and the
-marker DIR/.robust_xid_synthetic. The generator writes only into a folder that does not exist yet,
-is empty, or carries that marker: never into a user's dataset.
+Output (media/manifest.py's `folder` layout): DIR/{class}/*.mp4 (H.264, AAC or FLAC), train.txt, test.txt,
+ground_truth.csv, _heldout/, _pool/, manifest.csv and the marker .robust_xid_synthetic: it writes only into a
+folder that does not exist, is empty or holds the marker. SETS are the named sets the project's commands use;
+`ensure` makes one. The renderer is tools/render.py (--family transfer: shapes and timbres no pre-training
+class has, the transfer endpoint's).
 
     python -m tools.synthetic --out data/synth [--classes 10 --train-per-class 50 --test-per-class 30]
-
-The renderer (parameters -> frames, sound, .mp4) is tools/render.py: one renderer for every sound, as
-the honesty tests rely on. `--family transfer` draws the classes from shapes and timbres that no
-pre-training class has (the transfer endpoint's set; tools/render.py).
 """
 
 import csv
@@ -68,6 +40,12 @@ from config import Check, OneLineParser, at_least, between
 from tools.render import FAMILIES, SHAPES, class_signature, render_audio, render_video, write_mp4
 
 MARKER = ".robust_xid_synthetic"  # in every folder this generator made
+CUES = (
+    ("a", 1, 1),
+    ("b", 1, 0.5),
+    ("c", 1, 0.35),
+    ("d", 0.3, 1),
+)  # the faulty-negative screen's instance and class cues
 
 
 EVEN = Check(lambda v: v >= 16 and v % 2 == 0, "an even value of at least 16 (H.264 wants even sides)")
@@ -78,92 +56,39 @@ def add_arguments(p):
     p.add_argument("--out", required=True, help="folder to create (or one this generator made before)")
     p.add_checked("--classes", between(1, 25), type=int, default=10, help="number of classes")
     add_set_arguments(p)
-    p.add_checked(
-        "--pool", at_least(0), type=int, default=100, help="audio-only files that belong to no class (_pool/)"
-    )
-    p.add_checked(
-        "--instance-cue",
-        between(0, 1),
-        type=float,
-        default=0.0,
-        help="strength of a cue of each video's own that its picture and sound share (a stripe whose "
-        "height and hue set the pitches of two tones); 0, the default, leaves the set as it was",
-    )
-    p.add_checked(
-        "--class-cue",
-        Check(lambda v: 0 < v <= 1, "a value in (0, 1]"),
-        type=float,
-        default=1.0,
-        help="size of the class's shape and level of the class's sound (1: as it was)",
-    )
-    p.add_argument(
-        "--family",
-        choices=sorted(FAMILIES),
-        default="pretrain",
-        help="pretrain (every pre-training set's shapes and timbres) or transfer (shapes and timbres no "
-        "pre-training class has: the transfer endpoint's set, tools/render.py)",
-    )
+    p.add_checked("--pool", at_least(0), type=int, default=100, help="audio-only files of no class (_pool/)")
+    cue = "strength of a cue of each video's own shared by picture and sound (0: none)"
+    p.add_checked("--instance-cue", between(0, 1), type=float, default=0.0, help=cue)
+    size = "size of the class's shape and level of its sound"
+    p.add_checked("--class-cue", Check(lambda v: 0 < v <= 1, "a value in (0, 1]"), type=float, default=1.0, help=size)
+    family = "pretrain, or transfer: shapes and timbres no pre-training class has (tools/render.py)"
+    p.add_argument("--family", choices=sorted(FAMILIES), default="pretrain", help=family)
 
 
 def add_set_arguments(p):
     """The options of a rendered set that tools/recorded.py shares: sizes, splits, sources, faults, files."""
     p.add_checked("--train-per-class", at_least(1), type=int, default=50)
-    p.add_checked(
-        "--test-per-class", at_least(0), type=int, default=30, help="30: one test video is not one point of R@1"
-    )
-    p.add_checked(
-        "--heldout",
-        at_least(0),
-        type=int,
-        default=None,
-        help="injection pool (_heldout/): sounds of videos in neither split; default: one per train video",
-    )
-    p.add_checked(
-        "--faulty", between(0, 1), type=float, default=0.1, help="share of training videos with another video's audio"
-    )
+    p.add_checked("--test-per-class", at_least(0), type=int, default=30, help="30: one video is not one point of R@1")
+    heldout = "injection pool (_heldout/): sounds of videos in neither split; default: one per train video"
+    p.add_checked("--heldout", at_least(0), type=int, default=None, help=heldout)
+    faulty = "share of training videos with another video's audio"
+    p.add_checked("--faulty", between(0, 1), type=float, default=0.1, help=faulty)
     p.add_checked("--size", EVEN, type=int, default=64, help="frame side in pixels")
     p.add_checked("--fps", at_least(1), type=int, default=24)
-    p.add_checked(
-        "--gop",
-        at_least(1),
-        type=int,
-        default=12,
-        help="keyframe interval (x264's own default, 250, is what downloads have)",
-    )
+    p.add_checked("--gop", at_least(1), type=int, default=12, help="keyframe interval (x264's 250 is downloads')")
     p.add_checked("--audio-rate", at_least(8000), type=int, default=22050)
-    p.add_checked(
-        "--seconds", at_least(0.5), type=float, nargs=2, default=[3.0, 4.0], help="duration range, shortest first"
-    )
+    seconds = "duration range, shortest first"
+    p.add_checked("--seconds", at_least(0.5), type=float, nargs=2, default=[3.0, 4.0], help=seconds)
     p.add_checked("--noise", between(0, 1), type=float, default=0.3, help="background clutter and audio noise")
-    p.add_checked(
-        "--clips-per-source",
-        at_least(1),
-        type=int,
-        default=1,
-        help="clips made from each source (scene and sound character shared, start and details varied); "
-        "--train-per-class and --test-per-class must be multiples of it; 1, the default: one clip a source",
-    )
-    p.add_argument(
-        "--source-pitch",
-        choices=("shared", "own"),
-        default="shared",
-        help="with --clips-per-source: the clips of a source share its pitch (give or take about 2%%), or each "
-        "draws its own from the class's register, so that only the scene and the tempo mark the source",
-    )
-    p.add_argument(
-        "--audio-codec",
-        choices=("aac", "flac"),
-        default="aac",
-        help="aac (what downloads have) or flac (lossless, about 5x cheaper to encode; the demo's set)",
-    )
+    clips = "clips of each source (scene and sound shared); --train- and --test-per-class multiples of it"
+    p.add_checked("--clips-per-source", at_least(1), type=int, default=1, help=clips)
+    pitch = "the clips of a source share its pitch (about 2%%), or each draws its own from the class's register"
+    p.add_argument("--source-pitch", choices=("shared", "own"), default="shared", help=pitch)
+    codec = "aac (as downloads) or flac (lossless, 5x cheaper to encode; the demo's set)"
+    p.add_argument("--audio-codec", choices=("aac", "flac"), default="aac", help=codec)
     p.add_checked("--seed", at_least(0), type=int, default=0)
-    p.add_checked(
-        "--workers",
-        at_least(1),
-        type=int,
-        default=None,
-        help="processes (default: every core; the files do not depend on it)",
-    )
+    workers = "processes (default: every core; the files do not depend on it)"
+    p.add_checked("--workers", at_least(1), type=int, default=None, help=workers)
 
 
 def class_pitch(rng, c):
@@ -237,6 +162,50 @@ def is_synthetic(folder):
     """True if this generator (or tools/recorded.py, which renders with it) made `folder` (it holds the
     marker file)."""
     return (Path(folder) / MARKER).is_file()
+
+
+def _sources(clips, test, pitch="shared", train=100, heldout=None):
+    """The regime screen's sets (lab/results/regime/PLAN.md): 10 x `train` training clips in sources of `clips`,
+    short 8-fps files with FLAC audio (`heldout`: fewer held-out sounds than one per training clip)."""
+    sources = f"--train-per-class {train} --test-per-class {test} --clips-per-source {clips} --source-pitch {pitch}"
+    return f"{sources} --fps 8 --seconds 2.5 3 --pool 0 --audio-codec flac{f' --heldout {heldout}' if heldout else ''}"
+
+
+# The sets the project's commands name, with the options that make them (any other name: the defaults). make demo's
+# is synth_src2p; the claims ran on synth2000 and synth_cue_d; synth_transfer is the transfer endpoint (classes of
+# shapes and timbres no pre-training class has); the rest are screens' candidates (lab/results/).
+SETS = {
+    "synth2000": "--train-per-class 200",
+    "synth_noise01": "--noise 0.1",
+    **{f"synth_cue_{k}": f"--train-per-class 200 --instance-cue {i} --class-cue {c}" for k, i, c in CUES},
+    "synth_src10": _sources(10, 30),
+    "synth_src20": _sources(20, 40),
+    "synth_src10p": _sources(10, 30, "own"),
+    "synth_src5p": _sources(5, 30, "own"),
+    "synth_src2p": _sources(2, 30, "own"),
+    "synth_src2p_2k": _sources(2, 30, "own", train=200, heldout=1000),
+    "synth_iid1k": _sources(1, 30, "own"),
+    "synth_iid2k": _sources(1, 30, "own", train=200, heldout=1000),
+    "synth_iid4k": _sources(1, 30, "own", train=400, heldout=2000),
+    "synth_src2p_n1": _sources(2, 30, "own") + " --noise 0.1",
+    "synth_src2p_aac": _sources(2, 30, "own") + " --audio-codec aac",
+    "synth_src2p_24": _sources(2, 30, "own") + " --fps 24 --seconds 3 4",
+    "synth_transfer": "--family transfer --train-per-class 20 --test-per-class 20 --heldout 0 --pool 0 --fps 8 "
+    "--seconds 2.5 3 --audio-codec flac",
+}
+
+
+def ensure(root):
+    """Generate the set ROOT with SETS' options where nothing of a user's can be overwritten: a folder that does not
+    exist, or one this generator made that lacks its manifest or pool. Any other folder is used as it is."""
+    root = Path(root)
+    if root.exists() and not is_synthetic(root):
+        print(f"[demo] {root} is not a synthetic set: using it as it is")
+    elif not (root / "manifest.csv").exists() or not (root / "_heldout").is_dir():  # older sets lack the pool
+        if root.name in ("drums", "drums5"):  # real recordings: tools/recorded.py's
+            raise SystemExit(f"{root}: not found; python -m tools.recorded --set {root.name} makes it")
+        print(f"[demo] data: generating {root} (the first stage; BENCHMARKS.md has its minutes per CPU)")
+        main(["--out", str(root), *SETS.get(root.name, "").split()])
 
 
 def claim(out, maker):

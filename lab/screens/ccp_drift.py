@@ -1,8 +1,8 @@
 """The weak-bank reproduction, collected (lab/results/ccp_drift/PLAN.md): per seed and branch, the 1-shot and
 the per-epoch drift series from each branch's log (CCP's same-class share, the bank's cross-modal class
-agreement, the faults' AUROC, the label-free agreement of analysis/drift.py) and whether train.py's warning
+agreement, the faults' AUROC, the label-free agreement of tools/bank_report.py) and whether train.py's warning
 rule fires on it. It keeps each finished setting's series in lab/results/ccp_drift/epochs.json (the runs/
-folder is not kept), folds the demo.json and demo.md that PLAN.md's experiments.demo commands leave in
+folder is not kept), folds the demo.json and demo.md that PLAN.md's demo.py commands leave in
 lab/results/ccp_drift/NAME/ into demos.json and demos.md, and writes lab/results/ccp_drift/RESULTS.md.
 
     python -m lab.screens.ccp_drift W8 W16 W8G:W8   # the settings' names, as in PLAN.md
@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from analysis.drift import drift_warning
 from lab.screens import help_asked, merged
+from tools.bank_report import drift_warning
 
 HERE = Path("lab/results/ccp_drift")
 COMMAND = "python -m lab.screens.ccp_drift W8 W16 W8G:W8"
@@ -80,14 +80,13 @@ def report(names, here=HERE, runs="runs/ccp_drift"):
 
 
 def main(names):
-    for given in names:  # experiments.demo's report of a setting that ran again, kept as one section each
+    for given in names:  # demo.py's report of a setting that ran again, kept as one section each
         name = given.partition(":")[0]
         merged.fold_demo(
             HERE / name,
             name,
             HERE,
-            "PLAN.md's `python -m experiments.demo ... --results lab/results/ccp_drift/NAME`, "
-            f"folded in by `{COMMAND}`",
+            f"PLAN.md's `python demo.py ... --results lab/results/ccp_drift/NAME`, folded in by `{COMMAND}`",
         )
     text = report(names)
     (HERE / "RESULTS.md").write_text(text)

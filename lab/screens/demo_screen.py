@@ -1,7 +1,7 @@
 """The branch-length screen (lab/results/demo_screen/PLAN.md): its runs, and its verdict.
 
 `run E S` is one candidate: the demo at 25% injected with E-epoch branches on seed S. A seed's warm-up is
-trained once, by the first length run on it, and copied for the others. experiments.demo writes the
+trained once, by the first length run on it, and copied for the others. demo.py writes the
 setting's file to lab/results/demo_screen/E{E}/demo_settings/; its demo.json and demo.md are folded into
 lab/results/demo_screen/demos.json and demos.md. `verdict` applies criteria (a) and (b) to each finished
 (length, seed) settings file, names the winner, and writes lab/results/demo_screen/RESULTS.md.
@@ -53,7 +53,7 @@ def run(e, s):
                 folder.mkdir(parents=True, exist_ok=True)
                 shutil.copytree(other, folder / "warmup", dirs_exist_ok=True)
                 break
-    demo = ["-m", "experiments.demo", "--faulty", "0.25", "--epochs", str(e), "--seeds", str(s), "--no-figures"]
+    demo = ["demo.py", "--faulty", "0.25", "--epochs", str(e), "--seeds", str(s), "--no-figures"]
     subprocess.run([sys.executable, *demo, "--runs", str(RUNS / f"E{e}"), "--results", str(HERE / f"E{e}")], check=True)
     merged.fold_demo(HERE / f"E{e}", f"E{e}", HERE, "python -m lab.screens.demo_screen run E S")
 

@@ -6,15 +6,15 @@ lab/results/epoch_speed/BRANCHES.md.
 
     python -m lab.screens.epoch_branches   # reads lab/results/epoch_speed/demos.json
 
-The new runs (branch_seedS_new) are experiments.demo's demo.json of `--seeds S` in a clone of the new code
+The new runs (branch_seedS_new) are demo.py's demo.json of `--seeds S` in a clone of the new code
 with the old warm-up folder copied in (the warm-up is then finished, and only the branches train).
 """
 
 from statistics import mean
 
-from analysis.figures import ci95
 from lab.screens import help_asked, merged
 from lab.screens.epoch_equivalence import DEMOS, HERE, METHODS, SEEDS, rows
+from tools.demo_report import ci95
 
 METRICS = ("1-shot", "R@5")
 

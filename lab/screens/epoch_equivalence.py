@@ -5,15 +5,15 @@ the hop grid), seeds 0-2, the same machine, one after the other. Paired differen
 
     python -m lab.screens.epoch_equivalence   # reads lab/results/epoch_speed/demos.json's seedS_old, seedS_new
 
-The entries are the demo.json of `make demo` (seed 0) and of `python -m experiments.demo --seeds S` (1, 2):
+The entries are the demo.json of `make demo` (seed 0) and of `python demo.py --seeds S` (1, 2):
 old at 0756166, new at 11c2e30 (the faster epoch), each in a fresh clone.
 """
 
 from pathlib import Path
 from statistics import mean
 
-from analysis.figures import ci95
 from lab.screens import help_asked, merged
+from tools.demo_report import ci95
 
 HERE = Path("lab/results/epoch_speed")
 DEMOS = HERE / "demos.json"  # one demo.json per run, keyed seedS_old, seedS_new, branch_seedS_new, control_seed0

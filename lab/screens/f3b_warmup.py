@@ -49,7 +49,7 @@ def branches(s):
     for w in LENGTHS:
         where = ["--runs", f"runs/f3b/W{w}", "--results", f"runs/f3b/W{w}", "--warmup-epochs", w, "--epochs", 24]
         what = ["--methods", "xid", "weighted", "--seeds", s, "--faulty", 0.5]
-        python("-m", "experiments.demo", *where, *what, *evaluation)
+        python("demo.py", *where, *what, *evaluation)
 
 
 def record():

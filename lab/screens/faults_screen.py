@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from analysis.drift import BankReport
 from config import parse_config
-from experiments.sets import ensure_data
 from lab.screens import help_asked, merged
+from tools.bank_report import BankReport
+from tools.synthetic import ensure as ensure_data
 from train import main as train_main
 
 RECORD = Path("lab/results/faults_screen/a.json")

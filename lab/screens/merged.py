@@ -2,7 +2,7 @@
 nothing of the separate files lost.
 
 - A keyed JSON, {"made_by": the command, "note": where its entries came from, "entries": {key: record}},
-  holds a series of records: one experiments.demo's demo.json per run, one per-epoch series per seed.
+  holds a series of records: one demo.py's demo.json per run, one per-epoch series per seed.
 - A log or a Markdown file holds sections, each under a line `==> NAME <==` (as `tail` heads several
   files) naming the file it was, then a blank line, the file's text and a blank line (so that Markdown
   ends a table before the next header); the text before the first section says what the file is.
@@ -52,7 +52,7 @@ def put_section(path, name, text, preface=""):
 
 
 def fold_demo(folder, key, into, made_by, note=""):
-    """experiments.demo's demo.json and demo.md in `folder` (as it leaves them beside demo_settings/)
+    """demo.py's demo.json and demo.md in `folder` (as it leaves them beside demo_settings/)
     moved into `into`/demos.json's entry and demos.md's section `key`; False when there is none."""
     folder, into = Path(folder), Path(into)
     if not (folder / "demo.json").exists():

@@ -8,12 +8,12 @@ is T = (1 - lam) 1[j=i] + lam S, so T's share on the instance itself is 1 - lam 
     class          the anchor's class, from other sources (the faulty negatives CCP is meant to find)
     other          other classes
 beside `chance`, the share of the 1+K candidates in each group. Candidates are drawn as the bank draws
-them (uniform, with replacement, never the anchor: analysis/diagnostics.py's draw_candidates), from
+them (uniform, with replacement, never the anchor: tools/bank_report.py's draw_candidates), from
 a generator of their own, over the bank's slots. Both sides: S_v, eq. (13) (the anchor's audio
 memory against the candidates' video memories), and S_a, eq. (14)'s counterpart. Clean and injected
 (or natural) faulty anchors are also reported apart: a faulty anchor's own audio is not its picture's.
 
-    python -m analysis.ccp_mass RUN/ckpt.pt [RUN/ckpt_epoch0029.pt ...] [--draws 4] [--json OUT]
+    python -m tools.ccp_mass RUN/ckpt.pt [RUN/ckpt_epoch0029.pt ...] [--draws 4] [--json OUT]
 
 Run with train.py --save-every N to have the warm-up's end and the branch's epochs as checkpoints. The
 data root (for ground_truth.csv) is the checkpoint's --data unless --data says otherwise; a set without
@@ -30,9 +30,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from analysis.diagnostics import draw_candidates, soft_targets_at
 from checkpoint import CheckpointError, config_from_dict, load_checkpoint
 from losses import SOFT_TARGET_STRATEGIES
+from tools.bank_report import draw_candidates, soft_targets_at
 
 GROUPS = ("itself", "source", "class", "other")
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             results.append(analyse(ckpt, args.data, args.draws, args.strategy))
         except (OSError, ValueError, CheckpointError) as err:  # a missing or unreadable file, another set's
-            raise SystemExit(f"analysis.ccp_mass: {err}") from None
+            raise SystemExit(f"tools.ccp_mass: {err}") from None
         print(table(results[-1], args.strategy))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")

@@ -1,29 +1,21 @@
-"""The paper's figures, drawn from evaluation results (matplotlib, PNG files).
+"""The figures (matplotlib, PNG files): those of a run folder, drawn from its log (make demo's and any train.py
+run's), and those tools/analyse.py draws of a checkpoint. Every figure names its method in its title (or, with
+several, in its legend), labels every axis, draws clean positives blue and faulty ones red, and puts its legend
+outside the axes, where no curve runs. The lab's Fig. 7 and sweeps are lab/figures.py's, in this style.
 
-scores_and_weights  Fig. 5: histogram of bank scores vbar_i . abar_i, clean and the known faulty positives
-                    overlaid, and the weight function of eq. (6) over it
+training_curves     the loss, the bank AUROC of the known faults and the class agreement per epoch, the warm-up
+                    and each branch after it (a plain train.py log has no class agreement: that panel stays empty)
+scores_over_training  the bank scores of clean and faulty positives at several epochs, under the eq. (6) weight
+                    curve each epoch's mu and sigma give
+soft_targets_over_training  per epoch, CCP's soft-target mass (eqs. (13)-(14)) on candidates of the anchor's
+                    class, beside the oracle's targets and chance
+scores_and_weights  Fig. 5: the bank scores after training, clean and faulty overlaid, under eq. (6)'s weights
 per_class           Fig. 10: R@1 of each class
 retrievals          Fig. 11: a test query's middle frame and its top-4 retrievals, with classes
-noisy               Fig. 7: a metric against the share of injected faulty positives, one line
-                    per method, mean and 95% confidence interval over seeds; beside it the paired
-                    differences against the baseline, with their 95% intervals
-sweep               the appendix's "Effect of delta / lambda": a metric per value of one knob, one
-                    line per noise level, xID dashed; beside it each value minus xID
-training_curves     a run's log: loss, the bank AUROC of the known faults, class agreement, per
-                    epoch, the warm-up and each branch after it
-scores_over_training  the bank scores of clean and faulty positives at several warm-up epochs,
-                    with the eq. (6) weight curve each epoch's mu and sigma give
-soft_targets_over_training  per epoch, the share of CCP's soft-target mass (eqs. (13)-(14)) on
-                    candidates of the anchor's class, the warm-up and each branch, beside the oracle's
-                    targets and chance
 
-Every figure names its method in its title (or, with several, in its legend), labels every axis, draws
-clean positives blue and faulty ones red, and puts its legend outside the axes, where no curve runs.
+The per-epoch numbers the first three draw are make demo's report (tools/bank_report.py).
 
-used by evaluate.py (analysis), demo.py (Fig. 7, the run pictures) and sweep.py; the run pictures
-of any run folder (one run, or a demo setting: warmup/ and a folder per branch):
-
-python -m analysis.figures RUN_DIR      # RUN_DIR/curves.png, scores_over_training.png, soft_targets.png
+    python -m tools.figures RUN_DIR      # RUN_DIR/curves.png, scores_over_training.png, soft_targets.png
 """
 
 import json
@@ -46,18 +38,6 @@ def method_name(cfg):
     get = cfg.get if isinstance(cfg, dict) else lambda key: getattr(cfg, key)
     variant = VARIANTS[get("loss")]
     return variant.name + (f" ({get('soft_targets')} targets)" if variant.soft else "")
-
-
-def run_label(name, records=()):
-    """A run folder as the tables name its method: 'weighted' -> 'Weighted-xID', 'soft_oracle' -> 'Soft-xID
-    (oracle)', 'warmup' -> 'xID warm-up'; any other folder by the stages its log went through."""
-    if name == "warmup":
-        return "xID warm-up"
-    key, _, rest = name.partition("_")
-    if key in VARIANTS:
-        return VARIANTS[key].name + (f" ({rest})" if rest else "")
-    stages = list(dict.fromkeys(VARIANTS[r["stage"]].name for r in records if r.get("stage") in VARIANTS))
-    return f"{name} ({', then '.join(stages)})" if stages else name
 
 
 def _method_of_folder(folder):
@@ -131,111 +111,6 @@ def _middle_frame(video):
     return clip[:, clip.shape[1] // 2].permute(1, 2, 0).numpy()
 
 
-def noisy(levels, curves, metric, path, chance=None, baseline=None):
-    """Fig. 7. `curves` {method: {level: [value per seed]}}, seeds in the same order for every method;
-    levels are shares of injected faults. With `baseline`, a second panel shows each method minus the
-    baseline on the same seed: seed-to-seed spread that the methods share cancels there, which the
-    overlapping bars of the first panel cannot show."""
-    fig, axes = plt.subplots(1, 2 if baseline else 1, figsize=(10 if baseline else 5, 4.2), squeeze=False)
-    ax = axes[0, 0]
-    for method, per_level in curves.items():
-        xs = [lv for lv in levels if per_level.get(lv)]
-        means = [100 * np.mean(per_level[lv]) for lv in xs]
-        errs = [100 * ci95(per_level[lv]) for lv in xs]
-        ax.errorbar([100 * x for x in xs], means, yerr=errs, marker="o", capsize=3, label=method)
-    if chance is not None:
-        ax.axhline(100 * chance, color="grey", ls=":", label="chance")
-    ax.set_ylabel(f"{metric} (%), mean and 95% CI")
-    if baseline:
-        ax = axes[0, 1]
-        colours = {m: f"C{i}" for i, m in enumerate(curves)}  # the same colour as in the first panel
-        for method, per_level in paired_differences(curves, baseline).items():
-            xs = [lv for lv in levels if lv in per_level]
-            ax.errorbar(
-                [100 * x for x in xs],
-                [100 * np.mean(per_level[lv]) for lv in xs],
-                yerr=[100 * ci95(per_level[lv]) for lv in xs],
-                marker="o",
-                capsize=3,
-                color=colours[method],
-                label=f"{method} - {baseline}",
-            )
-        ax.axhline(0, color="grey", lw=1)
-        ax.set_ylabel(f"method - {baseline} in {metric}, same seed (points)")
-        ax.set_title(f"paired differences against {baseline}, mean and 95% CI", fontsize=9)
-    axes[0, 0].set_title(f"{metric} of each method as the injected faults grow (Fig. 7)", fontsize=9)
-    for ax in axes[0]:
-        ax.set_xlabel("injected faulty positives (%)")
-        ax.grid(alpha=0.3)
-    legend_below(fig, axes[0, 0])  # the right panel's colours are the same
-    _save(fig, path)
-
-
-def sweep(values, curves, baselines, metric, path, xlabel, method=""):
-    """`curves` {line: {value: [per seed]}}, `baselines` {line: [xID per seed, same seeds]}. Values
-    are categories, in the given order ("known" is not a number). Left: mean and 95% CI per value, xID
-    dashed in the line's colour; right: value minus xID on the same seed, mean and 95% CI. `method`, the
-    one whose knob moves, heads the title."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    xs = np.arange(len(values))
-    for i, (line, per_value) in enumerate(curves.items()):
-        base = np.asarray(baselines[line])
-        got = [v for v in values if per_value.get(v)]
-        at = [values.index(v) for v in got]
-        axes[0].errorbar(
-            at,
-            [100 * np.mean(per_value[v]) for v in got],
-            yerr=[100 * ci95(per_value[v]) for v in got],
-            marker="o",
-            capsize=3,
-            color=f"C{i}",
-            label=line,
-        )
-        axes[0].axhline(100 * base.mean(), color=f"C{i}", ls="--", lw=1, label=f"{line}: xID")
-        diffs = [np.asarray(per_value[v]) - base for v in got]
-        axes[1].errorbar(
-            at,
-            [100 * d.mean() for d in diffs],
-            yerr=[100 * ci95(d) for d in diffs],
-            marker="o",
-            capsize=3,
-            color=f"C{i}",
-            label=f"{line}: minus xID",
-        )
-    axes[0].set_ylabel(f"{metric} (%), mean and 95% CI")
-    axes[0].set_title(f"{method + ': ' if method else ''}{metric} per {xlabel}; xID dashed", fontsize=9)
-    axes[1].axhline(0, color="grey", lw=1)
-    axes[1].set_ylabel(f"minus xID in {metric}, same seed (points)")
-    axes[1].set_title("paired differences against xID, mean and 95% CI", fontsize=9)
-    for ax in axes:
-        ax.set_xticks(xs, values)
-        ax.set_xlabel(xlabel)
-        ax.grid(alpha=0.3)
-    legend_below(fig, axes[0])  # the right panel's colours are the same
-    _save(fig, path)
-
-
-def paired_differences(curves, baseline):
-    """{method: {level: [method - baseline per seed]}} for every method but the baseline, at the
-    levels both have."""
-    base = curves[baseline]
-    return {
-        m: {lv: list(np.asarray(v) - np.asarray(base[lv])) for lv, v in per_level.items() if v and base.get(lv)}
-        for m, per_level in curves.items()
-        if m != baseline
-    }
-
-
-def ci95(values):
-    """Half-width of the 95% confidence interval of the mean (Student's t), 0 for one value."""
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
-        return 0.0
-    from scipy import stats
-
-    return float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
-
-
 def legend_below(fig, *axes, fontsize=8, ncol=4):
     """One legend for the figure's panels, under them: outside every axes, so it covers no curve (inside,
     a legend sat on the soft-target branches' late epochs). Labels shared by several panels appear once."""
@@ -259,6 +134,18 @@ def _save(fig, path):
     layout(fig)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def run_label(name, records=()):
+    """A run folder as the tables name its method: 'weighted' -> 'Weighted-xID', 'soft_oracle' -> 'Soft-xID
+    (oracle)', 'warmup' -> 'xID warm-up'; any other folder by the stages its log went through."""
+    if name == "warmup":
+        return "xID warm-up"
+    key, _, rest = name.partition("_")
+    if key in VARIANTS:
+        return VARIANTS[key].name + (f" ({rest})" if rest else "")
+    stages = list(dict.fromkeys(VARIANTS[r["stage"]].name for r in records if r.get("stage") in VARIANTS))
+    return f"{name} ({', then '.join(stages)})" if stages else name
 
 
 def training_curves(runs, path, title=""):
@@ -391,7 +278,7 @@ def run_pictures(folder):
     else:
         found = sorted(p.parent for p in folder.glob("*/log.jsonl"))
         if not found:
-            raise SystemExit(f"analysis/figures.py: no log.jsonl in {folder} or its subfolders: not a run folder")
+            raise SystemExit(f"tools/figures.py: no log.jsonl in {folder} or its subfolders: not a run folder")
         found.sort(key=lambda p: p.name != "warmup")  # the warm-up first, then the branches
         runs = {p.name: read_log(p / "log.jsonl") for p in found}
         ckpts = [p / "ckpt.pt" for p in found if p.name.startswith(("weighted", "robust"))] + [found[0] / "ckpt.pt"]
@@ -414,7 +301,7 @@ def run_pictures(folder):
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m analysis.figures", description="a run folder's pictures")
+    p = argparse.ArgumentParser(prog="python -m tools.figures", description="a run folder's pictures")
     p.add_argument("run_dir", help="one run (OUT of train.py), or a demo setting: warmup/ and a folder per branch")
     args = p.parse_args(argv)
     for made in run_pictures(args.run_dir):
