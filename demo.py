@@ -48,7 +48,6 @@ from tools.bank_report import BankReport
 from tools.demo_report import (
     COLUMNS,
     TRANSFER,
-    Progress,
     compare,
     method_name,
     paired_spread,
@@ -257,23 +256,15 @@ def warm_up(args, seed, faulty):
     """The xID warm-up every branch of a setting starts from (resumed if it exists) -> its folder, the options the
     branches share and paper_delta. --warmup-ranks: train.py with the report under torchrun, each rank its threads."""
     root, common, warm = setting_configs(args, seed, faulty)
-    done = check_warm_up(root, warm) or 0  # also for the lab's sweeps and claims, which call this directly
-    progress = Progress(f"seed {seed}, {faulty:.0%}: warm-up", args.warmup_epochs, 0, min(done, args.warmup_epochs))
+    check_warm_up(root, warm)  # also for the lab's sweeps and claims, which call this directly
     if args.warmup_ranks == 1:
-        train.main(warm, report=BankReport(warm, then=progress.trained))
+        train.main(warm, report=BankReport(warm))
         return root, common, paper_delta(faulty)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.warmup_ranks}"]
     cmd += ["-m", "tools.bank_report", *common, "--out", str(root / "warmup")]
     cmd += ["--warmup-epochs", str(warm.warmup_epochs), "--epochs", "0"]
     threads = str(max(1, (os.cpu_count() or 1) // args.warmup_ranks))
-    env = os.environ | {"OMP_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) as proc:
-        for line in proc.stdout:
-            print(line, end="")
-            if line.startswith("epoch "):
-                progress.trained(int(line.split()[1]))
-    if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} failed with exit status {proc.returncode}")
+    subprocess.run(cmd, check=True, env=os.environ | {"OMP_NUM_THREADS": threads, "PYTHONPATH": str(ROOT)})
     return root, common, paper_delta(faulty)
 
 
@@ -282,11 +273,10 @@ def run_branch(args, root, common, name, options, split=None):
     Returns its row; adds its seconds to `split`."""
     split = {} if split is None else split
     cfg, ckpt = branch_config(args, root, common, name, options), root / name / "ckpt.pt"
-    progress = Progress(f"{root.name} {name}", args.epochs, 1, done := min(trained(root / name, cfg) or 0, args.epochs))
-    if done < args.epochs:
+    if (trained(root / name, cfg) or 0) < args.epochs:  # train.py's epoch lines say how far, and the time left
         with timed(split, f"branch {name}"):
-            train.main(cfg, report=BankReport(cfg, then=progress.trained))
-    progress.say(f"evaluating {name}")
+            train.main(cfg, report=BankReport(cfg))
+    print(f"[demo] {root.name}: evaluating {name}")
     ask = {"workers": 1 if args.workers is None else args.workers, "shots": (1, 5), "trials": args.trials}
     ask["clips"] = args.eval_clips
     with timed(split, "evaluation"):
@@ -304,7 +294,6 @@ def run_branch(args, root, common, name, options, split=None):
             res = evaluate.evaluate(ckpt, ["retrieval", "fewshot"], overrides=other, **ask)
         row |= {f"transfer {k}": res["retrieval"][k] for k in ("R@1", "R@5")}
         row |= {f"transfer {n}-shot": shot(res["fewshot"], n)[0] for n in (1, 5)}
-    progress.evaluated(name)
     return row
 
 

@@ -100,7 +100,7 @@ def test_demo_end_to_end_writes_the_paired_table_of_each_level(tmp_path):
     demo.main(argv)  # a rerun reads every setting back, and its table says its time is not theirs
     again = (tmp_path / "res" / "demo.md").read_text()
     assert "for the 0 of 4 settings not read from earlier runs' files" in again
-    assert again.split("## ")[1:] == text.split("## ")[1:]
+    assert again.split("## ")[1:3] == text.split("## ")[1:3]  # both levels' tables; pictures of what ran here only
 
 
 def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, capsys):

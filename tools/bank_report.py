@@ -175,11 +175,11 @@ def drift_warning(records, margin=MARGIN, patience=PATIENCE):
 
 
 class BankReport:
-    """train.main's `report` (rank 0): each record gets bank_report and bank_signals, the warning's line is printed
-    when it starts to fire, then `then(epoch)` (the demo's progress)."""
+    """train.main's `report` (rank 0): each record gets bank_report and bank_signals, and the warning's line is
+    printed when it starts to fire."""
 
-    def __init__(self, cfg, then=None):
-        self.cfg, self.then, self.start = cfg, then, None
+    def __init__(self, cfg):
+        self.cfg, self.start = cfg, None
 
     def __call__(self, record, bank, dataset, history):
         cfg = self.cfg
@@ -195,8 +195,6 @@ class BankReport:
         if (line := drift_warning(records)) and not drift_warning(records[:-1]):
             # branches trained side by side share a terminal: the line names its run
             print(line.replace("warning:", f"warning: {cfg.out} ({cfg.loss}):", 1), file=sys.stderr)
-        if self.then is not None:
-            self.then(record["epoch"])
 
 
 if __name__ == "__main__":  # train.py with the report in its log: the demo's warm-up under torchrun

@@ -1,4 +1,4 @@
-"""What make demo says and writes: its progress lines, Table 2's rows (mean ± SD over seeds, paired differences
+"""What make demo writes: Table 2's rows (mean ± SD over seeds, paired differences
 against xID with 95% intervals), the comparison with a committed reference and the committed seeds' spread, demo.md
 and demo.json, and where the minutes went. demo.py runs the settings; this says what they gave."""
 
@@ -18,7 +18,6 @@ from tools import figures
 
 ROOT = Path(__file__).resolve().parents[1]
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
-EVAL_EPOCHS = 3.5  # an evaluation in epochs of training, for the time left (a Xeon: 1.2 min, an epoch 0.33)
 TRANSFER = ("transfer R@1", "transfer R@5", "transfer 1-shot", "transfer 5-shot")  # --transfer's columns
 
 
@@ -40,39 +39,6 @@ def described(settings, delta=None):
 def shown_method(methods):
     """The branch whose evaluation pictures demo.md shows (only it draws them): Weighted-xID's, Fig. 5's subject."""
     return "weighted" if "weighted" in methods else methods[-1]
-
-
-class Progress:
-    """One run's work, an epoch a unit and an evaluation EVAL_EPOCHS: a line per step, with the time left at the pace
-    since its first (which also decodes the data); epochs an earlier run trained are not work left."""
-
-    def __init__(self, name, epochs, evals, done=0, clock=time.time, say=print):
-        self.name, self.epochs, self.clock, self.print = name, epochs, clock, say
-        self.left, self.done, self.start = epochs - done + EVAL_EPOCHS * evals, 0.0, None  # done: an earlier run's
-
-    def say(self, stage):
-        self.print(f"[demo] {self.name}: {stage}")
-
-    def trained(self, epoch):  # train.py's report: its epoch (0-based) done
-        self._done(1, f"epoch {epoch + 1}/{self.epochs}")
-
-    def evaluated(self, name):
-        self._done(EVAL_EPOCHS, f"{name} evaluated")
-
-    def _done(self, units, stage):
-        self.left -= units
-        if self.start is None:  # the pace from here: the first unit also decoded the data
-            self.start = self.clock()
-            return self.say(f"{stage} | time left: measuring")
-        self.done += units
-        self.say(f"{stage} | about {duration(self.left * (self.clock() - self.start) / self.done)} left")
-
-
-def duration(seconds):
-    """Seconds as a person reads them: 40 s, 12 min, 3.5 h."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 @contextmanager
