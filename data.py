@@ -14,7 +14,7 @@ sits in two memory-bank slots, and xID scores the lender almost like a faulty po
 
 A run's datasets are made from its config.Config here: build_train_set and train_loader for train.py
 (a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
-workers), eval_set for the evaluation protocols (their splits: protocols/splits.py). Which files a dataset holds is
+workers), eval_set for the evaluation protocols (their splits: evaluate.resolve). Which files a dataset holds is
 media/manifest.py's business (it reads the scan's manifest: tools/scan.py); decoding media/decode.py's and
 media/in_memory.py's (whole files).
 Tests: test_data.py, test_injection.py, test_in_memory.py"""
@@ -264,13 +264,13 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
     if not Path(cfg.data).is_dir():
         name = Path(cfg.data).name
         make = (
-            "make demo makes it (experiments/sets.py generates it with its SYNTH_SETS options)"
+            "make demo makes it (tools/synthetic.py generates it with its SETS options)"
             if name == Path(PRESETS["demo"]["data"]).name
             else "make demo makes it, or python -m tools.synthetic --out data/synth2000 --train-per-class 200"
             if name == "synth2000"
             else f"python -m tools.synthetic --out {cfg.data} makes a synthetic set"
             if name.startswith("synth")
-            else f"python -m experiments.demo --data {cfg.data} makes it first (the options: experiments/sets.py)"
+            else "python -m tools.recorded --set drums makes it"
             if name == "drums"
             else 'README, "Real datasets", says how to lay one out'
         )
@@ -356,7 +356,7 @@ def eval_set(
     audio: bool = False,
     preload: bool | None = None,
 ) -> AVDataset:
-    """The dataset of an evaluation split's `records` (protocols/splits.resolve's), video only unless
+    """The dataset of an evaluation split's `records` (evaluate.resolve's), video only unless
     `audio`; preload defaults to the config's --preload as it applies to these records."""
     spec = clip_spec(cfg, audio=audio)
     return AVDataset(

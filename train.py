@@ -240,7 +240,7 @@ Report = Callable[[dict[str, Any] | None, MemoryBank, data.AVDataset, list[dict[
 def main(cfg: Config, report: Report | None = None) -> tuple[AVModel, MemoryBank]:
     """Train as cfg says. report(record, bank, dataset, history), on rank 0, adds to each epoch's record before it
     is checkpointed and logged, and is called once with record None before the first epoch: make demo's bank
-    diagnostics, drift warning and progress (analysis/drift.BankReport)."""
+    diagnostics, drift warning and progress (tools/bank_report.BankReport)."""
     try:
         ddp, rank, world, device = setup_distributed(cfg.device)
     except DeviceError as err:  # --device cuda without a usable GPU: one line, no traceback

@@ -7,7 +7,7 @@ beforehand, by the scan (tools/scan.py), which names every file it refuses and w
 
 A missing manifest, or a folder dataset without lists, is refused in one line naming that command. `load_split`
 joins a layout's split (UCF101, HMDB51, Kinetics-400, or a plain folder of class folders) with the manifest
-and names the listed videos it lacks (an evaluation refuses them: protocols/features.py); `load_records`
+and names the listed videos it lacks (an evaluation refuses them: evaluate.resolve); `load_records`
 leaves them out, so the number of memory-bank slots always comes from the files that work. A manifest is read
 once per process while it is unchanged (read_manifest). Tests: tests/test_data.py, tests/test_protocols.py
 """
