@@ -58,9 +58,10 @@ def setup_distributed(request: str = "auto") -> tuple[bool, int, int, torch.devi
     return True, dist.get_rank(), dist.get_world_size(), device
 
 
-def end_distributed() -> None:
+def end_distributed(together: bool = True) -> None:
     """Destroy the group once the DDP wrapper is gone: the other order hangs at exit (pytorch/pytorch#56297)."""
-    dist.barrier()  # the last collectives finish while this thread waits without the GIL
+    if together:
+        dist.barrier()  # the last collectives finish while this thread waits without the GIL
     gc.collect()  # the wrapper's reference cycles go while the group still has an owner
     dist.destroy_process_group()
 
@@ -278,7 +279,8 @@ def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, rep
                 report(record, parts.bank, dataset, r.history)
             r.end_epoch(epoch, record)  # the checkpoint, then rank 0's log line
     except (SystemExit, data.BadMedia) as err:  # a bad file, a non-finite loss, an unwritable checkpoint
-        leave_group(parts, ddp)
+        # a bad file stops one rank alone, the others wait in a collective: no barrier, torchrun stops them
+        leave_group(parts, ddp, together=not isinstance(err, data.BadMedia))
         if isinstance(err, data.BadMedia):  # a loader worker's traceback ends in the line that names the file
             raise SystemExit(f"train.py: {str(err).strip().splitlines()[-1].split('BadMedia: ')[-1]}") from None
         raise
@@ -286,11 +288,12 @@ def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, rep
     return parts.unwrapped(), parts.bank
 
 
-def leave_group(parts: Parts, ddp: bool) -> None:
-    """Under torchrun, on the way out of a run that ended or stopped: drop the DDP wrapper, then the group."""
+def leave_group(parts: Parts, ddp: bool, together: bool = True) -> None:
+    """Under torchrun, on the way out of a run that ended or stopped: drop the DDP wrapper, then the group
+    (after a barrier where every rank leaves `together`)."""
     if ddp:
         parts.model = parts.unwrapped()
-        end_distributed()
+        end_distributed(together)
 
 
 if __name__ == "__main__":

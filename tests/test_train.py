@@ -278,7 +278,7 @@ def test_a_ddp_run_that_stops_early_still_drops_its_wrapper_then_leaves_the_grou
     made, wrapped_at_teardown, real = {}, [], train.build_parts
     monkeypatch.setattr(train, "DDP", FakeDDP)
     monkeypatch.setattr(train, "build_parts", lambda *a: made.setdefault("parts", real(*a)))
-    monkeypatch.setattr(train, "end_distributed", lambda: wrapped_at_teardown.append(made["parts"].model))
+    monkeypatch.setattr(train, "end_distributed", lambda together=True: wrapped_at_teardown.append(made["parts"].model))
     more = ["--tau", "1e-45"] if exit_by == "non-finite loss" else []  # logits / tau overflow: a NaN loss
     if exit_by == "unwritable checkpoint":
 

@@ -101,3 +101,22 @@ def test_a_run_resumes_under_another_world_size_with_each_epoch_logged_once_and_
     untouched = MemoryBank(n, seed=0)
     assert (bank["video"] != untouched.video).any(1).all()  # every slot was trained
     assert_same_state(*(torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1)))
+
+
+def test_a_file_that_fails_on_one_rank_stops_every_rank_in_one_line_naming_it(tiny_data, tmp_path):
+    """Under torchrun the rank that meets the bad file stops with the line that names it, and the job ends
+    together: torchrun stops the other rank, which would otherwise wait in the next all-reduce."""
+    import shutil
+
+    root = tmp_path / "data"
+    shutil.copytree(tiny_data, root)
+    bad = root / (root / "train.txt").read_text().split()[3]  # a training video, corrupted after the scan
+    bad.write_bytes(b"\x00" * 4096)
+    cmd = torchrun_cmd(root, tmp_path / "run", 1, 0, "--preload", "off", script=ROOT / "train.py")
+    res = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+    text = res.stdout + res.stderr
+    assert res.returncode != 0, text
+    assert f"train.py: data: {bad} failed to decode" in text, text
+    assert "Traceback" not in res.stdout and not (tmp_path / "run" / "ckpt.pt").exists()
