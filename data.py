@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import av
 import numpy as np
 import torch
 from torch import Tensor
@@ -33,6 +34,8 @@ from media import in_memory, loader_workers, manifest
 from media.decode import read_clip
 from media.manifest import Record
 
+# What reading a broken file raises: FFmpeg's errors, the decoders' own (no frame, no audio), a short read
+DECODE_ERRORS = (av.FFmpegError, RuntimeError, ValueError, OSError, IndexError)
 INJECTION_STREAM = 1_000_000_007  # seed offset of the injection draw; no run has that many epochs
 
 
@@ -232,7 +235,7 @@ class AVDataset(torch.utils.data.Dataset):
     def _get(self, i: int, make: Callable | None = None, g: torch.Generator | None = None) -> dict[str, Any]:
         try:
             return (make or self.load)(i, g)
-        except Exception as err:  # one line naming the file, not a decoder's traceback from a loader worker
+        except DECODE_ERRORS as err:  # one line naming the file, not a decoder's traceback from a loader worker
             raise BadMedia(f"data: {self.records[i].path} failed to decode: {err}") from err
 
 

@@ -442,3 +442,17 @@ def test_uniform_rounds_as_the_float32_tensor_expressions_it_replaced():
         torch.manual_seed(seed)
         want = [float(torch.rand(()) * 7.3), float(0.8 + 0.4 * torch.rand(())), float(torch.rand(()) * 1e-3)]
         assert got == want, seed
+
+
+def test_a_file_that_fails_to_decode_is_named_and_a_bug_is_not_dressed_as_one(tmp_path, files):
+    ds = data.AVDataset(_dataset_files(tmp_path, files, n=2), ClipSpec(size=32), train=True)
+    with open(ds.records[1].path, "wb") as f:  # broken after the scan
+        f.write(b"\x00" * 4096)
+    with pytest.raises(data.BadMedia, match=f"data: {ds.records[1].path} failed to decode"):
+        ds[(1, 0)]
+
+    def bug(i, g):
+        raise TypeError("a mistake in the item's code")
+
+    with pytest.raises(TypeError, match="a mistake"):  # its own traceback, not "failed to decode"
+        ds.seeded((0, 0), make=bug)
