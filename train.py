@@ -278,11 +278,11 @@ def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, rep
             if report is not None:
                 report(record, parts.bank, dataset, r.history)
             r.end_epoch(epoch, record)  # the checkpoint, then rank 0's log line
-    except (SystemExit, data.BadMedia) as err:  # a bad file, a non-finite loss, an unwritable checkpoint
-        # a bad file stops one rank alone, the others wait in a collective: no barrier, torchrun stops them
-        leave_group(parts, ddp, together=not isinstance(err, data.BadMedia))
-        if isinstance(err, data.BadMedia):  # a loader worker's traceback ends in the line that names the file
-            raise SystemExit(f"train.py: {str(err).strip().splitlines()[-1].split('BadMedia: ')[-1]}") from None
+    except data.BadMedia as err:  # one rank alone meets it, the others wait in a collective: torchrun stops them
+        leave_group(parts, ddp, together=False)  # a loader worker's traceback ends in the line naming the file
+        raise SystemExit(f"train.py: {str(err).strip().splitlines()[-1].split('BadMedia: ')[-1]}") from None
+    except SystemExit:  # a non-finite loss, an unwritable checkpoint: every rank stops here together
+        leave_group(parts, ddp)
         raise
     leave_group(parts, ddp)
     return parts.unwrapped(), parts.bank
