@@ -40,6 +40,7 @@ import train
 from config import parse_config
 from lab.refactor_guard import TRAIN
 from tools import analyse
+from tools.bank_report import BankReport
 
 RECORDED = Path(__file__).with_name("refactor_numbers.json")
 DIGITS = 4  # train.py prints the loss with 4 decimals, the rest with fewer
@@ -73,7 +74,7 @@ def seeded_numbers(tiny_data, out):
     torch.set_num_threads(1)  # a reduction's order, and so its last bits, depends on the thread count
     try:
         cfg = parse_config(["--data", str(tiny_data), "--out", str(out), *SETTINGS])
-        train.main(cfg)
+        train.main(cfg, report=BankReport(cfg))  # the class agreement LOGGED reads is the demo's report's
         res = evaluate.evaluate(
             out / "ckpt.pt",
             ["retrieval", "fewshot", "finetune"],
