@@ -1,14 +1,9 @@
-"""Every training setting in one typed place, with the paper's value in its help (Sec. 5.1, Sec. 6).
+"""Every training setting in one typed place, each with the paper's value in its help (Sec. 5.1, Sec. 6).
 
-`Config` holds the defaults of the paper's ablation setting (Sec. 5.1: R(2+1)D-9, 80x80, 11025 Hz);
-`PRESETS` changes them for the Sec. 6 comparison (`sota`) and for the CPU demo (`demo`).
-`parse_config` turns `--preset NAME --field-name VALUE ...` into a Config; an unknown option is an
-error. `python train.py --help` prints the options grouped: data, clip, model, optimisation, method
-(the paper's hyper-parameters) and engineering (workers, preload, precision, ...: they change speed,
-not results).
-
-Which fields change a run's result, and so stop a resume under other values, is checkpoint.py's
-(result_changes): the engineering group's never do, but for preload and amp.
+`Config`'s defaults are the paper's ablation setting (Sec. 5.1: R(2+1)D-9, 80x80, 11025 Hz); `PRESETS` change
+them for the Sec. 6 comparison (`sota`) and the CPU demo (`demo`). `parse_config` makes the argparse options
+from the fields (`python train.py --help`, grouped: data, clip, model, optimisation, method, engineering).
+The engineering group changes speed, not results; which fields stop a resume is checkpoint.result_changes.
 """
 
 import argparse
@@ -27,7 +22,7 @@ from losses import SOFT_TARGET_STRATEGIES, VARIANTS
 
 
 class Check(NamedTuple):
-    """What values an option allows: a test, and its words for the error message and --help."""
+    """The values an option allows: a test, and its words for the error message and --help."""
 
     ok: Callable[[Any], bool]
     allowed: str
@@ -42,7 +37,6 @@ def at_least(lo: float) -> Check:
 
 
 def between(lo: float, hi: float, hi_open: bool = False) -> Check:
-    """lo <= v <= hi, or lo <= v < hi with hi_open (a share: [0, 1))."""
     words = f"a value in [{lo:g}, {hi:g}{')' if hi_open else ']'}"
     return Check(lambda v: lo <= v < hi if hi_open else lo <= v <= hi, words)
 
@@ -53,228 +47,107 @@ ANY = Check(lambda v: True, "any value")
 DEVICE = Check(
     lambda v: v in ("auto", "cuda", "cpu") or (v[:5] == "cuda:" and v[5:].isdigit()), "auto, cuda, cuda:N or cpu"
 )
+SIDE = Check(lambda v: v >= 32, "at least 32: the video network's last map has a cell per 32 pixels")
+PAIR = Check(lambda v: v >= 2, "at least 2: batch norm needs two clips")
+WORKERS = Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0")
+FAULTY_SOURCES, LAYOUTS = ("heldout", "train", "noise"), ("ucf101", "hmdb51", "kinetics", "folder")
+AMP = ("auto", "bf16", "fp16", "off")
+LOSSES = " | ".join(f"{k} ({v.name})" for k, v in VARIANTS.items())
 
 
 def _opt(default: Any, text: str, group: str, check: Check = ANY) -> Any:
-    """A Config field: its default, its --help text, its --help group and the values it allows."""
+    """A Config field: its default, its --help text and group, and the values it allows."""
     return field(default=default, metadata={"help": text, "group": group, "check": check})
 
 
-FAULTY_SOURCES, LAYOUTS = ("heldout", "train", "noise"), ("ucf101", "hmdb51", "kinetics", "folder")
+DATA, CLIP, MODEL, OPT, METHOD, ENG = "data", "clip", "model", "optimisation", "method", "engineering"
 
 
 @dataclass
 class Config:
-    # data
-    data: str = _opt("data/synth", "dataset root", "data")
-    layout: str = _opt("folder", " | ".join(LAYOUTS) + " (media/manifest.py)", "data", check=one_of(*LAYOUTS))
-    split: str = _opt("train", "split to pre-train on", "data")
-    fold: int = _opt(1, "split 1-3 of UCF101 / HMDB51", "data", check=between(1, 3))
-    annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", "data")
-    manifest: str = _opt("", "usable-file list; default ROOT/manifest.csv, made by a scan when missing", "data")
-    faulty_fraction: float = _opt(
-        0.0, "share of instances whose audio is replaced (paper Fig. 7: 0 to 0.8)", "data", check=SHARE
-    )
+    data: str = _opt("data/synth", "dataset root", DATA)
+    layout: str = _opt("folder", " | ".join(LAYOUTS) + " (media/manifest.py)", DATA, one_of(*LAYOUTS))
+    split: str = _opt("train", "split to pre-train on", DATA)
+    fold: int = _opt(1, "split 1-3 of UCF101 / HMDB51", DATA, between(1, 3))
+    annotations: str = _opt("", "split files or the Kinetics CSV, when not in the layout's default place", DATA)
+    manifest: str = _opt("", "usable-file list; default ROOT/manifest.csv (python -m tools.scan ROOT)", DATA)
+    faulty_fraction: float = _opt(0.0, "share of instances whose audio is replaced (paper Fig. 7: 0-0.8)", DATA, SHARE)
     faulty_source: str = _opt(
         "heldout",
-        "where injected audio comes from: 'heldout' (paper, Sec. 5.2: files outside the "
-        "training and test sets, --faulty-pool), 'train' (another training video's: a "
-        "deviation, its sound then sits in two bank slots) or 'noise' (the synthetic set's "
-        "out-of-distribution ROOT/_pool)",
-        "data",
-        check=one_of(*FAULTY_SOURCES),
+        "injected audio from: heldout (the paper's, Sec. 5.2: files outside both splits, --faulty-pool) | train "
+        "(another training video's: a deviation) | noise (the synthetic set's out-of-distribution ROOT/_pool)",
+        DATA,
+        one_of(*FAULTY_SOURCES),
     )
-    faulty_pool: str = _opt(
-        "",
-        "folder of media outside both splits for --faulty-source heldout (default "
-        "ROOT/_heldout, which synthetic.py writes; for a real dataset, e.g. the videos left "
-        "out of a Kinetics subset); each injected instance gets a file of its own",
-        "data",
-    )
-    # clip
-    frames: int = _opt(8, "frames per clip T (paper: 8; Sec. 6 also fine-tunes on 32)", "clip", check=at_least(1))
-    fps: float = _opt(16.0, "frame rate (paper: 16)", "clip", check=POSITIVE)
-    size: int = _opt(
-        80,
-        "crop side (paper: 80; Sec. 6: 112)",
-        "clip",
-        check=Check(lambda v: v >= 32, "at least 32: the video network's last map has a cell per 32 pixels"),
-    )
-    audio_rate: int = _opt(11025, "audio sample rate in Hz (paper: 11025; Sec. 6: 24000)", "clip", check=at_least(1000))
-    n_mels: int = _opt(80, "mel bands (paper: 80; Sec. 6: 128)", "clip", check=at_least(8))
-    n_time: int = _opt(80, "spectrogram time steps over 2 s (paper: 80; Sec. 6: 128)", "clip", check=at_least(8))
-    augment: float = _opt(
-        1.0,
-        "strength of the video augmentation, scaling the crop's area loss, the colour jitter "
-        "and the chances of jitter, greyscale and blur (paper: 1, SimCLR's; 0: flips only)",
-        "clip",
-        check=between(0, 1),
-    )
-    # model
-    video_depth: int = _opt(
-        9, "R(2+1)D depth, 9 or 18 (paper: 9; Sec. 6: 18)", "model", check=Check(lambda v: v in (9, 18), "9 or 18")
-    )
-    width: float = _opt(1.0, "channel multiplier (paper: 1.0; make demo: 0.125)", "model", check=POSITIVE)
-    # optimisation
-    batch_size: int = _opt(
-        224,
-        "global batch, split over processes (paper: 224; Sec. 6: 512)",
-        "optimisation",
-        check=Check(lambda v: v >= 2, "at least 2: batch norm needs two clips"),
-    )
-    lr: float = _opt(
-        1e-4,
-        "Adam learning rate of the warm-up and start of the cosine (paper: 1e-4; Sec. 6: 5e-4)",
-        "optimisation",
-        check=POSITIVE,
-    )
-    lr_min: float = _opt(1e-5, "end of the cosine (paper: 1e-5; Sec. 6: 5e-5)", "optimisation", check=at_least(0))
-    warmup_epochs: int = _opt(
-        400, "epochs of xID warm-up, eq. (1) (paper: 400; Sec. 6: 200)", "optimisation", check=at_least(0)
-    )
-    epochs: int = _opt(200, "epochs of the second stage with --loss (paper: 200)", "optimisation", check=at_least(0))
-    # method (Sec. 4)
-    loss: str = _opt(
-        "robust",
-        "second stage: " + " | ".join(f"{k} ({v.name})" for k, v in VARIANTS.items()) + " (paper: robust)",
-        "method",
-        check=one_of(*VARIANTS),
-    )
+    faulty_pool: str = _opt("", "media outside both splits for heldout; default ROOT/_heldout (synthetic.py's)", DATA)
+    frames: int = _opt(8, "frames per clip T (paper: 8; Sec. 6 also fine-tunes on 32)", CLIP, at_least(1))
+    fps: float = _opt(16.0, "frame rate (paper: 16)", CLIP, POSITIVE)
+    size: int = _opt(80, "crop side (paper: 80; Sec. 6: 112)", CLIP, SIDE)
+    audio_rate: int = _opt(11025, "audio sample rate in Hz (paper: 11025; Sec. 6: 24000)", CLIP, at_least(1000))
+    n_mels: int = _opt(80, "mel bands (paper: 80; Sec. 6: 128)", CLIP, at_least(8))
+    n_time: int = _opt(80, "spectrogram time steps over 2 s (paper: 80; Sec. 6: 128)", CLIP, at_least(8))
+    augment: float = _opt(1.0, "video augmentation strength (paper: 1, SimCLR's; 0: flips only)", CLIP, between(0, 1))
+    video_depth: int = _opt(9, "R(2+1)D depth (paper: 9; Sec. 6: 18)", MODEL, Check(lambda v: v in (9, 18), "9 or 18"))
+    width: float = _opt(1.0, "channel multiplier (paper: 1.0; make demo: 0.125)", MODEL, POSITIVE)
+    batch_size: int = _opt(224, "global batch, split over processes (paper: 224; Sec. 6: 512)", OPT, PAIR)
+    lr: float = _opt(1e-4, "Adam lr of the warm-up and the cosine's start (paper: 1e-4; Sec. 6: 5e-4)", OPT, POSITIVE)
+    lr_min: float = _opt(1e-5, "end of the cosine (paper: 1e-5; Sec. 6: 5e-5)", OPT, at_least(0))
+    warmup_epochs: int = _opt(400, "epochs of xID warm-up, eq. (1) (paper: 400; Sec. 6: 200)", OPT, at_least(0))
+    epochs: int = _opt(200, "epochs of the second stage with --loss (paper: 200)", OPT, at_least(0))
+    loss: str = _opt("robust", f"second stage: {LOSSES} (paper: robust)", METHOD, one_of(*VARIANTS))
     soft_targets: str = _opt(
-        "ccp",
-        " | ".join(SOFT_TARGET_STRATEGIES) + " (paper: ccp; oracle uses labels)",
-        "method",
-        check=one_of(*SOFT_TARGET_STRATEGIES),
+        "ccp", "eqs. (8)-(14); oracle uses the labels (paper: ccp)", METHOD, one_of(*SOFT_TARGET_STRATEGIES)
     )
-    num_negatives: int = _opt(1024, "negatives K per sample (paper: 1024)", "method", check=at_least(1))
-    tau: float = _opt(0.07, "temperature of eq. (2) (paper: 0.07)", "method", check=POSITIVE)
-    tau_s: float = _opt(
-        0.02, "temperature of the softening scores, eqs. (10)-(14) (paper: 0.02)", "method", check=POSITIVE
-    )
-    tau_t: float = _opt(
-        0.07, "temperature of the cycle terms of CCP, eqs. (13)-(14) (paper: 0.07)", "method", check=POSITIVE
-    )
-    lam: float = _opt(0.5, "mixing coefficient lambda of eqs. (8)-(9) (paper: 0.5)", "method", check=between(0, 1))
-    kappa: float = _opt(0.5, "kappa of eq. (6) (paper: 0.5)", "method", check=POSITIVE)
-    w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", "method", check=between(0, 1))
+    num_negatives: int = _opt(1024, "negatives K per sample (paper: 1024)", METHOD, at_least(1))
+    tau: float = _opt(0.07, "temperature of eq. (2) (paper: 0.07)", METHOD, POSITIVE)
+    tau_s: float = _opt(0.02, "temperature of the softening scores, eqs. (10)-(14) (paper: 0.02)", METHOD, POSITIVE)
+    tau_t: float = _opt(0.07, "temperature of CCP's cycle terms, eqs. (13)-(14) (paper: 0.07)", METHOD, POSITIVE)
+    lam: float = _opt(0.5, "mixing coefficient lambda of eqs. (8)-(9) (paper: 0.5)", METHOD, between(0, 1))
+    kappa: float = _opt(0.5, "kappa of eq. (6) (paper: 0.5)", METHOD, POSITIVE)
+    w_min: float = _opt(0.25, "w_min of eq. (6) (paper: 0.25)", METHOD, between(0, 1))
     delta: float = _opt(
-        -1.0,
-        "delta of eq. (6): the weights' midpoint at mu + delta sigma. -1 is this project's default, not "
-        "the paper's: the paper sets delta from the known noise level (Sec. 5.2), as demo.py does",
-        "method",
+        -1.0, "delta of eq. (6), midpoint mu + delta sigma; -1 is this project's, not the paper's", METHOD
     )
-    momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", "method", check=between(0, 1))
-    seed: int = _opt(
-        0, "seed of the model, bank, sampler, augmentations and injected faults", "method", check=at_least(0)
-    )
-    # engineering: speed and bookkeeping, not results
-    out: str = _opt(
-        "runs/demo", "run folder: ckpt.pt and log.jsonl", "engineering", check=Check(lambda v: v != "", "a folder")
-    )
-    init: str = _opt(
-        "",
-        "start from this checkpoint's model and bank (branch a second stage off a warm-up), with "
-        "a fresh Adam state, where one uninterrupted two-stage run keeps Adam's (the paper does not say)",
-        "engineering",
-    )
-    workers: int = _opt(
-        -1,
-        "DataLoader workers per process; -1: the cores available to each process (the affinity mask shared "
-        "by torchrun's processes on the node), at most 16, the count that delivered the most clips/s in "
-        "lab/results/gpu.md's loader table",
-        "engineering",
-        check=Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0"),
-    )
-    device: str = _opt(
-        "auto",
-        "auto: a usable GPU, else the CPU, warning where an NVIDIA device cannot be used | cuda, cuda:N: stop "
-        "when that GPU is not usable | cpu",
-        "engineering",
-        check=DEVICE,
-    )
+    momentum: float = _opt(0.5, "memory-bank EMA constant (paper: 0.5)", METHOD, between(0, 1))
+    seed: int = _opt(0, "seed of the model, bank, sampler, augmentations and injected faults", METHOD, at_least(0))
+    out: str = _opt("runs/demo", "run folder: ckpt.pt and log.jsonl", ENG, Check(lambda v: v != "", "a folder"))
+    init: str = _opt("", "start from this checkpoint's model and bank, with a fresh Adam state", ENG)
+    workers: int = _opt(-1, "DataLoader workers per process; -1: the cores per process, at most 16", ENG, WORKERS)
+    device: str = _opt("auto", "auto: a usable GPU, else the CPU | cuda, cuda:N: stop if unusable | cpu", ENG, DEVICE)
     preload: str = _opt(
         "auto",
-        "on: decode every video once into memory (the GPU's when training on one) and cut each batch's "
-        "clips there (media/in_memory.py) | off: a DataLoader decodes each clip (sets that do not fit, "
-        "e.g. Kinetics) | auto: on when the decoded set fits in half the free memory. Its audio differs "
-        "slightly from a seek's decode (AAC's restart), so a resume keeps the path",
-        "engineering",
-        check=one_of("auto", "on", "off"),
+        "on: decode every video once into memory (media/in_memory.py) | off: a DataLoader decodes each clip | "
+        "auto: on when it fits in half the free memory; its audio differs slightly, so a resume keeps the path",
+        ENG,
+        one_of("auto", "on", "off"),
     )
-    preload_cache: str = _opt(
-        "",
-        "with --preload: a folder where each decoded file is kept, so that the other processes of a run "
-        "(DDP ranks, demo.py's branches and evaluations) read it instead of decoding; empty: none",
-        "engineering",
-    )
-    amp: str = _opt(
-        "auto",
-        "bf16 | fp16 | off; auto = bf16 on a GPU, off on a CPU (paper: mixed precision; on some "
-        "CPUs bf16 gradients go non-finite: BENCHMARKS.md)",
-        "engineering",
-        check=one_of("auto", "bf16", "fp16", "off"),
-    )
-    channels_last: bool = _opt(True, "channels_last_3d video encoder on a GPU", "engineering")
-    save_every: int = _opt(
-        0,
-        "also keep OUT/ckpt_epochNNNN.pt after every Nth epoch (NNNN: log.jsonl's epoch), so that the run "
-        "can be evaluated along the way afterwards; 0: only the latest checkpoint",
-        "engineering",
-        check=at_least(0),
-    )
-    allow_config_change: bool = _opt(
-        False, "resume a run whose checkpoint has other result-changing settings", "engineering"
-    )
+    preload_cache: str = _opt("", "with --preload: a folder of decoded files the run's other processes read", ENG)
+    amp: str = _opt("auto", "auto: bf16 on a GPU, off on a CPU (paper: mixed precision)", ENG, one_of(*AMP))
+    channels_last: bool = _opt(True, "channels_last_3d video encoder on a GPU", ENG)
+    save_every: int = _opt(0, "also keep OUT/ckpt_epochNNNN.pt every Nth epoch; 0: only the latest", ENG, at_least(0))
+    allow_config_change: bool = _opt(False, "resume a run whose checkpoint has other result-changing settings", ENG)
 
 
+# fmt: off
 PRESETS = {
     "ablation": {},  # the dataclass defaults are the paper's Sec. 5.1 values
-    "sota": dict(
-        video_depth=18,
-        size=112,
-        audio_rate=24000,
-        n_mels=128,
-        n_time=128,
-        batch_size=512,
-        lr=5e-4,
-        lr_min=5e-5,
-        warmup_epochs=200,
-        epochs=200,
-    ),
-    # The larger synthetic regime, which README.md's longer demo runs: there the bank finds the faults at
-    # 50%. 64x64: at smaller inputs the stem's stride and max pool leave shapes a pixel or two wide.
-    # workers=0: with the clips preloaded, a loader worker only competes with the step for 2 cores
-    # (BENCHMARKS.md, "The training step on a CPU"). How it was chosen: lab/results/HISTORY.md.
-    "demo2000": dict(
-        data="data/synth2000",
-        size=64,
-        frames=4,
-        fps=4.0,
-        augment=0.5,
-        audio_rate=11025,
-        n_mels=40,
-        n_time=40,
-        width=0.25,
-        batch_size=32,
-        lr=1e-3,
-        lr_min=1e-4,
-        warmup_epochs=25,
-        epochs=6,
-        num_negatives=256,
-        workers=0,
-        preload="on",
-    ),
+    "sota": dict(video_depth=18, size=112, audio_rate=24000, n_mels=128, n_time=128,  # Sec. 6
+                 batch_size=512, lr=5e-4, lr_min=5e-5, warmup_epochs=200, epochs=200),
+    # The larger synthetic regime (README's longer demo): 64x64, as smaller inputs leave the stem's maps a pixel
+    # or two wide; workers=0, as with the clips preloaded a worker only competes with the step for 2 cores.
+    "demo2000": dict(data="data/synth2000", size=64, frames=4, fps=4.0, augment=0.5, audio_rate=11025, n_mels=40,
+                     n_time=40, width=0.25, batch_size=32, lr=1e-3, lr_min=1e-4, warmup_epochs=25, epochs=6,
+                     num_negatives=256, workers=0, preload="on"),
 }
-# make demo's regime: 1000 clips in sources of 2, a model half as wide, 2 frames a clip (1 s at 2 fps: the same
-# sound), 30 + 24 epochs (lab/results/demo_screen/: where the methods separate at 25% injected, demo_args.py's level).
-PRESETS["demo"] = PRESETS["demo2000"] | dict(
-    data="data/synth_src2p", width=0.125, frames=2, fps=2.0, warmup_epochs=30, epochs=24
-)
+# make demo's: half as wide, 2 frames a clip (1 s at 2 fps), 30 + 24 epochs (chosen in lab/results/demo_screen/).
+PRESETS["demo"] = PRESETS["demo2000"] | dict(data="data/synth_src2p", width=0.125, frames=2, fps=2.0,
+                                             warmup_epochs=30, epochs=24)
+# fmt: on
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are one line naming the program, the option and what it allows (not a screenful of
-    usage for a typo); `add_checked` adds an option with the Check its values must pass (evaluate.py's)."""
+    """argparse whose errors are one line naming the program and the option (not a screenful of usage for a typo);
+    `add_checked` adds an option with the Check its values must pass."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -325,8 +198,7 @@ def relations(cfg: Config) -> list[str]:
 
 
 def preset_named(argv: list[str]) -> str:
-    """The --preset an argument list names (its last, as argparse takes it), for --help's defaults;
-    ablation when none or an unknown one is named (the parser then says what is wrong)."""
+    """The --preset an argument list names (the last, as argparse), for --help's defaults; else ablation."""
     named = "ablation"
     for i, arg in enumerate(argv):
         value = arg.split("=", 1)[1] if arg.startswith("--preset=") else argv[i + 1] if arg == "--preset" else None
@@ -336,8 +208,7 @@ def preset_named(argv: list[str]) -> str:
 
 
 def parse_config(argv: list[str] | None = None, description: str | None = None) -> Config:
-    """--preset NAME, then any Config field as --field-name VALUE. An unknown option, a value a field
-    does not allow (its Check) or options that do not go together exit with one line (status 2)."""
+    """--preset NAME, then any field as --field-name VALUE; a bad option or value exits with one line (status 2)."""
     parser = OneLineParser(prog=Path(sys.argv[0]).name or "train.py", description=description)
     parser.add_argument(
         "--preset",
@@ -375,8 +246,7 @@ def parse_config(argv: list[str] | None = None, description: str | None = None) 
     return cfg
 
 
-# ----------------------------------------------------------------------------- what --device means
-
+# what --device means
 NVIDIA = "/proc/driver/nvidia/version"  # the NVIDIA kernel driver's: there on a GPU machine, usable or not
 
 
@@ -407,8 +277,8 @@ def cuda_problem() -> str | None:
 
 
 def resolve_device(request: str = "auto", say: bool = True) -> torch.device:
-    """--device auto | cuda | cuda:N | cpu. cuda without a usable GPU is an error; auto then takes the CPU, warning
-    in one line (`say`) where an NVIDIA device is present: a GPU run never falls back silently."""
+    """cuda without a usable GPU is an error; auto then takes the CPU, warning (`say`) where an NVIDIA device is
+    present: a GPU run never falls back silently."""
     if request == "cpu":
         return torch.device("cpu")
     problem = cuda_problem()
@@ -425,7 +295,7 @@ def resolve_device(request: str = "auto", say: bool = True) -> torch.device:
 
 
 def start_line(program: str, device: torch.device, world: int, precision: str, workers: int) -> str:
-    """What a run says first: where it computes, with how many processes, in which precision, with how many workers."""
+    """A run's first line: device, processes, precision, loader workers."""
     where = f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else str(device)
     return f"{program}: device {where}, world size {world}, precision {precision}, {workers} loader workers per process"
 

@@ -392,8 +392,7 @@ def data_options(p: OneLineParser) -> None:
     preload = "hold a split decoded in memory (auto: where it fits in half the free memory now, not as trained)"
     p.add_checked("--preload", one_of("auto", "on", "off"), default="auto", help=preload)
     p.add_checked("--clips", at_least(1), type=int, default=CLIPS, help="clips per video (paper: 10)")
-    workers = config.Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0")
-    p.add_checked("--workers", workers, type=int, default=-1, help="DataLoader workers (-1: as train.py's)")
+    p.add_checked("--workers", config.WORKERS, type=int, default=-1, help="DataLoader workers (-1: as train.py's)")
     p.add_checked("--device", config.DEVICE, default="auto", help="auto | cuda | cuda:N (stops if unusable) | cpu")
 
 
