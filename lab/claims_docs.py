@@ -54,8 +54,8 @@ def source_of(claim):
 
 
 def summary(folder, res, run=cr.FIRST_RUN):
-    """The README's short summary: how many claims have their seeds, which held, which did not, which
-    are untestable here, and the family-wise line; the rows are CLAIMS.md's."""
+    """The README's one line on the claims: how many have their seeds, and how many held, did not, or are
+    untestable here, family-wise too; which ones, with their rows, is CLAIMS.md's."""
     res = {**res, **cr.load_sweeps(folder)}  # the sweeps' settings, keyed beside the levels
     _, complete = readme_rows(res, run, folder)
     claims = run.claims + run.sweeps
@@ -70,22 +70,22 @@ def summary(folder, res, run=cr.FIRST_RUN):
         return f"No claim has all its planned seeds yet ({where}); the rows so far: [CLAIMS.md](lab/CLAIMS.md).\n"
     verdicts = {c.name: cr.judge(c, res)["verdict"] for c in claims}
 
-    def named(*starts):
-        return ", ".join(n for n, v in verdicts.items() if v.startswith(starts)) or "none"
-
     family = cr.family_wise(claims, res)
-    fw_held = ", ".join(n for n, p in family.items() if p < cr.ALPHA) or "none"
+    fw_held = sum(p < cr.ALPHA for p in family.values())
     waiting = [n for n, v in verdicts.items() if v.startswith("incomplete")]
+
+    def count(*starts):
+        return sum(v.startswith(starts) for v in verdicts.values())
+
     text = (
         f"{complete} of {len(claims)} claims have all their planned seeds, {where}, {run.code}. "
-        f"**Held**: {named('holds')}. **Contradicted or worse**: {named('contradicted', 'worse')}. "
-        f"**Not shown**: {named('not shown')}. **Inconclusive**: {named('inconclusive')}. "
-        f"**Untestable here**: {named('untestable')}. "
-        f"Family-wise (Holm across the {len(family)} judged 'A > B' claims), held: {fw_held}."
+        f"**Held: {count('holds')}**; contradicted or worse: {count('contradicted', 'worse')}; not shown: "
+        f"{count('not shown')}; inconclusive: {count('inconclusive')}; untestable here: {count('untestable')}; "
+        f"family-wise (Holm across the {len(family)} judged 'A > B' claims), held: {fw_held}."
     )
     if waiting:
-        text += f" **Waiting for their seeds**: {', '.join(waiting)}."
-    return text + " Every row, interval and table: [CLAIMS.md](lab/CLAIMS.md).\n"
+        text += f" Waiting for their seeds: {len(waiting)}."
+    return text + " Which, with every row, interval and table: [CLAIMS.md](lab/CLAIMS.md).\n"
 
 
 def waiting(folder, res, run):

@@ -213,7 +213,7 @@ def test_the_documents_change_only_after_their_marker(tmp_path):
         claims_docs.replace_after(doc, "<!-- VERDICT -->", "x")
 
 
-def test_the_readme_summary_names_what_held_and_what_was_contradicted(tmp_path, monkeypatch):
+def test_the_readme_summary_counts_what_held_and_what_was_contradicted(tmp_path, monkeypatch):
     from lab import claims_docs
 
     monkeypatch.setattr(cr, "SEEDS", {})
@@ -221,9 +221,9 @@ def test_the_readme_summary_names_what_held_and_what_was_contradicted(tmp_path, 
     monkeypatch.setattr(cr, "SEEDS", {"0%": 5})  # sized (the claims keep the counts they were built with)
     text = claims_docs.summary(tmp_path, settings(STEADY, NOISE))
     assert f"1 of {len(cr.CLAIMS) + len(cr.SWEEP_CLAIMS)} claims have all their planned seeds" in text
-    assert "**Held**: F3a." in text and "[CLAIMS.md](lab/CLAIMS.md)" in text
+    assert "**Held: 1**; contradicted or worse: 0;" in text and "[CLAIMS.md](lab/CLAIMS.md)" in text
     text = claims_docs.summary(tmp_path, settings([-g for g in STEADY], [0.0]))
-    assert "**Contradicted or worse**: F3a." in text and "held: none" in text
+    assert "**Held: 0**; contradicted or worse: 1;" in text and "claims), held: 0." in text
 
 
 def sweep_gaps(tmp_path, gaps_1shot, gaps_transfer=(0.0,)):
@@ -270,7 +270,7 @@ def test_a_baseline_at_its_ceiling_on_average_or_on_most_seeds_is_untestable_and
     assert cr.judge(f3a, res)["verdict"] == "untestable here (ceiling)"
     assert set(cr.family_wise(cr.CLAIMS, res).values()) == {1.0}  # in the family, with p = 1: a fixed family
     summary = claims_docs.summary(tmp_path, res) if cr.SEEDS else ""
-    assert not cr.SEEDS or "**Untestable here**: F3a." in summary
+    assert not cr.SEEDS or "untestable here: 1;" in summary
     # most seeds at 97% or more, the mean below it (one seed far down): untestable per seed
     seeds = sorted(res[0.5])
     for i, s in enumerate(seeds):
