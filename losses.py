@@ -139,10 +139,9 @@ def soft_xid_loss(
 ) -> Tensor:
     """eq. (7) [soft-xID]: -sum_j T_v(j|i) log P(abar_j|v_i) - sum_j T_a(j|i) log P(vbar_j|a_i). -> (B,)
 
-    Its gradient is -dL/dv_i = (1/tau) sum_j abar_j (T_v(j|i) - P(abar_j|v_i)). The printed
-    eq. (15) [update_rxid_1] writes P(abar_i|v_i) inside the sum; the index must be j (the posterior of
-    each candidate), which is what autograd computes here and tests/test_losses.py checks.
-    With one-hot T this is exactly xid_loss."""
+    Its gradient is eq. (15) [update_rxid_1], but for the posterior inside the sum: printed with the index
+    i, it must be each candidate's, index j. Autograd computes the latter, and tests/test_losses.py checks
+    it against the forces written out. With one-hot T this is exactly xid_loss."""
     logp_v = log_posterior(v, abar, tau)  # (B, 1+K)
     logp_a = log_posterior(a, vbar, tau)  # (B, 1+K)
     return -(T_v * logp_v).sum(1) - (T_a * logp_a).sum(1)  # (B,)

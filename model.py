@@ -119,8 +119,8 @@ def projection_head(in_dim: int, out_dim: int = 128) -> nn.Sequential:
     L2-normalised by AVModel.
 
     Deviation: the BatchNorms are this project's. The paper's head is "as in SimCLR" (Sec. 5.1); SimCLR
-    v1's and the authors' AVID-CMA code's are Linear-ReLU-Linear, without BatchNorm. The xID gradient
-    (ā_i - sum_j P_j ā_j)/tau has no component along the mean of the targets, so without the final one
+    v1's and the authors' AVID-CMA code's are Linear-ReLU-Linear, without BatchNorm. The xID gradient,
+    eqs. (3)-(4), has no component along the mean of the targets, so without the final one
     nothing removes an offset shared by all embeddings, and the bank's two modalities drift into opposite
     caps of the sphere. Measured (`python -m lab.head_bn`, lab/results/HISTORY.md): without it, make demo's
     warm-up ends its 5 epochs with the bank scores' mean negative and falling, and its bank ranks classes

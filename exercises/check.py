@@ -1,8 +1,9 @@
 """Checks a student's pieces of the method against the reference and says what differs. TOUR.md, "Exercises".
 
-Four exercises: eq. (6)'s weights, the CCP soft targets of eqs. (8)-(9) and (13)-(14), the memory bank's
-EMA update (Sec. 3) and the gradient of eqs. (3)-(4). Each is run on a few seeded inputs and compared
-with what the full library gives there (losses.py, memory_bank.py, autograd).
+Four exercises: eq. (6)'s weights, CCP's softening scores of eqs. (13)-(14), the memory bank's EMA update
+of a batch's rows (Sec. 3) and the gradient of eqs. (3)-(4), each with one contract in the repository and in a
+handout (student.py's function has the name and arguments of the library's). Each is run on a few seeded
+inputs and compared with what the full library gives there (losses.py, memory_bank.py, autograd).
 
     python -m exercises.check                       # all four
     python -m exercises.check weights targets       # some of them: weights targets ema gradient
@@ -31,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import losses
+import memory_bank
 from memory_bank import MemoryBank
 
 B, K, D, N = 6, 9, 16, 20
@@ -82,23 +84,25 @@ def weights_cases(g) -> Iterator[Case]:
     for delta, kappa, w_min in ((-1.0, 0.5, 0.25), (0.5, 1.0, 0.1), (0.0, 0.25, 0.6)):
         args = {"scores": scores, "mu": mu, "sigma": sigma, "delta": delta, "kappa": kappa, "w_min": w_min}
         yield f"eq. (6) at delta={delta}, kappa={kappa}, w_min={w_min}", args, losses.sample_weights(**args)
+    equal = torch.full((50,), 0.3)  # a bank whose scores are all equal: sigma = 0, every weight (1 + w_min) / 2
+    args = {"scores": equal, "mu": float(equal[0]), "sigma": 0.0, "delta": -1.0, "kappa": 0.5, "w_min": 0.25}
+    yield "eq. (6) at sigma=0 (all scores equal)", args, losses.sample_weights(**args)
 
 
 def targets_cases(g) -> Iterator[Case]:
     vbar, abar = _unit(B, 1 + K, D, g=g), _unit(B, 1 + K, D, g=g)
-    for lam, tau_s, tau_t in ((0.5, 0.02, 0.07), (0.3, 0.1, 0.5), (0.0, 0.05, 0.07)):
-        args = {"vbar": vbar, "abar": abar, "lam": lam, "tau_s": tau_s, "tau_t": tau_t}
-        expected = losses.soft_targets(vbar, abar, "ccp", lam=lam, tau_s=tau_s, tau_t=tau_t)
-        yield f"at lam={lam}, tau_s={tau_s}, tau_t={tau_t}", args, expected
+    for tau_s, tau_t in ((0.02, 0.07), (0.1, 0.5), (0.05, 0.02)):
+        args = {"vbar": vbar, "abar": abar, "tau_s": tau_s, "tau_t": tau_t}
+        yield f"at tau_s={tau_s}, tau_t={tau_t}", args, losses.ccp_similarity(vbar, abar, tau_s, tau_t)
 
 
 def ema_cases(g) -> Iterator[Case]:
     for momentum in (0.5, 0.9):
         bank = MemoryBank(N, dim=D, momentum=momentum, seed=3)
         idx = torch.randperm(N, generator=g)[:B]  # (B,) distinct slots
-        args = {"memory": bank.video.clone(), "idx": idx, "features": _unit(B, D, g=g), "momentum": momentum}
-        bank.update(idx, args["features"], args["features"])
-        yield f"the bank after one update at momentum {momentum}", args, bank.video.clone()
+        args = {"rows": bank.video[idx].clone(), "features": _unit(B, D, g=g), "momentum": momentum}
+        bank.update(idx, args["features"], args["features"])  # the rows as training writes them
+        yield f"the batch's rows after one update at momentum {momentum}", args, bank.video[idx].clone()
 
 
 def gradient_cases(g) -> Iterator[Case]:
@@ -121,8 +125,8 @@ class Exercise:
 
 EXERCISES = {
     "weights": Exercise(1, "sample_weights", weights_cases),
-    "targets": Exercise(2, "ccp_targets", targets_cases, atol=1e-4, parts=("T_v", "T_a")),
-    "ema": Exercise(3, "ema_update", ema_cases),
+    "targets": Exercise(2, "ccp_similarity", targets_cases, atol=1e-4, parts=("S_v", "S_a")),
+    "ema": Exercise(3, "ema_rows", ema_cases),
     "gradient": Exercise(4, "xid_video_gradient", gradient_cases, atol=1e-4),
 }
 
@@ -132,26 +136,11 @@ def reference_values():
     return {name: list(ex.cases(torch.Generator().manual_seed(ex.number))) for name, ex in EXERCISES.items()}
 
 
-def _ema_in_the_bank(memory, idx, features, momentum):
-    """Exercise 3 as the handout's student writes it: memory_bank.ema_rows, through MemoryBank.update."""
-    bank = MemoryBank(memory.shape[0], dim=memory.shape[1], momentum=momentum)
-    bank.video.copy_(memory)
-    bank.audio.copy_(memory)
-    bank.update(idx, features, features)
-    return bank.video
-
-
 def in_the_handout(name, student):
-    """Where a handout's student writes exercise `name`, called as exercises/student.py's function is."""
-    if name == "weights":
-        return losses.sample_weights
-    if name == "targets":  # losses.ccp_similarity, which soft_targets mixes with the one-hot target
-        return lambda vbar, abar, lam, tau_s, tau_t: losses.soft_targets(
-            vbar, abar, "ccp", lam=lam, tau_s=tau_s, tau_t=tau_t
-        )
-    if name == "ema":
-        return _ema_in_the_bank
-    return getattr(importlib.import_module(student), EXERCISES[name].function)
+    """Where a handout's student writes exercise `name`: the library's function of the same name and
+    contract as exercises/student.py's, but the gradient, which stays in `student`."""
+    where = {"weights": losses, "targets": losses, "ema": memory_bank}.get(name)
+    return getattr(where or importlib.import_module(student), EXERCISES[name].function)
 
 
 def check(name, fn, cases):

@@ -7,7 +7,7 @@ while the checker and the tests grade what they write. TOUR.md, "Exercises".
 What OUT_DIR holds, against the repository (its tracked files, committed or not):
   - losses.sample_weights (exercise 1, eq. (6)), losses.ccp_similarity (exercise 2, eqs. (13)-(14)) and
     memory_bank.ema_rows (exercise 3, Sec. 3) raise NotImplementedError, with the exercise's
-    instructions as their docstrings; an import only their bodies used goes with them.
+    instructions as their docstrings (exercises/student.py's, the same contract); their imports stay.
   - exercises/student.py holds exercise 4 alone (eqs. (3)-(4)): training leaves the gradient to
     autograd, so no library function holds it.
   - exercises/solutions.py is left out. exercises/reference_values.pt holds the checker's inputs and
@@ -154,8 +154,8 @@ def tour_exercises():
 
 
 def blank(source, function, instructions, exercise):
-    """`source` with `function`'s body replaced by its instructions and a NotImplementedError; the
-    imports that only its body used are dropped, as a linter would flag them."""
+    """`source` with `function`'s body replaced by its instructions and a NotImplementedError. The imports
+    its body used stay, for the student's answer (the copy's pyproject.toml lets them go unused until then)."""
     tree = ast.parse(source)
     node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
     lines = source.splitlines(keepends=True)
@@ -164,8 +164,7 @@ def blank(source, function, instructions, exercise):
     todo = f"exercise {exercise[0]}: write it from its docstring, then python -m exercises.check {exercise[1]}"
     body = [f'{pad}"""{doc}\n', f'{pad}raise NotImplementedError("{todo}")\n']
     start, end = node.body[0].lineno - 1, node.end_lineno
-    out = "".join(lines[:start] + body + lines[end:])
-    return _drop_unused_imports(out, used_before=_names(tree))
+    return "".join(lines[:start] + body + lines[end:])
 
 
 def _names(tree):
@@ -253,6 +252,10 @@ def edits():
         commands = replace(commands, old, new, "tests/test_commands.py")
     out["tests/test_commands.py"] = commands
     out["tests/test_exercises.py"] = TEST_EXERCISES
+    pyproject, ignores = (ROOT / "pyproject.toml").read_text(), "[tool.ruff.lint.per-file-ignores]\n"
+    blanked = sorted({b[0] for b in BLANKS})
+    unused = "".join(f'"{f}" = ["F401"]  # a blank keeps the imports its answer needs\n' for f in blanked)
+    out["pyproject.toml"] = replace(pyproject, ignores, ignores + unused, "pyproject.toml")
     return out
 
 

@@ -10,27 +10,24 @@ import torch.nn.functional as F
 
 
 def sample_weights(scores, mu, sigma, delta, kappa, w_min):
-    mean, std = mu + delta * sigma, sigma * math.sqrt(kappa)  # the normal of eq. (6)
+    mean, std = mu + delta * sigma, max(sigma * math.sqrt(kappa), 1e-12)  # the normal of eq. (6); finite at sigma 0
     cdf = 0.5 * (1 + torch.erf((scores - mean) / (std * math.sqrt(2))))  # (B,) C_N(s_i)
     return w_min + (1 - w_min) * cdf  # (B,) t_{w_min}
 
 
-def ccp_targets(vbar, abar, lam, tau_s, tau_t):
-    B, C, _ = vbar.shape
+def ccp_similarity(vbar, abar, tau_s, tau_t):
     vi, ai = vbar[:, :1], abar[:, :1]  # (B, 1, D) the sample's own targets
     agree_i = (vi * ai).sum(-1)  # (B, 1)   vbar_i . abar_i
     agree_j = (vbar * abar).sum(-1)  # (B, 1+K) vbar_j . abar_j
     S_v = torch.softmax(agree_i / tau_t + (ai * vbar).sum(-1) / tau_s + agree_j / tau_t, dim=1)  # (B, 1+K)
     S_a = torch.softmax(agree_i / tau_t + (vi * abar).sum(-1) / tau_s + agree_j / tau_t, dim=1)  # (B, 1+K)
-    onehot = torch.zeros(B, C)
-    onehot[:, 0] = 1
-    return (1 - lam) * onehot + lam * S_v, (1 - lam) * onehot + lam * S_a
+    return S_v, S_a
 
 
-def ema_update(memory, idx, features, momentum):
-    new = memory.clone()
-    for slot, f in zip(idx.tolist(), features):
-        new[slot] = F.normalize(momentum * memory[slot] + (1 - momentum) * f, dim=0)
+def ema_rows(rows, features, momentum):
+    new = torch.empty_like(rows)
+    for i, (m, f) in enumerate(zip(rows, features)):  # one memory slot at a time
+        new[i] = F.normalize(momentum * m + (1 - momentum) * f, dim=0)
     return new
 
 

@@ -12,23 +12,24 @@ wrong piece does, break a reference on purpose: the checker's message says how f
 def sample_weights(scores, mu, sigma, delta, kappa, w_min):
     """Exercise 1, eq. (6): w_i = t_{w_min}(C_N(s_i; mu + delta sigma, kappa sigma^2)), where C_N is the
     CDF of a normal with that mean and variance and t_{w_min}(x) = w_min + (1 - w_min) x.
-    scores (B,) float; mu, sigma floats -> weights (B,) in [w_min, 1]. Hint: torch.special.ndtr."""
+    scores (B,) float; mu, sigma floats -> weights (B,) in [w_min, 1]. A bank whose scores are all equal
+    has sigma = 0: keep the result finite there. Hint: torch.special.ndtr."""
     raise NotImplementedError("exercise 1: eq. (6)'s weights")
 
 
-def ccp_targets(vbar, abar, lam, tau_s, tau_t):
-    """Exercise 2, eqs. (8)-(9) with S from CCP, eqs. (13)-(14). vbar, abar (B, 1+K, D) are the bank
+def ccp_similarity(vbar, abar, tau_s, tau_t):
+    """Exercise 2, eqs. (13)-(14): CCP's softening scores S, which losses.soft_targets mixes with the one-hot
+    target into T = (1 - lam) onehot(0) + lam S (eqs. (8)-(9)). vbar, abar (B, 1+K, D) are the bank
     targets of each sample's candidates, column 0 the sample itself. S_v(j|i) is a softmax over j of
     vbar_i.abar_i / tau_t + abar_i.vbar_j / tau_s + vbar_j.abar_j / tau_t, and S_a(j|i) the same with
-    abar_i.vbar_j replaced by vbar_i.abar_j. T = (1 - lam) onehot(0) + lam S.
-    -> (T_v, T_a), each (B, 1+K), rows summing to 1."""
-    raise NotImplementedError("exercise 2: the CCP soft targets of eqs. (8)-(9), (13)-(14)")
+    abar_i.vbar_j replaced by vbar_i.abar_j. -> (S_v, S_a), each (B, 1+K), rows summing to 1."""
+    raise NotImplementedError("exercise 2: CCP's softening scores, eqs. (13)-(14)")
 
 
-def ema_update(memory, idx, features, momentum):
-    """Exercise 3, the bank's update (Sec. 3, AVID): m_i <- normalize(momentum m_i + (1 - momentum) f_i)
-    for the slots idx of the batch, every other slot unchanged. memory (N, D) unit rows, idx (B,)
-    distinct slots, features (B, D) -> the new memory (N, D); do not modify `memory` in place."""
+def ema_rows(rows, features, momentum):
+    """Exercise 3, the bank's update (Sec. 3, AVID): the new memory of each row of the batch,
+    m_i <- normalize(momentum m_i + (1 - momentum) f_i), of unit length. rows (the memories m_i of the
+    batch's slots), features (the encoder outputs f_i): (B, D) -> (B, D); MemoryBank.update writes them back."""
     raise NotImplementedError("exercise 3: the memory bank's EMA update")
 
 

@@ -4,7 +4,7 @@ head AVID-CMA and SimCLR v1 use: Linear-BN-ReLU-Linear), and each epoch's bank s
 
     python -m lab.head_bn [--epochs 5] [--seed 0]     # about 3 min per arm on 2 cores; prints a markdown table
 
-The xID gradient (abar_i - sum_j P_j abar_j) / tau has no component along the mean of the targets, so
+The xID gradient, eqs. (3)-(4), has no component along the mean of the targets, so
 without the final BatchNorm nothing removes an offset shared by every embedding: the bank scores vbar_i .
 abar_i (mu) drift negative, the two modalities settle in opposite caps of the sphere, and the bank ranks
 neither classes nor faults. lab/results/HISTORY.md holds the table this printed.

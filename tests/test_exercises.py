@@ -50,15 +50,40 @@ def test_a_wrong_piece_is_caught_and_the_message_says_how_it_differs(monkeypatch
     wrong.sample_weights = lambda s, mu, sigma, delta, kappa, w_min: solutions.sample_weights(
         s, mu, sigma, delta, kappa, 0.25
     )
-    wrong.ccp_targets = lambda vbar, abar, lam, tau_s, tau_t: solutions.ccp_targets(vbar, abar, 1 - lam, tau_s, tau_t)
-    wrong.ema_update = lambda m, idx, f, momentum: solutions.ema_update(m, idx, f, 1 - momentum)
+    wrong.ccp_similarity = lambda vbar, abar, tau_s, tau_t: solutions.ccp_similarity(vbar, abar, tau_t, tau_s)
+    wrong.ema_rows = lambda rows, f, momentum: solutions.ema_rows(rows, f, 1 - momentum)
     wrong.xid_video_gradient = lambda v, abar, tau: solutions.xid_video_gradient(v, abar, tau)[:, :-1]
     monkeypatch.setitem(sys.modules, "wrong", wrong)
     report = check.run("wrong", list(check.EXERCISES))
     assert any("w_min=0.1" in p and "differs by up to" in p for p in report["weights"])  # the ignored w_min shows
-    assert report["targets"] and all("lam=" in p for p in report["targets"])
-    assert report["ema"] == ["the bank after one update at momentum 0.9: " + report["ema"][0].split(": ", 1)[1]]
+    assert report["targets"] and all("tau_s=" in p for p in report["targets"])  # the temperatures swapped
+    assert report["ema"] == ["the batch's rows after one update at momentum 0.9: " + report["ema"][0].split(": ", 1)[1]]
     assert report["gradient"][0].startswith("dL/dv at tau=0.07: shape (6, 15), expected (6, 16)")
+
+
+def test_weights_that_divide_by_a_zero_sigma_are_caught_as_not_finite(monkeypatch):
+    """The stated edge case: a bank whose scores are all equal (sigma = 0) must give finite weights."""
+    naive = types.ModuleType("naive_student")
+    naive.sample_weights = lambda s, mu, sigma, delta, kappa, w_min: (
+        w_min + (1 - w_min) * torch.special.ndtr((torch.as_tensor(s) - mu - delta * sigma) / (sigma * kappa**0.5))
+    )
+    monkeypatch.setitem(sys.modules, "naive_student", naive)
+    assert check.run("naive_student", ["weights"]) == {
+        "weights": ["eq. (6) at sigma=0 (all scores equal): holds NaN or inf"]
+    }
+
+
+def test_each_exercise_has_the_contract_of_the_library_piece_a_handout_blanks():
+    """One contract in both copies: the repository's student.py function has the name and arguments of the
+    library function a handout's student writes (the gradient, which no library function holds, aside)."""
+    import losses
+    import memory_bank
+
+    for name, module in (("weights", losses), ("targets", losses), ("ema", memory_bank)):
+        fn = check.EXERCISES[name].function
+        library = list(inspect.signature(getattr(module, fn)).parameters)
+        assert list(inspect.signature(getattr(solutions, fn)).parameters) == library, name
+        assert check.in_the_handout(name, "exercises.solutions") is getattr(module, fn)
 
 
 def test_unknown_exercise_names_fail_loudly(capsys):
@@ -71,16 +96,16 @@ def test_array_like_answers_are_compared_by_value(monkeypatch):
     """A student who works in NumPy or returns lists: a right answer matches, a wrong one says how far off."""
     as_numpy = types.ModuleType("numpy_student")
     as_numpy.sample_weights = lambda *args: solutions.sample_weights(*args).numpy()
-    as_numpy.ccp_targets = lambda *args: tuple(t.numpy() for t in solutions.ccp_targets(*args))
-    as_numpy.ema_update = lambda *args: solutions.ema_update(*args).tolist()
+    as_numpy.ccp_similarity = lambda *args: tuple(t.numpy() for t in solutions.ccp_similarity(*args))
+    as_numpy.ema_rows = lambda *args: solutions.ema_rows(*args).tolist()
     as_numpy.xid_video_gradient = lambda *args: solutions.xid_video_gradient(*args).double().numpy()
     monkeypatch.setitem(sys.modules, "numpy_student", as_numpy)
     assert check.main([], student="numpy_student") == 0
     as_numpy.sample_weights = lambda *args: solutions.sample_weights(*args).numpy() + 0.01
-    as_numpy.ema_update = lambda *args: "the bank"
+    as_numpy.ema_rows = lambda *args: "the bank"
     report = check.run("numpy_student", ["weights", "ema"])
     assert all("differs by up to 0.01" in p for p in report["weights"])
-    assert report["ema"][0].endswith("expected a tensor or an array of shape (20, 16), got str")
+    assert report["ema"][0].endswith("expected a tensor or an array of shape (6, 16), got str")
 
 
 def test_in_a_handout_the_library_is_graded_against_the_stored_answers(monkeypatch, tmp_path):

@@ -34,8 +34,20 @@ ANSWERS = {
     "weights": r"\bndtr\b|\berf\b|\bnormal_cdf\b",  # eq. (6)'s normal CDF
     "targets": r"/ tau_t\b",  # CCP's correspondence terms, eqs. (13)-(14)
     "ema": r"1 - momentum|momentum \*|0\.5 \* \w+ (\[ \w+ \] )?\+ 0\.5 \*",  # the EMA's mix
-    "gradient": r"- P_[vaVA]\b|\( expected - abar",  # eqs. (3)-(4): sum_j P_j abar_j - abar_i, or T - P
+    "gradient": r"- P_[vaVA]\b|\( expected - abar",  # eqs. (3)-(4), as the solution or the forces write it
 }
+
+# exercise 4's answer written out in words or symbols, as a docstring, comment or document might state it
+GRADIENT_IN_TEXT = (
+    r"sum_j[ ]P_j|P_j[ ](abar|ā)_j|T_[va]\(j\|i\) ?- ?P|1 - P\((abar|ā)_i|(abar|ā)_i - sum_j|- (abar|ā)_i\) ?/ ?tau"
+)
+
+
+def gradient_stated_in(root):
+    """The .py and .md files under `root` whose text (docstrings, comments and documents included) writes
+    out the gradient of eqs. (3)-(4)."""
+    paths = [p for p in sorted(root.rglob("*")) if p.suffix in (".py", ".md") and not {".git", ".venv"} & set(p.parts)]
+    return [str(p.relative_to(root)) for p in paths if re.search(GRADIENT_IN_TEXT, p.read_text())]
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +136,12 @@ def test_the_copy_leaves_out_the_solutions_and_blanks_only_the_exercised_pieces(
     # the worked example of testing a gradient stays whole: gradcheck of eq. (17) for every method
     gradients = (ROOT / "tests/test_gradients.py").read_text()
     assert (copy / "tests/test_gradients.py").read_text() == gradients and "torch.autograd.gradcheck" in gradients
+
+
+def test_no_docstring_comment_or_document_of_the_copy_states_exercise_4s_gradient(copy):
+    assert gradient_stated_in(copy) == []
+    # the pattern can fail: the repository's solution and the analytic test the copy strips write it out
+    assert {"exercises/solutions.py", "tests/test_losses.py"} <= set(gradient_stated_in(ROOT))
 
 
 def test_the_answer_patterns_find_every_piece_where_the_repository_computes_it():
