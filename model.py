@@ -66,7 +66,8 @@ class VideoEncoder(nn.Module):
 
     def feature_map(self, x: Tensor) -> Tensor:
         """The last conv feature map, used for retrieval: (B, 3, T, H, W) -> (B, 512, ceil(T/8), ceil(H/32),
-        ceil(W/32)), e.g. (B, 512, 1, 4, 4) for 8x112x112 clips and (B, 512, 1, 2, 2) for the demo's 4x64x64."""
+        ceil(W/32)) at width 1, e.g. (B, 512, 1, 4, 4) for 8x112x112 clips; make demo's 2x64x64 clips at width
+        0.125 give (B, 64, 1, 2, 2)."""
         return self.stages(self.stem(x))
 
     def forward(self, x: Tensor) -> Tensor:
