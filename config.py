@@ -7,6 +7,7 @@ The engineering group changes speed, not results; which fields stop a resume is 
 """
 
 import argparse
+import difflib
 import math
 import re
 import sys
@@ -169,6 +170,11 @@ class OneLineParser(argparse.ArgumentParser):
         return parsed
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments: "):  # a typo: name the option it was probably meant as
+            known = [flag for flag in self._option_string_actions if flag.startswith("--")]
+            for typed in (a.split("=")[0] for a in message.split(": ", 1)[1].split() if a.startswith("--")):
+                if near := difflib.get_close_matches(typed, known, n=1):
+                    message += f"; {typed}: did you mean {near[0]}?"
         self.exit(2, f"{self.prog}: {message} (--help lists the options)\n")
 
 

@@ -71,6 +71,14 @@ def test_a_bad_training_option_ends_in_one_line_naming_it(capsys, option, value)
         assert value in err or str(float(value)) in err, err
 
 
+def test_a_mistyped_option_names_the_nearest_one(capsys):
+    err = one_line_error(capsys, ["--lamda", "0.3", "--tua=0.1"])
+    assert "unrecognized arguments: --lamda 0.3 --tua=0.1" in err, err
+    assert "--lamda: did you mean --lam?" in err and "--tua: did you mean --tau?" in err, err
+    err = one_line_error(capsys, ["fewshot", "ckpt.pt", "--trails", "3"], parse=evaluate.main)
+    assert "--trails: did you mean --trials?" in err, err
+
+
 def test_warmup_and_second_stage_of_zero_epochs_are_refused(capsys):
     err = one_line_error(capsys, ["--warmup-epochs", "0", "--epochs", "0"])
     assert "nothing to train" in err
