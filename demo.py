@@ -46,6 +46,7 @@ from media import loader_workers
 from tools import analyse, synthetic
 from tools.bank_report import BankReport
 from tools.demo_report import (
+    BESIDE,
     COLUMNS,
     TRANSFER,
     compare,
@@ -374,10 +375,16 @@ def main(argv=None):
     shown = shown_method(args.methods)  # the branch whose evaluation pictures demo.md shows
     minutes, shown = (time.time() - t0) / 60, (branch_name(args, shown), method_name(shown))
     table, numbers, *pictures = write_results(args, results, deltas, root, minutes, argv, reused, shown)
+    said = []  # what stdout shows goes into demo.md too: the comparison, the seeds' spread, the time split
     if args.compare:
         spread = paired_spread({faulty: setting_key(args, faulty) for faulty in args.faulty})
-        print(compare(results, json.loads(Path(args.compare).read_text()), args, spread))
-    print("\n" + time_split(split["data"], [ran for _, _, ran in done if ran], time.time() - t0))
+        said.append(BESIDE + compare(results, json.loads(Path(args.compare).read_text()), args, spread))
+    said.append(
+        "## Where the time went\n\n" + time_split(split["data"], [ran for _, _, ran in done if ran], time.time() - t0)
+    )
+    with open(table, "a") as md:
+        md.write("\n" + "\n\n".join(said) + "\n")
+    print("\n" + "\n\n".join(said))
     beside = f", and beside it {len(pictures)} pictures it links: {', '.join(p.name for p in pictures)}"
     print(f"\n[demo] wrote {table} (the table; its numbers: {numbers.name}){beside if pictures else ''}")
 

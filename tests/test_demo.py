@@ -157,10 +157,18 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, c
             "15",
             "--width",
             "0.125",
+            "--compare",
+            str(Path(demo.__file__).parent / "lab" / "results" / "demo.json"),
         ]
     )
     saved = json.loads((tmp_path / "res" / "demo.json").read_text())
     assert [sorted(r) for r in saved["results"]] == [["0.5"], ["0.5"]]
+    table = (tmp_path / "res" / "demo.md").read_text()  # what stdout says is in demo.md too
+    beside = table.split("## This run beside the reference, and the seeds' spread\n", 1)[1]
+    assert (
+        "50%: the reference has no such setting" in beside and " threads. The same seed on another CPU kind" in beside
+    )
+    assert "## Where the time went\n\nTime split: data generation" in table
     files = sorted(p.name for p in (tmp_path / "res" / "demo_settings").iterdir())
     assert files == ["seed0_faulty50.json", "seed1_faulty50.json"]
     assert "over 2 seeds" in (tmp_path / "res" / "demo.md").read_text()

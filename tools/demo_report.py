@@ -143,6 +143,9 @@ def seed_range(diffs):
     return mean(diffs) - half, mean(diffs) + half
 
 
+BESIDE = "## This run beside the reference, and the seeds' spread\n"  # demo.md's heading of compare's text
+
+
 def compare(results, reference, args, spread=None):
     """This run's means beside a reference's (a committed demo.json of the same settings), then each method's
     difference from xID beside the range the committed seeds at this regime put it in (`spread`: paired_spread's)."""
@@ -194,8 +197,9 @@ def compare(results, reference, args, spread=None):
                 cells.append(f"{d:+.1f}, {where} {lo:+.1f} … {hi:+.1f} ({len(seen)} seeds)" if band else "-")
             lines.append(f"| {method_name(m)} | " + " | ".join(cells) + " |")
     lines.append(
-        "\nThe same seed on another machine or thread count also differs by float rounding, which grows over "
-        "training; the reference's demo.md has its command and timing. Over seeds: `python -m lab.sweep` (README)."
+        f"\nThis run: {cpu_kind()}. The same seed on another CPU kind or thread count deals another table: its kernels "
+        "(AVX2, AVX-512, AMX) and reduction orders round differently, and the difference grows over training (the "
+        "reference's demo.md has its command and timing). Over seeds: `python -m lab.sweep` (README)."
     )
     return "\n".join(lines)
 
