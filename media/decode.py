@@ -1,13 +1,9 @@
-"""Reading frames and audio out of video files with PyAV (paper Sec. 5.1's clips), one thread each.
+"""Reading a clip's frames and audio out of a video file with PyAV (paper Sec. 5.1's clips), one thread each.
 
-    read_clip       T frames at fps from a start time, and the audio window around them (or another
-                    file's audio, for an injected faulty positive)
-    decode_frames   frames shown at start + k/fps: seek to the keyframe before, decode forward
-    decode_indexed  the same frames of a prepared video through its frame index (VIDEO.index), without
-                    opening the container, in a decoder kept open between clips
-    decode_audio    mono audio resampled to the training rate, zero-padded only past the stream's end
-
-Used by data.py (items) and media/in_memory.py (whole files). Tests: tests/test_data.py
+read_clip gives T frames at fps from a start time and the audio window around them (or another file's, for an
+injected faulty positive, Sec. 5.2). A copy made by `python -m tools.prepare SRC DST` is read through its frame
+index and PCM sidecar, without opening the container; any other file through the container. Both give the same
+frames and samples (tests/test_prepare.py; speeds: lab/BENCHMARKS.md, "Data loading"). Tests: tests/test_data.py
 """
 
 import json
@@ -26,23 +22,17 @@ from av.video.reformatter import VideoReformatter
 if TYPE_CHECKING:  # for annotations only
     from augment import ClipSpec
 
-DECODER_THREADS = 1  # per opened stream; FFmpeg's 0 means one per core of the affinity mask
-# The root cause of slow loader workers on a many-core box: PyAV's frame conversion (to_ndarray ->
-# swscale) defaults to threads=0, a pool of one thread per core of the affinity mask, built and torn
-# down for every frame (measured in BENCHMARKS.md, "Data loading"); a worker held to one core was
-# fast only because its mask sized that pool to 1.
+# One decoder and one swscale thread per stream: FFmpeg's and PyAV's default, 0, starts a pool of one thread per
+# core of the affinity mask for every file (decoding) or every frame (swscale), which is what made loader
+# workers slow on a many-core box (lab/BENCHMARKS.md, "Data loading").
+DECODER_THREADS = 1
 SWSCALE_THREADS = 1
-
-
-# The demuxer a file's suffix names, so that opening skips FFmpeg's probe of every demuxer (a quarter
-# of an open: BENCHMARKS.md, "Data loading"); a file whose suffix lies is opened again with the probe.
+# The demuxer a suffix names: opening then skips FFmpeg's probe (a quarter of an open); a lying suffix is probed.
 DEMUXER_OF_SUFFIX = {".mp4": "mp4", ".m4v": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "matroska"}
 
 
 def open_media(path: str | Path) -> av.container.InputContainer:
-    """av.open with DECODER_THREADS decoder threads per stream. FFmpeg's default, 0, sizes a slice
-    thread pool from the process's affinity mask (16 threads on a 16-core box), started and joined
-    again for every file a clip read opens: for a clip of 8 small frames that is pure overhead."""
+    """av.open with DECODER_THREADS decoder threads per stream."""
     demuxer = DEMUXER_OF_SUFFIX.get(Path(path).suffix.lower())
     try:
         container = av.open(str(path), format=demuxer)
@@ -57,11 +47,9 @@ def open_media(path: str | Path) -> av.container.InputContainer:
 
 
 def decode_frames(container: av.container.InputContainer, start: float, num_frames: int, fps: float) -> torch.Tensor:
-    """Frames shown at times start + k/fps, k < num_frames: (T, H, W, 3) uint8.
-
-    Seeks to the keyframe before `start` and decodes forward. Each target time takes the last frame
-    whose timestamp is at or before it, so a source slower than `fps` repeats frames and a faster
-    one skips them. Past the end of the stream the last frame repeats."""
+    """Frames shown at times start + k/fps, k < num_frames: (T, H, W, 3) uint8. Seeks to the keyframe before
+    `start` and decodes forward; each time takes the last frame at or before it (a slower source repeats
+    frames, a faster one skips them), and past the end of the stream the last frame repeats."""
     stream = container.streams.video[0]
     container.seek(max(0, int(start / stream.time_base)), stream=stream, backward=True)
     timed = ((f.time if f.time is not None else 0.0, f) for f in container.decode(stream))
@@ -84,22 +72,19 @@ def _pick(timed: Iterator[tuple[float, av.VideoFrame]], start: float, num_frames
     if prev is None:
         raise RuntimeError(f"no video frame decoded at or after {start:.2f}s")
     picked += [prev] * (num_frames - k)
-    # One converter for the clip: VideoFrame.to_ndarray builds a swscale context for every frame, which
-    # costs three times the conversion at these sizes; the output is the same, bit for bit (tested).
-    rgb = VideoReformatter()
-    cache = {}  # repeated frames are converted once
+    # One converter for the clip (to_ndarray builds a swscale context per frame, three times the conversion's
+    # cost at these sizes; the same pixels, tested); a repeated frame is converted once.
+    rgb, cache = VideoReformatter(), {}
     for f in picked:
         if id(f) not in cache:
             cache[id(f)] = rgb.reformat(f, format="rgb24", threads=SWSCALE_THREADS).to_ndarray()  # (H, W, 3)
     return torch.from_numpy(np.stack([cache[id(f)] for f in picked]))  # (T, H, W, 3)
 
 
-# ----------------------------------------------------------------------------- the frame index
-# A prepared video (tools/prepare.py) comes with VIDEO.index: where each of its video packets lies in the
-# file, and what the decoder needs to start. A clip is then read without opening the container (FFmpeg's
-# open probes and parses the file: a quarter of a prepared clip's time) and with a decoder kept open
-# between clips (starting one costs as much as decoding several frames): BENCHMARKS.md, "Data loading".
-# The frames are the container path's, bit for bit (tests/test_prepare.py).
+# ----------------------------------------------------------------------------- a prepared copy's frame index
+# VIDEO.index (written by tools/prepare.py): each video packet's pts, place and size in the file and whether it
+# is a keyframe, and what the decoder needs to start. A clip is then read without opening the container (a
+# quarter of a prepared clip's time) by a decoder kept open between clips (starting one costs several frames).
 INDEX_MAGIC = b"robust-xid frame index 1\n"
 
 
@@ -107,43 +92,16 @@ class FrameIndex(NamedTuple):
     codec: str
     extradata: bytes
     time_base: Fraction
-    video_bytes: int  # the size of the video it was made for: a replaced video does not use a stale index
     rows: np.ndarray  # (packets, 4) int64: pts, byte offset, size, keyframe
 
 
 def frame_index(path: str | Path) -> Path:
-    """Where a prepared video keeps its frame index."""
     return Path(f"{path}.index")
 
 
-def write_frame_index(path: str | Path) -> None:
-    """VIDEO.index for a video without B-frames (tools/prepare.py writes none), written atomically. A
-    file without a video stream (an injection pool's sound) gets an empty one: nothing to index, and a
-    rerun of prepare sees it done."""
-    with av.open(str(path)) as c:
-        head = {"codec": "", "extradata": "", "time_base": [1, 1], "video_bytes": os.path.getsize(path)}
-        rows = []
-        if c.streams.video:
-            s = c.streams.video[0]
-            rows = [(p.pts, p.pos, p.size, p.is_keyframe) for p in c.demux(s) if p.size and p.pts is not None]
-            head |= {
-                "codec": s.codec_context.name,
-                "extradata": (s.codec_context.extradata or b"").hex(),
-                "time_base": [s.time_base.numerator, s.time_base.denominator],
-            }
-    if any(b[0] <= a[0] for a, b in zip(rows, rows[1:])):
-        raise ValueError(f"{path}: packets out of presentation order (B-frames?): no frame index")
-    out = frame_index(path)
-    tmp = out.with_name(f".{out.name}.tmp")
-    rows = np.asarray(rows, "<i8").reshape(-1, 4)  # (packets, 4)
-    tmp.write_bytes(INDEX_MAGIC + json.dumps(head).encode() + b"\n" + rows.tobytes())
-    os.replace(tmp, out)
-
-
 def read_frame_index(path: str | Path) -> FrameIndex | None:
-    """The video's frame index, or None where it has none (a file as it came, or prepared before
-    indexes existed: read through its container) or it is empty (no video stream). One that does not
-    fit the video is refused by name."""
+    """The video's frame index, or None where it has none (a file as it came) or it is empty (no video
+    stream). One made for another version of the video (its size differs) is refused by name."""
     try:
         blob = frame_index(path).read_bytes()
     except FileNotFoundError:
@@ -159,8 +117,7 @@ def read_frame_index(path: str | Path) -> FrameIndex | None:
     rows = np.frombuffer(body, "<i8", offset=end + 1).reshape(-1, 4)  # (packets, 4)
     if not len(rows):
         return None
-    extradata, time_base = bytes.fromhex(head["extradata"]), Fraction(*head["time_base"])
-    return FrameIndex(head["codec"], extradata, time_base, head["video_bytes"], rows)
+    return FrameIndex(head["codec"], bytes.fromhex(head["extradata"]), Fraction(*head["time_base"]), rows)
 
 
 _LOCAL = threading.local()  # open decoders, per thread (loader workers are processes: one each)
@@ -180,14 +137,13 @@ def _decoder(codec: str, extradata: bytes) -> av.CodecContext:
 
 
 def decode_indexed(path: str | Path, index: FrameIndex, start: float, num_frames: int, fps: float) -> torch.Tensor:
-    """decode_frames' frames through the frame index: from the keyframe the container's seek would
-    land on, packets read straight from the file into a decoder kept open."""
+    """decode_frames' frames through the frame index: packets read straight from the file, from the keyframe
+    the container's seek would land on, into a decoder kept open."""
     pts, pos, size, key = index.rows.T  # (packets,) each
     keys = np.flatnonzero(key & (pts <= max(0, int(start / index.time_base))))  # the seek's keyframe
     first = keys[-1] if len(keys) else np.flatnonzero(key)[0]
     ctx = _decoder(index.codec, index.extradata)
     ctx.flush_buffers()  # nothing of the previous clip, nor its end of stream, stays in the decoder
-
     num, den = index.time_base.numerator, index.time_base.denominator  # int / int rounds as frame.time does
 
     def timed() -> Iterator[tuple[float, av.VideoFrame]]:
@@ -202,13 +158,14 @@ def decode_indexed(path: str | Path, index: FrameIndex, start: float, num_frames
     return _pick(timed(), start, num_frames, fps)
 
 
+# ----------------------------------------------------------------------------- audio
 def decode_audio(container: av.container.InputContainer, start: float, seconds: float, rate: int) -> torch.Tensor:
-    """Mono audio resampled to `rate` from `start` for `seconds`: (round(seconds*rate),) float32.
-    Zero-padded only where the window runs past the end of the stream."""
+    """Mono audio resampled to `rate` from `start` for `seconds`: (round(seconds*rate),) float32, zero-padded
+    only where the window runs past the end of the stream."""
     stream = container.streams.audio[0]
     container.seek(max(0, int(start / stream.time_base)), stream=stream, backward=True)
     resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-    # prepared files (prepare.py) hold exactly this: 16-bit mono at `rate`, no resampling needed
+    # a prepared copy holds 16-bit mono PCM at `rate`: no resampling
     direct = stream.codec_context.name == "pcm_s16le" and stream.rate == rate and stream.channels == 1
     n = int(round(seconds * rate))
     chunks, t0, have = [], None, 0
@@ -232,14 +189,12 @@ def decode_audio(container: av.container.InputContainer, start: float, seconds: 
 
 
 def sidecar(path: str | Path, rate: int) -> Path:
-    """Where a prepared video keeps its audio at `rate` as raw 16-bit PCM (tools/prepare.py)."""
+    """Where a prepared video keeps its audio at `rate` as raw 16-bit PCM, sample j at j/rate (tools/prepare.py)."""
     return Path(f"{path}.{rate}.pcm16")
 
 
 def read_sidecar(path: str | Path, start: float, seconds: float, rate: int) -> torch.Tensor | None:
-    """decode_audio's window from the file's sidecar, or None where it has none (a file as it came, or
-    prepared before sidecars existed): a seek and a read instead of a demuxer seek and a decode. The
-    same samples as decode_audio on the prepared file's PCM track."""
+    """decode_audio's window (the same samples) from the file's sidecar, a seek and a read; None without one."""
     try:
         f = open(sidecar(path, rate), "rb")  # closed below; a missing sidecar is the common case, not an error
     except FileNotFoundError:
@@ -253,15 +208,10 @@ def read_sidecar(path: str | Path, start: float, seconds: float, rate: int) -> t
 
 
 def read_clip(
-    path: str | Path,
-    start: float,
-    spec: "ClipSpec",
-    audio_path: str | None = None,
-    audio_start: float | None = None,
+    path: str | Path, start: float, spec: "ClipSpec", audio_path: str | None = None, audio_start: float | None = None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One clip: frames (T, H, W, 3) uint8 from `path` at `start`, and the audio window centred on
-    the clip (from `audio_path` at `audio_start` when the audio is replaced), or None if
-    spec.audio_seconds == 0. The container is always closed."""
+    """One clip: frames (T, H, W, 3) uint8 from `path` at `start`, and the audio window (n,) from `audio_path`
+    (the video's own when None) at `audio_start`, or None if spec.audio_seconds == 0."""
     index = read_frame_index(path)
     source = path if audio_path is None else audio_path
     wav = None

@@ -39,6 +39,7 @@ from the content, not the extension.
     python -m tools.prepare data/raw data/prepared [--short-side 128 --fps 16 --gop 16 --audio-rate 11025]
 """
 
+import json
 import os
 import shutil
 import sys
@@ -191,11 +192,35 @@ def _prepare_one(job):
         _, _, _, audio_rate, audio_codec, _, _ = settings
         if audio_codec == "pcm_s16le":
             write_sidecar(out, audio_rate)
-        decode.write_frame_index(out)
+        write_frame_index(out)
         return None
     except (av.FFmpegError, RuntimeError, ValueError, IndexError) as err:
         tmp.unlink(missing_ok=True)
         return src, err
+
+
+def write_frame_index(path: Path) -> None:
+    """VIDEO.index (media/decode.py reads it) for a video without B-frames (this command makes none), written
+    atomically. A file without a video stream (an injection pool's sound) gets an empty one: nothing to index,
+    and a rerun sees it done. The size of the video it was made for refuses it beside a replaced video."""
+    with av.open(str(path)) as c:
+        head = {"codec": "", "extradata": "", "time_base": [1, 1], "video_bytes": os.path.getsize(path)}
+        rows = []
+        if c.streams.video:
+            s = c.streams.video[0]
+            rows = [(p.pts, p.pos, p.size, p.is_keyframe) for p in c.demux(s) if p.size and p.pts is not None]
+            head |= {
+                "codec": s.codec_context.name,
+                "extradata": (s.codec_context.extradata or b"").hex(),
+                "time_base": [s.time_base.numerator, s.time_base.denominator],
+            }
+    if any(b[0] <= a[0] for a, b in zip(rows, rows[1:])):
+        raise ValueError(f"{path}: packets out of presentation order (B-frames?): no frame index")
+    out = decode.frame_index(path)
+    tmp = out.with_name(f".{out.name}.tmp")
+    rows = np.asarray(rows, "<i8").reshape(-1, 4)  # (packets, 4)
+    tmp.write_bytes(decode.INDEX_MAGIC + json.dumps(head).encode() + b"\n" + rows.tobytes())
+    os.replace(tmp, out)
 
 
 def write_sidecar(video: Path, rate: int) -> None:
