@@ -1,24 +1,16 @@
 """What a clip is, and its augmentations (paper Sec. 5.1; Sec. 6's larger setting as SOTA_CLIP).
 
-    ClipSpec        T frames at fps, the crop's side, the audio window and its spectrogram (the paper's ablation
-                    setting by default); every part that decodes, cuts or transforms clips reads it
-    TrainCrop       the multi-scale crop and the flip, drawn once per clip from the item's seeded generator and
-                    applied to every frame, on uint8 frames (data.py's items and its in-memory batches alike:
-                    the draw and the application are separate, so both give the same clip bit for bit)
-    ClipAugment     the device half, on whole batches: colour jitter (brightness, contrast, saturation 0.4,
-                    hue 0.1, p=0.8), greyscale (p=0.2), Gaussian blur (5x5, sigma in [0.1, 2], p=0.5),
-                    normalisation, and the log-mel spectrogram (50 ms windows, 25 ms hop, 80 bands at
-                    11025 Hz: 1x80x80; 128x128 in Sec. 6)
+ClipSpec is a training clip, the paper's ablation setting by default: T frames at fps, the crop's side, the audio
+window and its log-mel spectrogram (50 ms windows, 25 ms hop, 80 bands at 11025 Hz: 1x80x80; 128x128 in Sec. 6).
+TrainCrop is the multi-scale crop and the flip, drawn once per clip from the item's seeded generator and applied to
+every frame, on uint8 (data.py's items and the in-memory batches alike, bit for bit). ClipAugment is the device
+half, on whole batches: SimCLR's augmentations, as the paper uses them, drawn once per clip for all its frames:
+colour jitter (brightness, contrast, saturation 0.4, hue 0.1; p=0.8), greyscale (p=0.2), Gaussian blur (5x5, sigma
+in [0.1, 2], p=0.5), then normalisation. They are written here because torchvision's ops take one factor per call
+(a call per clip); each equals torchvision's for the same factors. Deviation: the four colour changes run in a
+fixed order, not ColorJitter's random one.
 
-These are SimCLR's augmentations, as the paper uses; like its video clips they draw one set of parameters per
-clip and apply it to every frame. Why by hand: torchvision's functional ops take one factor per call, so a
-batch with a factor per clip would need a call per clip (hundreds of small kernels per step). Brightness,
-contrast, saturation, hue, greyscale, blur and the crop equal torchvision's for the same factors
-(tests/test_augment.py, tests/test_cut.py). Unlike torchvision's ColorJitter the four colour changes are
-applied in a fixed order. Each op's result is kept only on the clips that drew it (on the CPU it runs on those
-alone, ClipAugment.augment): a skipped op is the identity, and the draws are every clip's.
-
-    used by data.py, train.py and evaluate.py; tests: python -m pytest tests/test_augment.py tests/test_cut.py
+    python -m pytest tests/test_augment.py tests/test_cut.py
 """
 
 import math
@@ -62,8 +54,8 @@ class ClipSpec:
         return int(round(self.audio_seconds * self.audio_rate))
 
     def first_frame(self, start: float, length: int) -> int:
-        """Where a clip starting at `start` s begins in a decoded video of `length` frames at self.fps:
-        on the frame grid, kept inside the video (a shorter video repeats its last frame after it)."""
+        """Where a clip starting at `start` s begins in a decoded video of `length` frames at self.fps, kept
+        inside the video (a shorter one repeats its last frame)."""
         return max(0, min(int(round(start * self.fps)), length - self.frames))
 
     def first_sample(self, start: float) -> int:
@@ -72,14 +64,12 @@ class ClipSpec:
 
     @property
     def hop(self) -> int:
-        """Samples per spectrogram step, set so that the audio window gives n_time steps (25 ms at
-        11025 Hz, as in the paper); the spectrogram's windows are two hops long (MelPower)."""
+        """Samples per spectrogram step: n_time steps in the window (25 ms at 11025 Hz); windows of two hops."""
         return int(round(self.audio_seconds * self.audio_rate / self.n_time))
 
     def on_hop_grid(self, start: float) -> float:
-        """An audio window's start `start` s moved to the nearest spectrogram step of its sound (at most
-        half a hop, 12.5 ms): a training clip's spectrogram is then a run of the sound's own frames
-        (media/in_memory.py); first_sample of the result is a multiple of the hop. Unchanged without audio."""
+        """Deviation: an audio window's start moved to its sound's nearest spectrogram step (at most half a hop,
+        12.5 ms), so that a clip's spectrogram is a run of the sound's own frames (media/in_memory.py)."""
         return round(start * self.audio_rate / self.hop) * self.hop / self.audio_rate if self.hop else start
 
 
@@ -87,8 +77,7 @@ SOTA_CLIP = ClipSpec(size=112, audio_rate=24000, n_mels=128, n_time=128)
 
 
 def clip_spec(cfg: "Config", audio: bool = True) -> ClipSpec:
-    """The ClipSpec of a config.Config (or anything with the same fields); audio=False for
-    evaluation, which reads video only."""
+    """The ClipSpec of a config.Config (or anything with its fields); audio=False for evaluation's video only."""
     return ClipSpec(
         frames=cfg.frames,
         fps=cfg.fps,
@@ -109,12 +98,9 @@ NATIVE = ("AVX2", "AVX512")  # CPUs where v2 resizes uint8 without float32 (its 
 
 
 class TrainCrop:
-    """(T, H, W, 3) uint8 -> (3, T, size, size) uint8, with one multi-scale crop and one flip for every
-    frame. `draw` takes the random parameters from a generator (the global one by default) in
-    v2.Compose([RandomResizedCrop, RandomHorizontalFlip])'s order and with its calls (the crop's draws,
-    then the flip's torch.rand(1) < 0.5); `apply` cuts with them, `apply_many` a batch of clips. strength
-    scales the area a crop may lose: at 1, crops keep >= 0.4 of the area, as AVID's multi-scale crop
-    keeps >= 0.66 of the side."""
+    """(T, H, W, 3) uint8 -> (3, T, size, size) uint8, one multi-scale crop and flip for every frame. `draw` takes
+    v2.Compose([RandomResizedCrop, RandomHorizontalFlip])'s draws, call for call, from a generator; `apply` cuts
+    with them, `apply_many` a batch. At strength 1 a crop keeps >= 0.4 of the area (AVID's: >= 0.66 of the side)."""
 
     def __init__(self, size: int, strength: float = 1.0) -> None:
         self.size = size
@@ -122,8 +108,7 @@ class TrainCrop:
         self.log_ratio = self.crop._log_ratio.tolist()  # its float32 bounds, as make_params passes them
 
     def draw(self, height: int, width: int, g: torch.Generator | None = None) -> tuple[Box, bool]:
-        # RandomResizedCrop.make_params' draws, call for call, from `g` (make_params takes the global
-        # generator alone, and its wrapping cost a third of an item's draws)
+        # RandomResizedCrop.make_params' draws from `g` (make_params takes the global generator alone)
         (lo, hi), (log_lo, log_hi), area = self.crop.scale, self.log_ratio, height * width
         one = torch.empty(1)  # each draw written into it: the values make_params' fresh tensors get
         for _ in range(10):
@@ -147,10 +132,8 @@ class TrainCrop:
         return self.apply_many(frames[None], [box], [flip])[0]
 
     def apply_many(self, clips: Tensor, boxes: list[Box], flips: list[bool]) -> Tensor:
-        """clips (B, T, H, W, 3) uint8, a box and a flip each -> (B, 3, T, size, size) uint8. The resize is
-        torchvision's resized_crop, called through its kernel (F.interpolate, which v2's functional calls
-        for uint8 on an AVX2 or AVX-512 CPU: the same bits without the wrapping and dispatch, BENCHMARKS.md);
-        the flips and the layout change then run once for the batch."""
+        """clips (B, T, H, W, 3) uint8, a box and a flip each -> (B, 3, T, size, size) uint8: torchvision's
+        resized_crop and horizontal_flip, bit for bit, the flips and the layout change once for the batch."""
         s = self.size
         x = clips.permute(0, 1, 4, 2, 3)  # (B, T, 3, H, W), a channels-last view: the uint8 resize's fast path
         out = torch.empty(len(clips), x.shape[1], 3, s, s, dtype=clips.dtype, device=clips.device)  # (B, T, 3, S, S)
@@ -167,17 +150,16 @@ class TrainCrop:
 
 
 def resize(x: Tensor, s: int) -> Tensor:
-    """(T, 3, h, w) -> (T, 3, s, s): v2.functional.resize's antialiased bilinear. On an AVX2 or AVX-512
-    CPU v2 resizes uint8 natively, by this F.interpolate call; elsewhere v2 itself (through float32)."""
+    """(T, 3, h, w) -> (T, 3, s, s): v2.functional.resize's antialiased bilinear, by its own uint8 kernel on an
+    AVX2 or AVX-512 CPU without its dispatch (lab/BENCHMARKS.md), elsewhere v2 itself (through float32)."""
     if x.dtype == torch.uint8 and x.device.type == "cpu" and torch.backends.cpu.get_cpu_capability() in NATIVE:
         return F.interpolate(x, size=[s, s], mode="bilinear", align_corners=False, antialias=True)
     return TF.resize(x, [s, s], antialias=True)
 
 
 def video_transform(size: int, train: bool, strength: float = 1.0) -> Callable[[Tensor], Tensor]:
-    """(T, H, W, 3) uint8 -> (3, T, size, size) uint8: the spatial part of the augmentation, which
-    shrinks the clip before it leaves the worker. Training: TrainCrop; evaluation: resize the short
-    side and take the centre."""
+    """(T, H, W, 3) uint8 -> (3, T, size, size) uint8, in the loader's worker: TrainCrop for training, else the
+    short side resized and the centre taken."""
     if train:
         return TrainCrop(size, strength)
     pipeline = v2.Compose([v2.Resize(size, antialias=True), v2.CenterCrop(size)])
@@ -197,10 +179,8 @@ GREY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
 
 
 class MelPower(nn.Module):
-    """Waveform (..., n) -> mel power spectrogram (..., n_mels, 1 + n // hop): torchaudio's
-    MelSpectrogram (windows of two hops, a frame every hop, the signal's ends padded by reflection), its
-    power taken as re^2 + im^2 (torchaudio's |z|^2 takes a square root first: the same math to rounding,
-    and a fifth of the time on a CPU)."""
+    """Waveform (..., n) -> mel power spectrogram (..., n_mels, 1 + n // hop): torchaudio's MelSpectrogram (windows
+    of two hops, reflect-padded ends), its power as re^2 + im^2 (torchaudio's |z|^2 roots first: equal to rounding)."""
 
     def __init__(self, spec: ClipSpec) -> None:
         super().__init__()
@@ -236,10 +216,9 @@ class LogMel(nn.Module):
 
 
 class ClipAugment(nn.Module):
-    """(video uint8 (B, [clips,] 3, T, H, W), waveform (B, [clips,] n) or None[, mel=its mel power
-    (B, n_mels, n_time), the in-memory set's, in place of the waveform]) -> (video float normalised,
-    same shape; log-mel (B, [clips,] 1, n_mels, n_time) or None). train=False only converts and
-    normalises (evaluation clips)."""
+    """(video uint8 (B, [clips,] 3, T, H, W), waveform (B, [clips,] n) or None, or mel: the in-memory set's mel
+    power (B, n_mels, n_time)) -> (video normalised float, log-mel (B, [clips,] 1, n_mels, n_time) or None).
+    train=False only converts and normalises (evaluation clips)."""
 
     def __init__(
         self,
@@ -273,11 +252,9 @@ class ClipAugment(nn.Module):
         return x, self.logmel(wav) if mel is None else log_mel(mel, self.logmel.n_time)
 
     def augment(self, x: Tensor, by_index: bool | None = None) -> Tensor:
-        """x: (N, 3, T, H, W) in [0, 1], overwritten on the CPU; one random draw per clip. The draws are
-        taken for all N clips, in one order, whatever they pick. On the CPU (by_index, the default off a
-        GPU) each op then runs only on the clips that drew it (a skipped op is the identity); on a GPU
-        every op runs on the whole batch and torch.where picks, since selecting clips by index costs a
-        host sync per op there, and the GPU has time to spare."""
+        """x: (N, 3, T, H, W) in [0, 1], overwritten on the CPU. Every clip's draws are taken, in one order; an op
+        then runs on the clips that drew it (by_index, the CPU's default), or on a GPU on all and torch.where picks
+        (selecting by index costs a host sync per op there)."""
         n, dev = x.shape[0], x.device
         b, c, s, h = self.jitter
 
@@ -300,8 +277,8 @@ class ClipAugment(nn.Module):
 
 
 def where_drawn(x: Tensor, drawn: Tensor, op: Callable[[Tensor, Tensor], Tensor], by_index: bool) -> Tensor:
-    """x (N, ...) with op(clips, their indices) applied to the clips where drawn (N,) is True. by_index:
-    op runs on those clips alone, written back into x in place; else on all N, and torch.where picks."""
+    """x (N, ...) with op(clips, their indices) where drawn (N,): on those clips alone, in place (by_index), else
+    on all N and torch.where picks."""
     if not by_index:
         return torch.where(drawn.view(-1, *[1] * (x.dim() - 1)), op(x, torch.arange(len(x), device=x.device)), x)
     idx = drawn.nonzero().flatten()  # (M,)
@@ -344,10 +321,9 @@ def saturation(x: Tensor, f: Tensor) -> Tensor:
 
 
 def hue(x: Tensor, shift: Tensor) -> Tensor:
-    """Shift the HSV hue of each clip by `shift` (in turns), as torchvision's adjust_hue. Which channel
-    holds the maximum is a mask, as in torchvision's _rgb2hsv (the first of r, g, b on ties): an
-    argmax (`max(1)` with indices) or nested torch.where give the same bits, but those CPU kernels
-    are not vectorised and cost several times the whole shift (BENCHMARKS.md)."""
+    """Shift the HSV hue of each clip by `shift` (in turns), as torchvision's adjust_hue. The channel of the
+    maximum is a mask (the first of r, g, b on ties, as _rgb2hsv): an argmax gives the same bits, several times
+    slower on a CPU (lab/BENCHMARKS.md)."""
     v = x.amax(1)  # value: (N, T, H, W)
     cr = v - x.amin(1)  # chroma, = v * saturation
     r, g, b = x.unbind(1)
@@ -365,9 +341,8 @@ def hue(x: Tensor, shift: Tensor) -> Tensor:
 
 
 def blur(x: Tensor, sigma: Tensor, k: int = 5) -> Tensor:
-    """k x k Gaussian blur with one sigma per clip, reflect padding: torchvision's gaussian_blur, whose
-    k x k kernel is the outer product of the 1-d ones. One depthwise conv with it, not one along W then
-    one along H: the same math, a quarter of the time on a CPU (oneDNN; rounding differs, ~3e-7)."""
+    """k x k Gaussian blur with one sigma per clip, reflect padding: torchvision's gaussian_blur, as one depthwise
+    conv with the outer product of its 1-d kernels (a quarter of the time on a CPU; rounding differs, ~3e-7)."""
     n, ch, t, h, w = x.shape
     r = torch.arange(k, device=x.device, dtype=x.dtype) - (k - 1) / 2  # (k,)
     g = torch.exp(-0.5 * (r / sigma.to(x.dtype)[:, None]) ** 2)  # (N, k)
