@@ -81,7 +81,7 @@ class AVDataset(torch.utils.data.Dataset):
     ) -> None:
         if not records:
             raise ValueError("AVDataset: no usable videos (check the root, the split and the manifest)")
-        if not isinstance(preload, bool):  # a --preload mode: bool("off") is True; in_memory.preloads resolves it
+        if not isinstance(preload, bool):  # a --preload mode: bool("off") is True; in_memory.choose resolves it
             raise TypeError(f"AVDataset(preload={preload!r}): expected True or False")
         self.records, self.train, self.num_clips = list(records), train, num_clips
         self.spec = spec if audio else ClipSpec(**{**spec.__dict__, "audio_seconds": 0.0})
@@ -368,7 +368,7 @@ def eval_set(
         train=train_mode,
         audio=audio,
         num_clips=num_clips,
-        preload=in_memory.preloads(cfg.preload, records, spec) if preload is None else preload,
+        preload=in_memory.choose(cfg.preload, records, spec) == "on" if preload is None else preload,
         preload_cache=cfg.preload_cache,
     )
 

@@ -1,43 +1,23 @@
-"""The in-memory training set: every clip decoded once, and each batch cut on the training device (Sec. 5.1).
+"""The in-memory training set (--preload): every file decoded once, and each batch cut on the training device
+(the clips of paper Sec. 5.1).
 
-For a set that fits (the synthetic one: 1000 clips are a few hundred MB of uint8 frames), a loader that
-cuts every clip on the CPU is machinery for sets that do not. Here the decoded frames of all N videos sit
-in one padded uint8 table, and every sound (the videos' own and the injected ones) as its mel power
-spectrogram, computed once (augment.MelPower), in RAM or in the GPU's memory. A step's batch is
-drawn on the host and cut on the device:
+A set that fits (the synthetic one: 1000 clips are a few hundred MB of uint8 frames) needs no loader workers.
+`hold` decodes every file whole, in threads (FFmpeg releases the GIL); InMemoryClips keeps the frames in one
+padded (N, F, H, W, 3) uint8 table and every sound as its mel power (augment.MelPower), on the device. A batch's
+draws are data.AVDataset.cut's, a loader item's code and order (so resumes, ranks and worker counts see the same
+clips); on the CPU its frames are the loader's from the same memory bit for bit (a GPU resizes through float32:
+within one uint8 level). Two deviations from a file read (--preload off), so a resume refuses a changed path
+(checkpoint.NOT_RESUMABLE):
+    frames on the grid    memory holds frames at k/fps from 0 and whole resampled sounds, where a file read
+                          decodes at each clip's own start: up to a frame's shift, and the resampler's edges;
+    edge frames           the spectrogram's first frame (and its last where n_time * hop exceeds the window)
+                          sees the sound's own samples, where the loader's clip is reflect-padded.
+--preload auto takes this path where the set fits in half the free memory (choose). With --preload-cache DIR each
+decoded part is also kept there, keyed by the file's path, size and mtime: a run's other processes read it.
 
-    the draws    each item's start, replacement-audio start (on the spectrogram's hop grid), volume, crop
-                 and flip, taken from the item's seeded generator by data.AVDataset.cut, the same code in the
-                 same order as a loader's item (so resumed runs, ranks and worker counts see the same clips);
-    the cut      frames (B, T, H, W, 3) gathered from the table by index, cropped and flipped per clip
-                 (augment.py); mel power (B, n_mels, n_time) gathered as windows of n_time frames of
-                 the sound's, times the volume squared (power goes as amplitude squared).
+    python train.py --preset demo --preload on      # --preload off: the DataLoader's path
 
-On the CPU the frames equal the loader's from the same decoded memory bit for bit (on a GPU the resize
-runs there, through float32, and may round differently: within one uint8 level, a bound tested only where
-CUDA exists). A loader reading the files (--preload off) takes each frame at the clip's own start time and
-resamples each sound window, where memory holds frames on the 1/fps grid from 0 and whole sounds: the same
-draws, equal where both decode the same instants, else up to a frame's shift and the resampler's edges (so
-a resume refuses a changed path, config.NOT_RESUMABLE). The log-mel
-(augment.ClipAugment) is the loader path's math, the log of the mel power of the volume-scaled
-window, but for two things: the window starts on the hop grid (moved by at most half a hop, 12.5 ms at
-the paper's rate; the loader's items start there too, data.AVDataset.cut), and the edge frames. A frame
-spans two hops around its centre: the loader's clip frame 0 (and frame n_time-1 where n_time * hop >
-the window's samples, as at 11025 Hz with 80 steps) reaches past the clip and is reflect-padded there,
-where here it sees the sound's own samples (both pad alike at a sound's start). Every other frame equals
-the loader's to rounding (tests/test_in_memory.py). data.train_loader picks this path, or the loader, by
-the set's decoded size.
-
-    python train.py --preset demo --preload on      # forces this path; --preload off, the DataLoader's
-
-Preloading (data.AVDataset(preload=True), `hold` below): every file decoded once, whole, frames at the clip's fps
-and audio at its rate, kept per (file, part, its settings) for the life of the process, so training and then
-evaluation in one process decode once. With a cache folder (`train.py --preload-cache DIR`) each decoded part is
-also written there, one small file per part, and the other processes of a run read it instead of decoding: the
-warm-up's ranks share the work, and the branches and their evaluations that follow decode nothing. A cached part
-is keyed by the file's path, size and modification time, so a regenerated set is decoded afresh. Files are decoded
-in threads: FFmpeg releases the GIL, and the tensors stay in this process. Tests: tests/test_in_memory.py,
-tests/test_preload.py
+Tests: tests/test_in_memory.py, tests/test_preload.py
 """
 
 import hashlib
@@ -61,9 +41,8 @@ from media import decode, manifest
 
 
 class InMemoryClips:
-    """A preloaded data.AVDataset (train=True) as device tensors; `batch(keys)` cuts the clips of a list
-    of (index, seed) keys. Raises ValueError where the videos' frame sizes differ (one table cannot hold
-    them: the loader then cuts from the same memory)."""
+    """A preloaded training data.AVDataset as device tables; `batch(keys)` cuts the clips of (index, seed) keys.
+    Raises ValueError where the videos' frame sizes differ (one table cannot hold them: a loader cuts instead)."""
 
     def __init__(self, dataset: torch.utils.data.Dataset, device: torch.device) -> None:  # a data.AVDataset
         if dataset.memory is None or not dataset.train:
@@ -88,9 +67,9 @@ class InMemoryClips:
             self.mel = self._spectrograms([dataset.memory[p][1] for p in sounds], MelPower(spec).to(device))
 
     def _spectrograms(self, sounds: list[Tensor], power: MelPower, chunk: int = 64) -> Tensor:
-        """Every sound's mel power spectrogram, once: (A, F, n_mels), a frame every hop. The sounds are
-        zero-padded to one length, more than a window past the longest's end, so that a window past a
-        sound's end reads the frames of silence, as a loader's zero-padded waveform gives."""
+        """Every sound's mel power, a frame every hop: (A, F, n_mels). The sounds are zero-padded past the
+        longest's end by more than a window, so a window past a sound's end reads the frames of silence, as a
+        loader's zero-padded waveform gives."""
         width = max(len(wav) for wav in sounds) + self.n + 1
         sound = torch.zeros(len(sounds), width)  # (A, S)
         for k, wav in enumerate(sounds):
@@ -102,8 +81,7 @@ class InMemoryClips:
         return self.frames.nbytes + self.mel.nbytes
 
     def _look_up(self, path: str, start: float, audio_path: str | None, audio_start: float) -> tuple[Tensor, Any]:
-        """AVDataset.cut's `read` here: no cut, only what the draws need (the frames' size, whether there is
-        sound) and the error of a file that did not decode."""
+        """AVDataset.cut's `read`, cutting nothing: the draws need only the frames' size and the sound."""
         return self.dataset.held(path, audio_path)
 
     def _draw(self, i: int, g: torch.Generator) -> dict[str, Any]:
@@ -126,19 +104,19 @@ class InMemoryClips:
         if self.n:
             (f, bands), steps = self.mel.shape[1:], spec.n_time
             rows = [self.row[d["audio_path"] or self.dataset.records[d["index"]].path] for d in items]
-            # AVDataset.cut put each start on the hop grid; past a sound's end its frames are silence
+            # each start is on the hop grid (AVDataset.cut); past a sound's end its frames are silence
             first = [min(round(spec.first_sample(d["audio_start"]) / spec.hop), f - steps) for d in items]
             t = torch.tensor(rows)[:, None] * f + torch.tensor(first)[:, None] + torch.arange(steps)  # (B, n_time)
             mel = self.mel.flatten(0, 1).index_select(0, t.flatten().to(dev)).view(len(items), steps, bands)
             volume = torch.tensor([d["volume"] for d in items], dtype=torch.float32).to(dev)  # (B,)
-            # power goes as the amplitude squared: the volume's change, applied to the waveform before
+            # power goes as the amplitude squared: the loader scales the waveform by the volume
             batch["mel"] = (mel * volume.square()[:, None, None]).transpose(1, 2).contiguous()  # (B, n_mels, n_time)
         return batch
 
 
 class InMemoryLoader:
-    """What train.py iterates in place of a DataLoader: batches of `batch_size` (index, seed) keys from a
-    data.SeededSampler, cut by InMemoryClips; the last incomplete batch is dropped, as the loader's."""
+    """What train.py iterates in place of a DataLoader: InMemoryClips' batches of `batch_size` keys from a
+    data.SeededSampler, the last incomplete one dropped, as the loader drops it."""
 
     def __init__(self, clips: InMemoryClips, sampler: torch.utils.data.Sampler, batch_size: int) -> None:
         self.clips, self.sampler, self.batch_size = clips, sampler, batch_size
@@ -152,11 +130,11 @@ class InMemoryLoader:
             yield self.clips.batch(chunk)
 
 
+# ----------------------------------------------------------------------------- whether to preload
 def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> tuple[int, int]:
-    """What preloading `records` holds, from the manifest's durations and one file's frame size: (the
-    decoded files, uint8 frames at spec.fps and float32 sound at spec.audio_rate, each its own length;
-    InMemoryClips' tables, every video padded to the longest and every sound's mel power likewise). Sounds: a video's
-    own and at most one injected one each, as long as the longest."""
+    """What preloading `records` holds, from the manifest's durations and one file's frame size: (the decoded
+    files, InMemoryClips' tables: every video padded to the longest, and a video's own sound and at most one
+    injected one each, as long as the longest)."""
     if not records:
         return 0, 0
     with decode.open_media(probe or records[0].path) as c:
@@ -172,8 +150,7 @@ def decoded_bytes(records: list, spec: Any, probe: str | None = None) -> tuple[i
 
 
 def free_bytes(device: torch.device) -> int:
-    """Memory free for the set: the GPU's where it trains on one, else the host's (MemAvailable), shared
-    by the processes torchrun starts on this node."""
+    """Memory free for the set, the GPU's or the host's (MemAvailable), shared by the processes on this node."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
     try:
@@ -185,9 +162,9 @@ def free_bytes(device: torch.device) -> int:
 
 
 def choose(preload: Any, records: list, spec: Any, device: torch.device | None = None) -> str:
-    """--preload as it applies: on or off as given (or a Config's older True / False); auto is on when what
-    it holds fits in half the free memory of each place. Evaluation (no device) holds the decoded files on
-    the host; training also InMemoryClips' tables on `device`: on the CPU both sit in the host's memory."""
+    """--preload as it applies, "on" or "off" (an older Config's True / False too): auto is on where what it
+    holds fits in half the free memory of each place. Evaluation (no device) holds the decoded files on the
+    host; training also the tables on `device` (on the CPU, both in the host's memory)."""
     mode = {True: "on", False: "off"}.get(preload, preload)
     if mode != "auto":
         return mode
@@ -203,9 +180,8 @@ def choose(preload: Any, records: list, spec: Any, device: torch.device | None =
 
 
 def preload_path(cfg: Config, records: list, spec: Any, device: torch.device) -> str:
-    """--preload as this run applies it: on or off as given; auto, the path of the checkpoint a resume restores
-    (checkpoint.NOT_RESUMABLE: a resume keeps it, whatever memory is free now), else rank 0's answer for its
-    memory, on every rank."""
+    """choose's answer for a training run. For auto: the path of the checkpoint a resume restores (a resume
+    keeps it, whatever memory is free now), else rank 0's answer, on every rank."""
     if cfg.preload != "auto":
         return choose(cfg.preload, records, spec, device)
     saved, ckpt = None, Path(cfg.out) / "ckpt.pt"
@@ -227,22 +203,55 @@ def preload_path(cfg: Config, records: list, spec: Any, device: torch.device) ->
     return choice[0]
 
 
-def preloads(preload: Any, records: list, spec: Any, device: torch.device | None = None) -> bool:
-    """Whether --preload `preload` holds `records` decoded: choose's answer as data.AVDataset's preload flag."""
-    return choose(preload, records, spec, device) == "on"
-
-
 # ----------------------------------------------------------------------------- preloading: whole files decoded once
+_PRELOADED = {}  # (path, part, settings) -> the part: frames (F, H, W, 3) uint8, audio (samples,), or None
 
-_PRELOADED = {}  # (path, part, settings) -> the part: frames (T, H, W, 3) uint8, audio (samples,), or None
+
+def hold(videos: list[str], sounds: list[str], spec: ClipSpec, cache: str = "") -> dict[str, tuple[Any, Any]]:
+    """{path: (frames, sound)} for every video and {path: (None, sound)} for every other sound (an injected one),
+    (its error, None) for a file that does not decode. Decoded in threads over the cores torch may use, so that
+    nothing is pickled back as from processes. With a cache, rank r of a DDP run starts r/world of the way down
+    the list: the ranks decode different files first, and read the others' from the cache."""
+    held = set(videos)
+    jobs = [(p, True) for p in videos] + [(p, False) for p in dict.fromkeys(sounds) if p not in held]
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    shift = len(jobs) * rank // world if cache else 0
+    with ThreadPoolExecutor(max(1, min(torch.get_num_threads(), len(jobs)))) as pool:
+        done = list(pool.map(lambda job: _decode_all(job[0], spec, job[1], cache), jobs[shift:] + jobs[:shift]))
+    done = done[len(jobs) - shift :] + done[: len(jobs) - shift]  # (path, video) order again
+    return {path: parts for (path, _), parts in zip(jobs, done)}
 
 
-def _keys(path: str, spec: ClipSpec, video: bool) -> dict[str, tuple]:
-    """The parts a preload of `path` needs, each with the settings its decode depends on."""
+def _decode_all(path: str, spec: ClipSpec, video: bool = True, cache: str = "") -> tuple[Any, Tensor | None]:
+    """(the whole video's frames at spec.fps or None, its whole audio at spec.audio_rate or None), or (the error,
+    None). Each part comes from this process's memory, else the cache folder, else the file (then kept in both)."""
     keys = {"frames": (str(path), "frames", spec.fps, spec.frames)} if video else {}
     if spec.audio_seconds:
         keys["audio"] = (str(path), "audio", spec.audio_rate)
-    return keys
+    for key in keys.values():
+        if key not in _PRELOADED and cache:
+            try:
+                _PRELOADED[key] = torch.load(_cache_file(cache, key), weights_only=True)["part"]
+            except (OSError, EOFError, RuntimeError, KeyError):  # not there yet, or unreadable: decode it
+                pass
+    missing = {part: key for part, key in keys.items() if key not in _PRELOADED}
+    if missing:
+        try:
+            with decode.open_media(path) as c:
+                got = {}
+                if "frames" in missing:
+                    n = max(spec.frames, int(manifest.stream_duration(c, c.streams.video[0]) * spec.fps))
+                    got["frames"] = decode.decode_frames(c, 0.0, n, spec.fps)
+                if "audio" in missing and c.streams.audio:
+                    seconds = manifest.stream_duration(c, c.streams.audio[0])
+                    got["audio"] = decode.decode_audio(c, 0.0, seconds, spec.audio_rate)
+        except (av.FFmpegError, RuntimeError, IndexError) as err:
+            return err, None
+        for part, key in missing.items():
+            _PRELOADED[key] = got.get(part)  # None: a file without an audio stream
+            if cache:
+                _write_atomically(_cache_file(cache, key), _PRELOADED[key])
+    return (_PRELOADED[keys["frames"]] if video else None), _PRELOADED.get(keys.get("audio"))
 
 
 def _cache_file(cache: str, key: tuple) -> Path:
@@ -251,32 +260,8 @@ def _cache_file(cache: str, key: tuple) -> Path:
     return Path(cache) / f"{digest.hexdigest()}.pt"
 
 
-def _decode_all(path: str, spec: ClipSpec, video: bool = True, cache: str = "") -> tuple[Any, torch.Tensor | None]:
-    """(frames at spec.fps for the whole video or None, whole audio at spec.audio_rate or None); the
-    exception instead of the frames when the file does not decode. Parts come from this process's
-    memory, else from the cache folder, else from the file (and then go to both)."""
-    keys = _keys(path, spec, video)
-    for key in keys.values():
-        if key not in _PRELOADED and cache:
-            try:
-                _PRELOADED[key] = torch.load(_cache_file(cache, key), weights_only=True)["part"]
-            except (OSError, EOFError, RuntimeError, KeyError):  # not there yet, or unreadable: decode it
-                pass
-    missing = [part for part, key in keys.items() if key not in _PRELOADED]
-    if missing:
-        got = _decode_whole_file(path, spec, "frames" in missing, "audio" in missing)
-        if isinstance(got[0], Exception):
-            return got
-        for part, value in zip(("frames", "audio"), got):
-            if part in missing:
-                _PRELOADED[keys[part]] = value
-                if cache:
-                    _write_atomically(_cache_file(cache, keys[part]), value)
-    return (_PRELOADED[keys["frames"]] if video else None), _PRELOADED.get(keys.get("audio"))
-
-
-def _write_atomically(path: Path, value: torch.Tensor | None) -> None:
-    """Another process may read or write the same part at the same time: it sees the whole file or none."""
+def _write_atomically(path: Path, value: Tensor | None) -> None:
+    """Another process may read or write the same part at once: it sees the whole file or none."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:
@@ -286,49 +271,3 @@ def _write_atomically(path: Path, value: torch.Tensor | None) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
-
-
-def hold(videos: list[str], sounds: list[str], spec: ClipSpec, cache: str = "") -> dict[str, tuple[Any, Any]]:
-    """{path: (frames, sound)} for every video, and {path: (None, sound)} for every other sound (an
-    injected one; a sound lent by a training video is held with its frames); a file that does not decode
-    holds (its error, None)."""
-    held = set(videos)
-    sounds = list(dict.fromkeys(p for p in sounds if p not in held))
-    return dict(zip(videos + sounds, decode_many(videos, spec, True, cache) + decode_many(sounds, spec, False, cache)))
-
-
-def decode_many(
-    paths: list[str], spec: ClipSpec, video: bool, cache: str = ""
-) -> list[tuple[Any, torch.Tensor | None]]:
-    """_decode_all for many files, in threads over the cores torch may use: FFmpeg decodes with the
-    GIL released (the same CPU time, less wall time), and the results stay in this process, so no
-    tensors are pickled back as they would be from a process pool. With a cache, rank r of a DDP run
-    starts its walk r/world of the way down the list, so the ranks decode different files first and
-    read the ones the others have cached by the time they get there."""
-    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-    shift = len(paths) * rank // world if cache else 0
-    order = paths[shift:] + paths[:shift]
-    threads = max(1, min(torch.get_num_threads(), len(paths)))
-    if threads == 1:
-        done = [_decode_all(p, spec, video, cache) for p in order]
-    else:
-        with ThreadPoolExecutor(threads) as pool:
-            done = list(pool.map(lambda p: _decode_all(p, spec, video, cache), order))
-    return done[len(paths) - shift :] + done[: len(paths) - shift]
-
-
-def _decode_whole_file(path: str, spec: ClipSpec, video: bool, audio: bool = True) -> tuple[Any, torch.Tensor | None]:
-    try:
-        with decode.open_media(path) as c:
-            frames = None
-            if video:
-                vs = c.streams.video[0]
-                frames = decode.decode_frames(
-                    c, 0.0, max(spec.frames, int(manifest.stream_duration(c, vs) * spec.fps)), spec.fps
-                )
-            wav = None
-            if audio and spec.audio_seconds and c.streams.audio:
-                wav = decode.decode_audio(c, 0.0, manifest.stream_duration(c, c.streams.audio[0]), spec.audio_rate)
-            return frames, wav
-    except (av.FFmpegError, RuntimeError, IndexError) as err:
-        return err, None

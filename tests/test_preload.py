@@ -82,15 +82,16 @@ def test_the_preload_cache_gives_the_decoded_files_to_other_processes_and_decode
         real = preload._decode_all
         monkeypatch.setattr(preload, "_decode_all", lambda p, *a: walked.append(p) or real(p, *a))
         torch.set_num_threads(1)
-        got = preload.decode_many(paths, spec, True, cache)
+        got = preload.hold(paths, [], spec, cache)
         assert walked == paths[2:] + paths[:2]  # rank 1 of 2 starts half-way down
-        assert all(torch.equal(g[0], memories[0][p][0]) for g, p in zip(got, paths))
+        assert list(got) == paths and all(torch.equal(got[p][0], memories[0][p][0]) for p in paths)
         monkeypatch.undo()
         torch.set_num_threads(threads)
         shutil.copy(files["10fps"], paths[0])  # the file changes under the cache
         preload._PRELOADED.clear()
-        frames, wav = preload.decode_many(paths[:1], spec, True, cache)[0]
-        fresh = preload._decode_whole_file(paths[0], spec, True)
+        frames, wav = preload.hold(paths[:1], [], spec, cache)[paths[0]]
+        preload._PRELOADED.clear()
+        fresh = preload.hold(paths[:1], [], spec)[paths[0]]  # no cache: decoded from the file
         assert torch.equal(frames, fresh[0]) and torch.equal(wav, fresh[1])
         assert not torch.equal(wav, memories[0][paths[0]][1])
     finally:
