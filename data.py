@@ -1,22 +1,18 @@
-"""Audio-visual clips from video files: cutting, injected faults, the dataset (paper Sec. 5.1-5.2).
+"""Audio-visual clips from video files: the dataset, its injected faults and its loaders (paper Sec. 5.1-5.2).
 
-Training item: T=8 frames at 16 fps from a random start (temporal jitter) with the same multi-scale
-crop and flip on every frame (uint8, augment.py), and the 2 s mono audio window around the clip
-(11025 Hz; 24 kHz in Sec. 6) with its volume changed by up to 20%. Evaluation item: 10 clips uniformly
-spaced over the video, centre crop. Colour jitter, greyscale, blur, normalisation and the log-mel
-spectrogram run later, on the device in batches (augment.py).
+A training item is T=8 frames at 16 fps from a random start (temporal jitter), one multi-scale crop and flip for
+every frame (augment.TrainCrop, on uint8), and the 2 s mono audio window around the clip (11025 Hz; 24 kHz in
+Sec. 6) with its volume changed by up to 20%; an evaluation item is 10 clips evenly spaced over the video, centre
+crop. Colour, blur, normalisation and the log-mel run later, on the device in batches (augment.ClipAugment).
 
-Faulty positives are injected as in Sec. 5.2 with `faulty_fraction`: a fixed, seeded share of the
-instances gets "a randomly selected audio that is not part of the training set": a file of a pool
-outside both splits (faulty_source "heldout" or "noise", config.py's names), each used once. The deviation
-faulty_source="train" lends the audio of another training video instead; that video's sound then
-sits in two memory-bank slots, and xID scores the lender almost like a faulty positive (tests/test_injection.py).
+Faulty positives are injected as in Sec. 5.2 (--faulty-fraction): a fixed, seeded share of the instances gets "a
+randomly selected audio that is not part of the training set", a file of a pool outside both splits, each used once.
+Deviation: --faulty-source train lends another training video's audio instead; that sound then sits in two bank
+slots, and xID scores the lender almost like a faulty positive (tests/test_injection.py).
 
-A run's datasets are made from its config.Config here: build_train_set and train_loader for train.py
-(a set that fits is cut in batches from memory, media/in_memory.py; any other by a DataLoader's
-workers), eval_set for the evaluation protocols (their splits: evaluate.resolve). Which files a dataset holds is
-media/manifest.py's business (it reads the scan's manifest: tools/scan.py); decoding media/decode.py's and
-media/in_memory.py's (whole files).
+build_train_set and train_loader make train.py's set and batches (a set that fits is cut in batches from memory,
+media/in_memory.py; any other by a DataLoader's workers), eval_set evaluation's (its splits: evaluate.resolve). The
+files are the scan's manifest's (python -m tools.scan ROOT; media/manifest.py reads it), decoded by media/decode.py.
 Tests: test_data.py, test_injection.py, test_in_memory.py"""
 
 from collections.abc import Callable, Iterator, Sequence
@@ -52,18 +48,13 @@ class BadMedia(RuntimeError):
 
 
 class AVDataset(torch.utils.data.Dataset):
-    """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform
-    (eval: (clips, n); absent without audio), index (the memory-bank slot), label, faulty.
-    augment.py does the rest, batched.
+    """Items are dicts: video (3, T, H, W) uint8 (eval: (clips, 3, T, H, W)), audio (n,) waveform (eval:
+    (clips, n); absent without audio), index (the memory-bank slot), label, faulty.
 
-    faulty_fraction p gives a fixed, seeded p-share of the instances the audio of another video
-    (Sec. 5.2): a distinct file of `pool`, a list of (path, seconds) outside the training set
-    (faulty_source="heldout", the paper's, or "noise"), or another record's ("train", never the
-    instance's own: a deviation). `injected` flags them, `donor` maps each to its audio file;
-    `faulty` is `injected` or the record's ground truth. A file that fails to decode stops the run
-    with its name: the scan (tools/scan.py) is where files are refused, and a bank slot is never empty.
-
-    preload=True holds every file decoded (media/in_memory.py); items or whole batches are cut there."""
+    faulty_fraction p gives a fixed, seeded p-share of the instances another audio (Sec. 5.2): a distinct file of
+    `pool`, (path, seconds) outside the training set (faulty_source "heldout", the paper's, or "noise"), or another
+    record's ("train", a deviation). `injected` flags them, `donor` maps each to its audio; `faulty` is `injected`
+    or the record's ground truth. preload=True holds every file decoded (media/in_memory.py)."""
 
     def __init__(
         self,
@@ -100,9 +91,8 @@ class AVDataset(torch.utils.data.Dataset):
     def inject(self, faulty_fraction: float, faulty_source: str, pool: Sequence[tuple[str, float]], seed: int) -> None:
         """Draw the injected instances and their replacement audio (sets `injected` and `donor`)."""
         n = len(self.records)
-        # A stream of its own: the loader's DistributedSampler shuffles with torch.randperm seeded by
-        # seed + epoch, so seeding this draw with `seed` made epoch 0 visit every injected video
-        # first, in batches of faulty positives only (eq. (5)'s per-batch mean then weights nothing).
+        # A stream of its own: the DistributedSampler shuffles with torch.randperm seeded by seed + epoch, and this draw
+        # seeded with `seed` made epoch 0 visit the injected videos first (eq. (5)'s batch mean then weighs nothing)
         g = torch.Generator().manual_seed(INJECTION_STREAM + seed)
         self.injected[torch.randperm(n, generator=g)[: int(round(faulty_fraction * n))]] = True
         chosen = self.injected.nonzero().flatten().tolist()
@@ -183,11 +173,9 @@ class AVDataset(torch.utils.data.Dataset):
         return min(max(0.0, centre - self.spec.audio_seconds / 2), max(0.0, audio_len - self.spec.audio_seconds))
 
     def cut(self, i: int, read: Callable[..., tuple[Any, Any]], g: torch.Generator) -> tuple[Any, Any, dict[str, Any]]:
-        """A training clip of instance i: its random draws, in the one order every path takes them from
-        the item's generator g (the start, the replacement audio's start, put on the spectrogram's hop grid,
-        [the file is read], the volume, the crop, the flip), and what `read` returned. read(path, start,
-        audio_path, audio_start) gives (frames (T, H, W, 3), waveform or None) or raises for a file that
-        does not decode; the in-memory set (media/in_memory.py) passes one that only looks it up."""
+        """Instance i's training clip: (frames, waveform or None) as read(path, start, audio_path, audio_start)
+        gives them, and the draws, from g in the one order both paths take (start, the replacement audio's start,
+        on the hop grid, [the read], volume, crop, flip); media/in_memory.py's `read` cuts nothing."""
         rec = self.records[i]
         start = self.clip_starts(rec, g)[0]
         audio_path, audio_len = self.donor.get(i, (None, rec.audio_duration))
@@ -224,15 +212,10 @@ class AVDataset(torch.utils.data.Dataset):
         return self.seeded(key)
 
     def seeded(self, key: int | tuple[int, int], make: Callable | None = None) -> dict[str, Any]:
-        """key: an index, or (index, seed) from SeededSampler: the item's random draws then depend
-        on the seed alone, not on which worker made it or what that worker made before. make(i, g): what
-        an item is (load, or the in-memory set's draws alone), its draws taken from the generator g."""
-        if not isinstance(key, tuple):  # int, or numpy's from a Subset: the global generator draws
-            return self._get(int(key), make)
-        # a CPU generator of its own seeded as the global one would be: the same draws, the global streams left alone
-        return self._get(key[0], make, torch.Generator().manual_seed(key[1]))
-
-    def _get(self, i: int, make: Callable | None = None, g: torch.Generator | None = None) -> dict[str, Any]:
+        """make(i, g) (load, or the in-memory set's draws alone) for key, an index (numpy's from a Subset too: the
+        global generator draws) or (index, seed) from SeededSampler: the draws then depend on the seed alone, not
+        on which worker made the item or what it made before, from a generator seeded as the global one would be."""
+        i, g = (key[0], torch.Generator().manual_seed(key[1])) if isinstance(key, tuple) else (int(key), None)
         try:
             return (make or self.load)(i, g)
         except DECODE_ERRORS as err:  # one line naming the file, not a decoder's traceback from a loader worker
@@ -240,9 +223,8 @@ class AVDataset(torch.utils.data.Dataset):
 
 
 class SeededSampler(torch.utils.data.Sampler):
-    """Wraps a sampler of indices (the DistributedSampler) to yield (index, seed) with the seed a
-    function of (seed, epoch, index). Augmentations are then the same for any number of workers,
-    for persistent workers, and for a run resumed at an epoch boundary."""
+    """Wraps a sampler of indices (the DistributedSampler) to yield (index, seed), the seed a function of (seed,
+    epoch, index): the same augmentations for any number of workers, persistent ones, and a resumed run."""
 
     def __init__(self, sampler: torch.utils.data.Sampler, seed: int = 0) -> None:
         self.sampler, self.seed, self.epoch = sampler, seed, 0
@@ -317,9 +299,8 @@ def pool_folder(cfg: "Config") -> Path:
 
 
 def injection_pool(cfg: "Config", records: list[Record]) -> list[tuple[str, float]]:
-    """The replacement audio of Sec. 5.2 as (path, seconds): 'heldout' reads --faulty-pool (default
-    ROOT/_heldout), 'noise' ROOT/_pool. A pool that holds a file of the training or the test split
-    is refused: the paper's injected audio is "not part of the training set"."""
+    """Sec. 5.2's replacement audio as (path, seconds), from pool_folder; one holding a file of the training or the
+    test split is refused: the paper's injected audio is "not part of the training set"."""
     root, folder = Path(cfg.data), pool_folder(cfg)
     if not folder.is_dir():
         raise SystemExit(
@@ -359,8 +340,8 @@ def eval_set(
     audio: bool = False,
     preload: bool | None = None,
 ) -> AVDataset:
-    """The dataset of an evaluation split's `records` (evaluate.resolve's), video only unless
-    `audio`; preload defaults to the config's --preload as it applies to these records."""
+    """The dataset of an evaluation split's `records` (evaluate.resolve's), video only unless `audio`; preload
+    defaults to the config's --preload as it applies to these records."""
     spec = clip_spec(cfg, audio=audio)
     return AVDataset(
         list(records),
