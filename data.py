@@ -13,8 +13,9 @@ slots, and xID scores the lender almost like a faulty positive (tests/test_injec
 build_train_set and train_loader make train.py's set and batches (a set that fits is cut in batches from memory,
 media/in_memory.py; any other by a DataLoader's workers), eval_set evaluation's (its splits: evaluate.resolve). The
 files are the scan's manifest's (python -m tools.scan ROOT; media/manifest.py reads it), decoded by media/decode.py.
-Tests: test_data.py, test_injection.py, test_in_memory.py"""
+Tests: test_data.py, test_injection.py, test_in_memory.py, test_devices.py"""
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from torch import Tensor
 
 from augment import ClipSpec, clip_spec, video_transform
 from config import PRESETS, Config
-from media import in_memory, loader_workers, manifest
+from media import in_memory, manifest
 from media.decode import read_clip
 from media.manifest import Record
 
@@ -355,14 +356,58 @@ def eval_set(
 
 
 # ----------------------------------------------------------------------------- loaders
+PROCESSES = 1  # processes sharing the machine's cores where torchrun does not say (demo.py's branches side by side)
+# The most loader workers a process gets by default: in lab/results/gpu.md's loader table (prepared files, an H200
+# box with 16 cores), 16 workers delivered the most, 4998 clips/s, against 3036 at 8 and 1246 at 4.
+BEST_WORKERS = 16
+
+
+def workers_per_process(requested: int, cores: int | None = None, processes: int | None = None) -> int:
+    """--workers as asked, or for a negative request (the default) the cores of the affinity mask over the
+    processes sharing the machine (torchrun's LOCAL_WORLD_SIZE, else PROCESSES), at least 1, at most BEST_WORKERS."""
+    if requested >= 0:
+        return requested
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    env = os.environ
+    processes = processes or (int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_RANK" in env else PROCESSES)
+    return max(1, min(BEST_WORKERS, cores // processes))
+
+
+def worker_init(worker_id: int) -> None:
+    torch.set_num_threads(1)  # a loader worker takes one core; the main process keeps the rest
+
+
+def loader(
+    dataset: torch.utils.data.Dataset,
+    batch_size: int,
+    workers: int,
+    seed: int = 0,
+    sampler: torch.utils.data.Sampler | None = None,
+    drop_last: bool = False,
+    pin_memory: bool = False,
+    persistent: bool = False,
+) -> torch.utils.data.DataLoader:
+    """Every DataLoader of training and evaluation: workers of one thread, and a generator of its own (the
+    workers' seeds), so that the loader leaves the global RNG alone."""
+    return torch.utils.data.DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        drop_last=drop_last,
+        pin_memory=pin_memory,
+        persistent_workers=persistent and workers > 0,
+        worker_init_fn=worker_init,
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
 def train_loader(
     cfg: "Config", dataset: AVDataset, rank: int, world: int, device: torch.device
 ) -> tuple[SeededSampler, torch.utils.data.DataLoader]:
-    """Pre-training's batches: shuffled per rank; each item's random draws seeded by (seed, epoch,
-    index) (SeededSampler). A preloaded set is cut on `device` in batches (media/in_memory.py), any
-    other by a DataLoader's workers. Rank 0 prints which."""
+    """Pre-training's batches, shuffled per rank, each item's draws seeded by (seed, epoch, index): a preloaded
+    set cut on `device` in batches (media/in_memory.py), any other by a DataLoader's workers. Rank 0 says which."""
     if cfg.batch_size % world:
         raise SystemExit(f"--batch-size {cfg.batch_size} is the global batch: it must divide by {world} processes")
     sampler = SeededSampler(
@@ -379,20 +424,10 @@ def train_loader(
             how = f"preloaded, clips cut by a DataLoader ({err})"
     if rank == 0:
         print(f"train.py: data {how}")
-    batches = (
-        batches
-        if batches is not None
-        else loader_workers.loader(
-            dataset,
-            cfg.batch_size // world,
-            loader_workers.workers_per_process(cfg.workers),
-            seed=cfg.seed,
-            sampler=sampler,
-            drop_last=True,
-            pin_memory=device.type == "cuda",
-            persistent=True,
-        )
-    )
+    if batches is None:
+        size, workers = cfg.batch_size // world, workers_per_process(cfg.workers)
+        pin = device.type == "cuda"  # page-locked batches, copied to the GPU without a staging copy
+        batches = loader(dataset, size, workers, cfg.seed, sampler, drop_last=True, pin_memory=pin, persistent=True)
     if len(batches) == 0:
         raise SystemExit(
             f"train.py: --batch-size {cfg.batch_size}: expected at most the {len(dataset)} training videos of "

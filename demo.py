@@ -42,7 +42,6 @@ import evaluate
 import train
 from config import PRESETS, parse_config
 from losses import VARIANTS
-from media import loader_workers
 from tools import analyse, synthetic
 from tools.bank_report import BankReport
 from tools.demo_report import (
@@ -347,7 +346,7 @@ def _job_init(slots, jobs):
     with slots.get_lock():
         slot, slots.value = slots.value, slots.value + 1
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
-    loader_workers.PROCESS_SLOT = (slot, jobs)  # loader workers of side-by-side settings are held to other cores
+    data.PROCESSES = jobs  # the default loader workers share the cores between the settings side by side
     if "fork" in multiprocessing.get_all_start_methods():  # a spawned child inherits 'spawn', which cannot pickle
         multiprocessing.set_start_method("fork", force=True)  # the loader's dataset
     if torch.cuda.device_count() > 1:

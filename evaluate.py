@@ -36,8 +36,9 @@ import config
 import data
 import finetune
 from config import Config, OneLineParser, at_least, one_of
+from data import loader, workers_per_process
+from finetune import progress
 from media import manifest
-from media.loader_workers import loader, progress, workers_per_process
 from model import AVModel
 
 CLIPS = 10  # clips per video averaged for retrieval and few-shot (Sec. 5.1, Sec. 6)

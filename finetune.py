@@ -20,8 +20,9 @@ import json
 import math
 import os
 import pickle
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+from tqdm import tqdm
 
 import augment
 import checkpoint
 import data
 from config import POSITIVE, Config, OneLineParser, at_least, resolve_device
-from media.loader_workers import loader, progress
+from data import loader
 
 FINETUNE = dict(epochs=200, batch_size=192, lr=1e-4, lr_min=1e-5, backbone_lr_scale=0.1, weight_decay=1e-3, dropout=0.5)
 FINETUNE |= dict(accumulate=1, select_on_val=False, curve_every=0)  # Sec. 5.1; these three: no deviation
@@ -44,6 +46,11 @@ FINETUNE |= dict(accumulate=1, select_on_val=False, curve_every=0)  # Sec. 5.1; 
 def say(text: str) -> None:
     """A progress line on stdout, flushed: shown on a terminal and in a log file alike."""
     print(text, flush=True)
+
+
+def progress(batches: Iterable[Any], desc: str) -> Iterable[Any]:
+    """A tqdm bar over a loader on a terminal, nothing in a log file or a test."""
+    return tqdm(batches, desc=desc, disable=not sys.stderr.isatty(), leave=False)
 
 
 class Shuffle(torch.utils.data.Sampler):

@@ -37,8 +37,8 @@ import checkpoint
 import data
 from augment import ClipAugment
 from config import Config, DeviceError, parse_config, precision, resolve_device, start_line
+from data import workers_per_process
 from losses import VARIANTS, robust_xid_loss, sample_weights, soft_targets
-from media.loader_workers import workers_per_process
 from memory_bank import MemoryBank, faulty_auroc
 from model import AVModel
 

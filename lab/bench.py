@@ -36,7 +36,7 @@ from config import parse_config, resolve_device
 from lab.bench_epoch import bench_epoch
 from lab.bench_profile import bench_profile, bench_threads
 from lab.timing import bare_model_step, time_per_call
-from media import decode, loader_workers, manifest
+from media import decode, manifest
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
 from memory_bank import MemoryBank
 from model import AVModel
@@ -100,7 +100,7 @@ def bench_data(args):
 def loader_rate(ds, n_workers, batch=8):
     """DataLoader clips/s per worker, worker start-up left out: at least 16 batches per worker, so the
     first batch (timed out) and the last ones (fewer workers busy) weigh little."""
-    loader = loader_workers.loader(
+    loader = data.loader(
         ds,
         batch,
         n_workers,

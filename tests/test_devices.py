@@ -1,6 +1,7 @@
 """Where a run computes, said before it starts: --device auto | cuda | cpu (config.resolve_device), a GPU
-run that cannot quietly fall back to the CPU, and the default loader workers (media/loader_workers.py)."""
+run that cannot quietly fall back to the CPU, and the default loader workers (data.py)."""
 
+import os
 import subprocess
 import sys
 import warnings
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import config as devices
-from media import loader_workers
+import data
 from test_train import ROOT, TINY
 
 
@@ -92,12 +93,12 @@ def test_device_cuda_on_a_machine_without_a_usable_gpu_exits_non_zero_with_one_l
 
 
 def test_default_workers_are_the_cores_per_process_at_most_the_best_measured():
-    assert loader_workers.workers_per_process(3, cores=64, processes=8) == 3  # asked for: as asked
-    assert loader_workers.workers_per_process(0) == 0
-    assert loader_workers.workers_per_process(-1, cores=64, processes=8) == 8
-    assert loader_workers.workers_per_process(-1, cores=64, processes=1) == loader_workers.BEST_WORKERS == 16
-    assert loader_workers.workers_per_process(-1, cores=2, processes=1) == 2
-    assert loader_workers.workers_per_process(-1, cores=4, processes=8) == 1  # never none by default
+    assert data.workers_per_process(3, cores=64, processes=8) == 3  # asked for: as asked
+    assert data.workers_per_process(0) == 0
+    assert data.workers_per_process(-1, cores=64, processes=8) == 8
+    assert data.workers_per_process(-1, cores=64, processes=1) == data.BEST_WORKERS == 16
+    assert data.workers_per_process(-1, cores=2, processes=1) == 2
+    assert data.workers_per_process(-1, cores=4, processes=8) == 1  # never none by default
 
 
 def test_best_workers_is_the_count_results_gpu_md_measured_fastest():
@@ -110,4 +111,19 @@ def test_best_workers_is_the_count_results_gpu_md_measured_fastest():
     )
     counts = [int(c.split()[0]) for c in header.strip("|").split("|") if "workers clips/s" in c]
     rates = [float(c) for c in row.strip("|").split("|")[2 : 2 + len(counts)]]
-    assert counts[rates.index(max(rates))] == loader_workers.BEST_WORKERS
+    assert counts[rates.index(max(rates))] == data.BEST_WORKERS
+
+
+class _WhereAmI(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        return torch.tensor(cores), torch.get_num_threads()
+
+
+def test_a_loader_worker_runs_one_thread_on_every_core_of_the_main_process():
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    for where, threads in data.loader(_WhereAmI(), None, 1):
+        assert threads == 1 and (cores is None or where.tolist() == cores)

@@ -10,7 +10,7 @@ import data
 import evaluate
 import finetune
 from config import Config, parse_config
-from media import loader_workers, manifest
+from media import manifest
 from memory_bank import MemoryBank
 from model import VideoEncoder
 from tools import analyse, scan, synthetic
@@ -252,6 +252,6 @@ def test_the_bar_shows_on_a_terminal_only_and_a_fine_tunes_epoch_line_always(mon
     for stream, shown in ((Terminal(), True), (io.StringIO(), False)):
         monkeypatch.setattr("sys.stderr", stream)
         finetune.say("fine-tune epoch 1/3: loss 2.3000, train accuracy 0.100")
-        assert list(loader_workers.progress(range(3), "features")) == [0, 1, 2]
+        assert list(finetune.progress(range(3), "features")) == [0, 1, 2]
         assert "fine-tune epoch 1/3" in capsys.readouterr().out
         assert ("features" in stream.getvalue()) == shown
