@@ -1,15 +1,11 @@
 """Checkpoints, resuming and the run folder: how a train.py run survives faults.
 
-A checkpoint describes itself, as nanoGPT's does: `format`; `model_args` (AVModel(**model_args) rebuilds the
-encoders); `clip` (augment.ClipSpec's fields); `config` (every Config field); `model`; `bank`; `instances` (per slot:
-path, label, faulty, injected, its audio's file; the classes); `optimizer`, `scaler`, `epoch`, `step`, `rng`; `log`.
-
-- Written atomically, the one before kept as ckpt.pt.prev; the same command resumes after the last whole epoch
-  (Run), from ckpt.pt.prev where ckpt.pt cannot be read, and stops in one line under settings that change what
-  its trained epochs computed (result_changes). One run per folder: a POSIX lock on OUT/run.lock.
-
-    used by train.py (Run, hold_for_job, branch_state), evaluation and the figures (load_checkpoint, read_log)
-    tests: tests/test_faults.py, tests/test_resume.py, tests/test_run_folder.py
+A checkpoint describes itself, as nanoGPT's does: `format`, `model_args` (AVModel(**model_args)), `clip`
+(augment.ClipSpec's fields), `config`, `model`, `bank`, `instances` (per slot: path, label, faulty, injected, its
+audio's file; the classes), `optimizer`, `scaler`, `epoch`, `step`, `rng`, `log`. Written atomically (the one before
+kept as ckpt.pt.prev), it resumes after the last whole epoch (Run), and stops in one line under settings that change
+what its epochs computed (result_changes). One run per folder: a POSIX lock on OUT/run.lock.
+Tests: tests/test_faults.py, tests/test_resume.py, tests/test_run_folder.py
 """
 
 import errno
@@ -111,8 +107,6 @@ def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = Fal
     return state
 
 
-# ----------------------------------------------------------------------------- a checkpoint's settings
-
 PATHS = ("data", "annotations", "manifest", "faulty_pool")  # the dataset's files, as --data etc. name them
 GONE = {"max_bad_fraction", "pin_workers"}  # engineering options retired at any value; why, as for RETIRED:
 RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": False}  # why: lab/results/HISTORY.md
@@ -124,8 +118,7 @@ def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Confi
     saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k]) and k not in GONE}
     if isinstance(saved.get("preload"), bool):  # written when preload was a switch
         saved["preload"] = "on" if saved["preload"] else "off"
-    unknown = sorted(set(saved) - {f.name for f in fields(Config)})
-    if unknown:
+    if unknown := sorted(set(saved) - {f.name for f in fields(Config)}):
         raise ValueError(f"{source}: unknown settings {unknown}; it was written by another version of train.py")
     return Config(**saved)
 
@@ -167,14 +160,10 @@ def result_changes(old: Config, new: Config, trained: int | None = None) -> dict
 
 def other_settings(state: dict[str, Any], cfg: Config, path: str | Path) -> str | None:
     """Why a checkpoint cannot resume under cfg (its trained epochs read other settings), or None."""
-    changed = result_changes(config_from_dict(state["config"], str(path)), cfg, state["epoch"] + 1)
-    if not changed:
+    if not (changed := result_changes(config_from_dict(state["config"], str(path)), cfg, state["epoch"] + 1)):
         return None
     words = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
-    return (
-        f"train.py: {path} was trained with other settings: {words}. Use another --out, or --allow-config-change "
-        f"to resume under the new ones."
-    )
+    return f"train.py: {path} was trained with other settings: {words}. Use another --out, or --allow-config-change"
 
 
 def refuse_other_settings(cfg: Config) -> None:
@@ -205,18 +194,30 @@ def refuse_partial(state: dict[str, Any], path: str | Path) -> None:
         )
 
 
-def same_injection(state: dict[str, Any], injected: torch.Tensor, path: str | Path, allow: bool = False) -> None:
+def injection(c: Config) -> str:
+    seed = c.seed if c.fault_seed < 0 else c.fault_seed
+    return f"--faulty-fraction {c.faulty_fraction:g} --faulty-source {c.faulty_source}, injection seed {seed}"
+
+
+def same_injection(
+    state: dict[str, Any], injected: torch.Tensor, path: str | Path, allow: bool = False, cfg: Config | None = None
+) -> None:
     """A run resumed or branched off must see the faulty positives its bank was trained with."""
     saved = state["instances"]["injected"]
-    if saved is not None and not allow and not torch.equal(saved.cpu(), injected):
-        raise SystemExit(
-            f"train.py: {path} was trained with other injected faulty positives than this run's (another seed, "
-            f"share or data, or an older injection draw: data.INJECTION_STREAM); use another --out, or "
-            f"--allow-config-change"
-        )
+    if saved is None or allow or torch.equal(saved.cpu(), injected):
+        return
+    theirs, mine = (injection(config_from_dict(state["config"])), injection(cfg)) if cfg else ("?", "?")
+    said = f"its {theirs}, this run's {mine}" if theirs != mine else "the same settings: other data or an older draw"
+    raise SystemExit(
+        f"train.py: {path} was trained with other injected faulty positives ({said}). Give its values (--fault-seed "
+        f"keeps its faults under another --seed) or another --out; --allow-config-change would train on faults its "
+        f"bank never saw, a mismatched experiment"
+    )
 
 
-def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> dict[str, Any]:
+def branch_state(
+    init: str, instances: dict[str, Any], allow: bool = False, cfg: Config | None = None
+) -> dict[str, Any]:
     """The model and bank a second stage starts from (--init), refused for another training set or other faults."""
     try:
         state = load_checkpoint(init)
@@ -229,11 +230,8 @@ def branch_state(init: str, instances: dict[str, Any], allow: bool = False) -> d
             f"train.py: --init {init}: its memory bank has {slots} slots, the training set {num_items} videos; "
             f"use the same data and manifest"
         )
-    same_injection(state, instances["injected"], init, allow)
+    same_injection(state, instances["injected"], f"--init {init}", allow, cfg)
     return {"model": state["model"], "bank": state["bank"]}
-
-
-# ----------------------------------------------------------------------------- the run around train.py's loop
 
 
 def rng_state() -> dict[str, Any]:
@@ -255,11 +253,11 @@ class Run:
     def __init__(self, cfg: Config, parts: Any, instances: dict, clip: dict, steps: int, rank: int) -> None:
         self.cfg, self.parts, self.instances, self.clip, self.steps = cfg, parts, instances, clip, steps
         self.master = rank == 0
-        self.out = Path(cfg.out)
-        self.ckpt = self.out / "ckpt.pt"
+        self.out, self.ckpt = Path(cfg.out), Path(cfg.out) / "ckpt.pt"
         self.resumed = self.ckpt.exists()
         self.start, self.history = self.restore(rank) if self.resumed else (0, [])
-        if self.master:  # as the checkpoint knows it: a kill between the checkpoint and its log line counts once
+        # the log as the checkpoint knows it (a kill between the two counts an epoch once); none for a fresh run
+        if self.master and (self.history or (self.out / "log.jsonl").exists()):
             (self.out / "log.jsonl.tmp").write_text("".join(json.dumps(r) + "\n" for r in self.history))
             os.replace(self.out / "log.jsonl.tmp", self.out / "log.jsonl")
         self.began, self.timed = time.monotonic(), 0
@@ -270,7 +268,7 @@ class Run:
         refuse_partial(state, self.ckpt)
         if (refusal := other_settings(state, cfg, self.ckpt)) and not cfg.allow_config_change:
             raise SystemExit(refusal)
-        same_injection(state, self.instances["injected"], self.ckpt, cfg.allow_config_change)
+        same_injection(state, self.instances["injected"], self.ckpt, cfg.allow_config_change, cfg)
         self.parts.load_state_dict({k: state[k] for k in ("model", "bank", "optimizer", "scaler")})
         rngs = state["rng"]
         set_rng_state(rngs[rank] if rank < len(rngs) else rngs[0])
@@ -379,8 +377,6 @@ def log_epoch(record: dict[str, Any], out: Path, timing: str = "") -> None:
         f.write(json.dumps(record) + "\n")
 
 
-# ----------------------------------------------------------------------------- one run per folder
-
 LOCK_NAME = "run.lock"
 _HELD = {}  # lock file -> holder, for this process: a POSIX lock does not tell a process from itself
 
@@ -401,8 +397,9 @@ def _holder(text: str) -> str:
 def hold_folder(out: str | Path, who: str = "train.py") -> Iterator[Path]:
     """Hold OUT while the block runs (two runs would interleave its log): the kernel's POSIX lock on OUT/run.lock
     (fcntl.lockf, honoured over NFS), this process's alone, gone with it however it ends, so a dead run never
-    blocks the next. The file names the holder; it stays, since removing it would race with the next one."""
-    out = Path(out)
+    blocks the next. The file names the holder and stays (removing it would race with the next one), but for a
+    folder this made and nothing else wrote in: a start that failed leaves nothing behind."""
+    out, made = Path(out), not Path(out).exists()
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file; expected a run folder (a new one, or one train.py made)")
     out.mkdir(parents=True, exist_ok=True)
@@ -428,6 +425,9 @@ def hold_folder(out: str | Path, who: str = "train.py") -> Iterator[Path]:
         yield path
     finally:
         del _HELD[path]
+        if made and [p.name for p in out.iterdir()] == [LOCK_NAME]:
+            path.unlink()
+            out.rmdir()
         os.close(fd)  # releases the lock
 
 

@@ -50,6 +50,7 @@ DEVICE = Check(
 )
 SIDE = Check(lambda v: v >= 32, "at least 32: the video network's last map has a cell per 32 pixels")
 PAIR = Check(lambda v: v >= 2, "at least 2: batch norm needs two clips")
+SEED = Check(lambda v: v >= -1, "-1 (--seed's) or a seed of at least 0")
 WORKERS = Check(lambda v: v >= -1, "-1 (the cores per process) or a count of at least 0")
 FAULTY_SOURCES, LAYOUTS = ("heldout", "train", "noise"), ("ucf101", "hmdb51", "kinetics", "folder")
 AMP = ("auto", "bf16", "fp16", "off")
@@ -79,6 +80,9 @@ class Config:
         "(another training video's: a deviation) | noise (the synthetic set's out-of-distribution ROOT/_pool)",
         DATA,
         one_of(*FAULTY_SOURCES),
+    )
+    fault_seed: int = _opt(
+        -1, "seed of the injected faults' draw; -1: --seed's (a branch keeps its warm-up's)", DATA, SEED
     )
     faulty_pool: str = _opt("", "media outside both splits for heldout; default ROOT/_heldout (synthetic.py's)", DATA)
     frames: int = _opt(8, "frames per clip T (paper: 8; Sec. 6 also fine-tunes on 32)", CLIP, at_least(1))

@@ -282,7 +282,7 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             faulty_fraction=cfg.faulty_fraction,
             faulty_source=cfg.faulty_source,
             pool=injection_pool(cfg, records) if pooled else (),
-            seed=cfg.seed,
+            seed=injection_seed(cfg),
             preload=cfg.preload == "on",
             preload_cache=cfg.preload_cache,
         )
@@ -290,6 +290,11 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
         raise SystemExit(f"train.py: {err}") from None
     dataset.classes = classes
     return dataset
+
+
+def injection_seed(cfg: "Config") -> int:
+    """The seed of Sec. 5.2's draw: --fault-seed, else --seed (a branch seed that keeps the set's faults)."""
+    return cfg.seed if cfg.fault_seed < 0 else cfg.fault_seed
 
 
 def pool_folder(cfg: "Config") -> Path:

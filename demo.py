@@ -277,12 +277,18 @@ def run_branch(args, root, common, name, options, split=None):
         with timed(split, f"branch {name}"):
             train.main(cfg, report=BankReport(cfg))
     print(f"[demo] {root.name}: evaluating {name}")
+    shown = args.figures and name == branch_name(args, shown_method(args.methods))  # only it draws them
+    return evaluate_branch(args, ckpt, shown, split)
+
+
+def evaluate_branch(args, ckpt, figures=False, split=None):
+    """make demo's protocol on a checkpoint: retrieval, few-shot SVMs and the weights' AUROC -> its table row."""
+    split = {} if split is None else split
     ask = {"workers": 1 if args.workers is None else args.workers, "shots": (1, 5), "trials": args.trials}
     ask["clips"] = args.eval_clips
     with timed(split, "evaluation"):
-        shown = args.figures and name == branch_name(args, shown_method(args.methods))  # only it draws them
         res = evaluate.evaluate(ckpt, ["retrieval", "fewshot"], **ask)
-        res |= analyse.analysis(ckpt, workers=ask["workers"], clips=args.eval_clips, figures=shown)
+        res |= analyse.analysis(ckpt, workers=ask["workers"], clips=args.eval_clips, figures=figures)
     row = {k: res["retrieval"][k] for k in ("R@1", "R@5")} | {f"{n}-shot": shot(res["fewshot"], n)[0] for n in (1, 5)}
     row["AUROC"] = res["weights"]["faulty_auroc"]
     row |= {k: res["weights"][f"mean_{k}"] for k in ("weight_faulty", "weight_clean")}

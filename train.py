@@ -266,7 +266,7 @@ def run(cfg: Config, ddp: bool, rank: int, world: int, device: torch.device, rep
     try:  # resumes OUT/ckpt.pt if there is one, after its last whole epoch
         r = checkpoint.Run(cfg, parts, instances, asdict(dataset.spec), len(loader), rank)
         if cfg.init and not r.resumed:  # Table 2: a second stage starts from the warm-up's model and bank
-            parts.load_state_dict(checkpoint.branch_state(cfg.init, instances, cfg.allow_config_change))
+            parts.load_state_dict(checkpoint.branch_state(cfg.init, instances, cfg.allow_config_change, cfg))
         if report is not None:  # the bank this run starts from (a branch's: its warm-up's)
             report(None, parts.bank, dataset, r.history)
         if ddp:  # after the restore: DDP starts every replica from rank 0's weights

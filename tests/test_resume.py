@@ -158,3 +158,27 @@ def test_an_older_checkpoint_stopped_inside_an_epoch_is_refused_before_the_data_
     state["partial"] = None  # a whole epoch's checkpoint of the same settings: resumable
     torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ckpt.pt")
     checkpoint.refuse_other_settings(cfg)
+
+
+def test_a_branch_seed_keeps_the_warm_ups_faults_and_a_mismatch_names_both_values(tiny_data, tmp_path):
+    """--fault-seed: a branch off a warm-up under another --seed (its shuffling, augmentations and negatives)
+    keeps the warm-up's injected faults. A branch whose faults differ is refused naming both sides' settings,
+    and its failed start leaves no run folder behind."""
+    injected = ("--faulty-fraction", "0.25", "--workers", "0")
+    run(tiny_data, tmp_path / "warm", *injected, "--warmup-epochs", "1", "--epochs", "0")
+    branch = (*injected, "--init", tmp_path / "warm" / "ckpt.pt", "--warmup-epochs", "0", "--epochs", "1")
+    run(tiny_data, tmp_path / "seed3", *branch, "--seed", "3", "--fault-seed", "0")
+    warm, seed3 = (torch.load(tmp_path / f / "ckpt.pt", weights_only=True) for f in ("warm", "seed3"))
+    assert torch.equal(warm["instances"]["injected"], seed3["instances"]["injected"])
+    assert warm["instances"]["injected"].any() and seed3["config"]["seed"] == 3
+    for extra, words in (
+        (
+            ("--seed", "3"),
+            "injection seed 0, this run's --faulty-fraction 0.25 --faulty-source heldout, injection seed 3",
+        ),
+        (("--faulty-fraction", "0.5"), "its --faulty-fraction 0.25 --faulty-source heldout, injection seed 0, this"),
+    ):
+        proc = run(tiny_data, tmp_path / "refused", *branch, *extra, wait=False)
+        text, _ = proc.communicate(timeout=300)
+        assert proc.returncode != 0 and words in text and "--fault-seed keeps its faults" in text, text
+        assert "mismatched experiment" in text and not (tmp_path / "refused").exists()
