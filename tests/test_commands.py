@@ -202,6 +202,9 @@ def commands(tmp: Path) -> list[list[str]]:
         ["-m", "lab.sweep", "lambda", "--values", "0.3", "0.5", "--faulty", "0.25", "--seeds", "0"]
         + ["--runs", "runs/make_demo", "--results", "runs/lam03", "--data", data, "--warmup-epochs", "1"]
         + ["--epochs", "1", "--trials", "2", "--num-negatives", "15", *SMALL],
+        # TOUR.md, step 9: the modify-and-rerun off make demo's warm-up
+        ["-m", "tools.rerun", "--lam", "0.3", "--data", data, "--warmup-epochs", "1", "--epochs", "1", "--trials", "2"]
+        + ["--num-negatives", "15", *SMALL],
         # README.md: the earlier regime's demo (width 0.25, 4 frames at 4 fps), in miniature
         [
             "demo.py",
