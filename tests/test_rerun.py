@@ -3,6 +3,7 @@ own branch, number for number; a change or another branch seed is trained in a f
 beside the warm-up, make demo's branch and the measured noise; a branch seed keeps the warm-up's faults."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -29,13 +30,14 @@ def made(tmp_path_factory):
 def test_an_unchanged_rerun_is_make_demos_branch_and_a_change_is_its_own(made, capsys, monkeypatch):
     tmp, shared = made
     monkeypatch.setattr(rerun, "NOISE", tmp / "noise.json")
-    rerun.main([*shared, "--out", str(tmp / "rerun"), *TOY])
+    share = ["--threads", str(max(1, (os.cpu_count() or 1) // 2))]  # make demo's two branches: a share each
+    rerun.main([*shared, "--out", str(tmp / "rerun"), *share, *TOY])
     out = capsys.readouterr().out
     theirs = json.loads((tmp / "runs" / "demo_settings" / "seed0_faulty25.json").read_text())["rows"]["robust"]
     assert "(no noise measured for robust at 1 epochs" in out
     for c in rerun.COLUMNS:  # the same epochs and threads as make demo's branch: the same numbers
         assert f"| {c} | {100 * theirs[c]:.1f} |" in out and "| +0.0 |" in out.split(f"| {c} |")[1].split("\n")[0]
-    rerun.main([*shared, "--out", str(tmp / "rerun"), "--measure-noise", "3", *TOY])
+    rerun.main([*shared, "--out", str(tmp / "rerun"), "--measure-noise", "3", *share, *TOY])
     noise = json.loads((tmp / "noise.json").read_text())
     assert sorted(noise["rows"]) == ["0", "1", "2"] and noise["method"] == "robust" and noise["epochs"] == 1
     assert noise["rows"]["0"] == {c: theirs[c] for c in rerun.COLUMNS}  # seed 0 again: make demo's branch

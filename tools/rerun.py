@@ -8,15 +8,15 @@ such a branch (lab/results/rerun_noise.json: branch seeds on the same warm-up, a
     .venv/bin/python -m tools.rerun --measure-noise 9   # remake lab/results/rerun_noise.json (branch seeds 0-8)
 
 A branch seed (train.py --seed, with --fault-seed 0) changes the branch's shuffling, augmentations and negatives and
-keeps the set and its injected faults. Branch seed 0, unchanged, is make demo's branch itself: the same epochs and
-threads give the same numbers, so an edit of losses.py shows as its own difference. The branch is trained once per
+keeps the set and its injected faults. Branch seed 0, unchanged, is make demo's branch but for float rounding (make
+demo trains its branches side by side, a core's share each); `--threads 1` on 2 cores reproduces it number for
+number, in about twice the time. The branch is trained once per
 set of options (its folder under --out; rerunning reads it back). Tests: tests/test_rerun.py
 """
 
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -106,15 +106,20 @@ def main(argv=None):
     p.add_argument("--out", default="runs/rerun", help="where the branches go, a folder per set of options")
     p.add_argument("--loss", default="robust", help="the method to branch (one of make demo's --methods)")
     p.add_argument("--branch-seed", type=int, default=0, help="train.py's --seed for the branch (0: make demo's)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: a make demo branch's share)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (default: all; a make demo branch's share of the cores reproduces its numbers exactly)",
+    )
     p.add_argument("--measure-noise", type=int, default=0, metavar="N", help="measure N branch seeds instead")
     ns, rest = p.parse_known_args(argv)
     # demo.py's options (make demo's defaults, its --runs) say which warm-up; the rest, for train.py, is the change
     args = demo.parse_args(["--runs", "runs/make_demo", "--results", "runs/make_demo", *rest])
     if ns.loss not in args.methods:
         p.error(f"--loss {ns.loss}: expected one of make demo's methods {args.methods}")
-    # make demo trains its branches side by side, each on its share of the cores: the same share, the same numbers
-    torch.set_num_threads(ns.threads or max(1, (os.cpu_count() or 1) // args.side_by_side_branches()))
+    if ns.threads:  # make demo trains its branches side by side, each on its share of the cores
+        torch.set_num_threads(ns.threads)
     options, out = args.train_args, Path(ns.out)
     if ns.measure_noise:
         return measure_noise(args, ns.loss, ns.measure_noise, out / "noise")
