@@ -1,11 +1,11 @@
 """Modify and rerun: one branch off `make demo`'s warm-up, evaluated with make demo's protocol, printed beside the
 warm-up's own numbers and make demo's branch of the same method, each difference beside the noise measured for
-such a branch (lab/results/rerun_noise.json: branch seeds on the same warm-up, and the few-shot trials' spread).
+such a branch (lab/results/rerun_settings/noise.json: branch seeds on one warm-up) and the few-shot trials' spread.
 
     make demo                                           # once: the warm-up, runs/make_demo/seed0_faulty25/warmup
     .venv/bin/python -m tools.rerun --lam 0.3           # any train.py option; --loss picks the method (robust)
     .venv/bin/python -m tools.rerun --branch-seed 3     # no change, another branch seed: what noise looks like
-    .venv/bin/python -m tools.rerun --measure-noise 9   # remake lab/results/rerun_noise.json (branch seeds 0-8)
+    .venv/bin/python -m tools.rerun --measure-noise 9   # remake the noise file (branch seeds 0-8)
 
 A branch seed (train.py --seed, with --fault-seed 0) changes the branch's shuffling, augmentations and negatives and
 keeps the set and its injected faults. Branch seed 0, unchanged, is make demo's branch but for float rounding (make
@@ -30,7 +30,7 @@ import train
 from config import parse_config
 from tools.bank_report import BankReport
 
-NOISE = Path(__file__).resolve().parents[1] / "lab" / "results" / "rerun_noise.json"
+NOISE = Path(__file__).resolve().parents[1] / "lab" / "results" / "rerun_settings" / "noise.json"
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
 SEED, FAULTY = 0, 0.25  # make demo's setting
 
@@ -87,7 +87,7 @@ def table(mine, warm, theirs, bands, trials, label, method):
 
 
 def measure_noise(args, method, seeds, out):
-    """Branch seeds 0..seeds-1 of the unchanged method: lab/results/rerun_noise.json."""
+    """Branch seeds 0..seeds-1 of the unchanged method: lab/results/rerun_settings/noise.json."""
     rows = {str(s): branch(args, method, [], out / f"{method}_seed{s}", s) for s in range(seeds)}
     keep = {k: {c: r[c] for c in COLUMNS} for k, r in rows.items()}
     from tools.demo_report import cpu_kind
