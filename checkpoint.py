@@ -1,11 +1,13 @@
 """Checkpoints, resuming and the run folder: how a train.py run survives faults.
 
-A checkpoint describes itself, as nanoGPT's does: `format`, `model_args` (AVModel(**model_args)), `clip`
-(augment.ClipSpec's fields), `config`, `model`, `bank`, `instances` (per slot: path, label, faulty, injected, its
-audio's file; the classes), `optimizer`, `scaler`, `epoch`, `step`, `rng`, `log`. Written atomically (the one before
-kept as ckpt.pt.prev), it resumes after the last whole epoch (Run), and stops in one line under settings that change
-what its epochs computed (result_changes). One run per folder: a POSIX lock on OUT/run.lock.
-Tests: tests/test_faults.py, tests/test_resume.py, tests/test_run_folder.py
+A checkpoint describes itself, as nanoGPT's does: format, model_args (AVModel(**model_args)), clip (augment.ClipSpec),
+config (every Config field), model, bank, instances (per slot: path, label, faulty, injected, audio; the classes),
+optimizer, scaler, epoch, step, rng (per rank), log. It is written atomically, the one before kept as ckpt.pt.prev;
+the same command resumes after the last whole epoch (Run), from ckpt.pt.prev where ckpt.pt cannot be read, and stops
+in one line under settings that change what its epochs computed (result_changes). One run per folder: hold_folder.
+
+    used by train.py (Run, hold_folder, branch_state), evaluation and the figures (load_checkpoint, read_log)
+    tests: tests/test_faults.py, tests/test_resume.py, tests/test_run_folder.py
 """
 
 import errno
@@ -19,7 +21,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -46,8 +48,8 @@ def previous(path: str | Path) -> Path:
 
 
 def save_checkpoint(path: str | Path, **state: Any) -> None:
-    """torch.save to PATH.tmp, fsync, keep PATH as PATH.prev, rename PATH.tmp onto PATH. A failed write (a full
-    disk, no permission) removes PATH.tmp, leaves PATH as it was and raises CheckpointError naming the file."""
+    """To PATH.tmp, fsync, PATH kept as PATH.prev, then the rename: a killed write never leaves a torn PATH. A
+    failed one (a full disk, no permission) leaves PATH as it was and raises CheckpointError naming the file."""
     path, tmp = Path(path), Path(f"{path}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -59,30 +61,28 @@ def save_checkpoint(path: str | Path, **state: Any) -> None:
         free = shutil.disk_usage(path.parent).free / 2**20
         why = "the disk is full" if getattr(err, "errno", None) == errno.ENOSPC or free < 1 else err
         why = "no permission to write there" if isinstance(err, PermissionError) else why
-        raise CheckpointError(
-            f"could not write the checkpoint {path}: {why} ({free:.1f} MiB free on its filesystem). The last good "
-            f"checkpoint, if any, is unchanged; free space or choose another --out, then rerun the same command"
-        ) from err
+        said = f"could not write the checkpoint {path}: {why} ({free:.1f} MiB free on its filesystem)."
+        then = "The last good checkpoint, if any, is unchanged; free space or choose another --out, then rerun"
+        raise CheckpointError(f"{said} {then}") from err
     if path.exists():
         keep_as(path, previous(path))
     os.replace(tmp, path)
 
 
 def keep_as(path: str | Path, kept: str | Path) -> None:
-    """KEPT becomes the checkpoint PATH is now, whole or not at all: a hard link (PATH's next save renames a new
-    file onto PATH and leaves this one), or a copy where links are not possible, renamed into place."""
+    """KEPT becomes PATH's checkpoint, whole or not at all: a hard link (a save renames a new file onto PATH)."""
     link = Path(f"{kept}.tmp")
     link.unlink(missing_ok=True)
     try:
         os.link(path, link)
-    except OSError:
+    except OSError:  # a filesystem without hard links
         shutil.copyfile(path, link)
     os.replace(link, kept)
 
 
 def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = False) -> dict[str, Any]:
-    """The checkpoint's dict (from `raw`, its bytes, when read already). A truncated or corrupt file, or one of
-    another format, raises CheckpointError naming it."""
+    """The checkpoint's dict (from `raw`, its bytes, when read already); CheckpointError naming it where it is
+    truncated, corrupt or of another format."""
     path = Path(path)
     if raw is None and not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
@@ -90,31 +90,30 @@ def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = Fal
         source = io.BytesIO(raw) if raw is not None else path
         state = torch.load(source, map_location="cpu", weights_only=True, mmap=mmap and raw is None)
     except Exception as err:
-        first = str(err).splitlines()[0][:120]
-        raise CheckpointError(
-            f"the checkpoint {path} cannot be read ({type(err).__name__}: {first}): it is truncated or corrupt"
-        ) from err
+        first = str(err).partition("\n")[0][:120]
+        why = f"({type(err).__name__}: {first}): it is truncated or corrupt"
+        raise CheckpointError(f"the checkpoint {path} cannot be read {why}") from err
     if "config" not in state or "model" not in state:
         raise ValueError(f"{path} is not a train.py checkpoint (it has no config or model)")
     if state.get("format") == 3 and bool(state.get("bank", {}).get("valid", torch.ones(1)).all()):
         state["bank"].pop("valid", None)  # format 3 differs by the bank's `valid` alone, all True where no file failed
         state["format"] = CHECKPOINT_FORMAT
-    if state.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(
-            f"the checkpoint {path} has format {state.get('format', 1)}, this train.py reads format "
-            f"{CHECKPOINT_FORMAT}: an older version wrote it; retrain it, or read it with the commit that wrote it"
-        )
+    if (made := state.get("format", 1)) != CHECKPOINT_FORMAT:
+        why = f"this train.py reads format {CHECKPOINT_FORMAT}; retrain it, or read it with the commit that wrote it"
+        raise CheckpointError(f"the checkpoint {path} has format {made}, {why}")
     return state
 
 
+# ----------------------------------------------------------------------------- a checkpoint's settings
+
 PATHS = ("data", "annotations", "manifest", "faulty_pool")  # the dataset's files, as --data etc. name them
-GONE = {"max_bad_fraction", "pin_workers"}  # engineering options retired at any value; why, as for RETIRED:
-RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": False}  # why: lab/results/HISTORY.md
+GONE = {"max_bad_fraction", "pin_workers"}  # retired at any value (why, for these and RETIRED: lab/results/HISTORY.md)
+RETIRED = {"head": "mlp", "lr_ramp": 0, "bank_init": "random", "soft_guard": False}  # retired at their only value
 
 
 def config_from_dict(saved: dict[str, Any], source: str = "checkpoint") -> Config:
-    """A Config from a checkpoint's dict: newer fields take their defaults, a retired option at its only value
-    is dropped, any other unknown field is an error naming it."""
+    """A Config from a checkpoint's dict: newer fields take their defaults, retired options are dropped, any other
+    unknown field is an error naming it."""
     saved = {k: v for k, v in saved.items() if not (k in RETIRED and v == RETIRED[k]) and k not in GONE}
     if isinstance(saved.get("preload"), bool):  # written when preload was a switch
         saved["preload"] = "on" if saved["preload"] else "off"
@@ -128,19 +127,18 @@ def absolute_paths(values: dict[str, Any]) -> dict[str, Any]:
     return values | {k: str(Path(values[k]).resolve()) for k in PATHS if values.get(k)}
 
 
-# What a resume may change: where and whether the run goes on (out, init: read only without a checkpoint, ...),
-# the loader (each item's draws are seeded by seed, epoch and index) and the device. Not preload (a preloaded
-# clip's audio is cut from a whole-file decode, AAC's restart after a seek changes the samples) nor amp (rounding).
+# A resume may change the engineering group (where and whether the run goes on; the loader, as each item's draws
+# are seeded by seed, epoch and index; the device), but not preload (a preloaded clip's audio is cut from a
+# whole-file decode, and AAC restarts after a seek) nor amp (rounding). A warm-up (xID at a constant rate) reads
+# none of SECOND_STAGE; a second stage reads SOFT_ONLY with soft targets, WEIGHTS_ONLY with eq. (6)'s weights.
 NOT_RESUMABLE = {"preload", "amp"}
 ENGINEERING = {f.name for f in fields(Config) if f.metadata["group"] == "engineering"} - NOT_RESUMABLE | {"manifest"}
-# What only the second stage reads (the warm-up is xID at a constant rate), and of it what only soft targets or
-# eq. (6)'s weights read (losses.VARIANTS)
 SOFT_ONLY, WEIGHTS_ONLY = {"soft_targets", "tau_s", "tau_t", "lam"}, {"kappa", "w_min", "delta"}
 SECOND_STAGE = {"loss", "epochs", "lr_min"} | SOFT_ONLY | WEIGHTS_ONLY
 
 
 def unread(cfg: Config, trained: int) -> set[str]:
-    """The fields the first `trained` epochs of a run under cfg never read."""
+    """The fields the first `trained` epochs of a run under cfg never read (losses.VARIANTS)."""
     variant = VARIANTS[cfg.loss]
     stage = (set() if variant.soft else SOFT_ONLY) | (set() if variant.weights == "scores" else WEIGHTS_ONLY)
     return SECOND_STAGE if trained <= cfg.warmup_epochs else stage
@@ -158,40 +156,32 @@ def result_changes(old: Config, new: Config, trained: int | None = None) -> dict
     return changed
 
 
-def other_settings(state: dict[str, Any], cfg: Config, path: str | Path) -> str | None:
-    """Why a checkpoint cannot resume under cfg (its trained epochs read other settings), or None."""
-    if not (changed := result_changes(config_from_dict(state["config"], str(path)), cfg, state["epoch"] + 1)):
-        return None
-    words = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
-    return f"train.py: {path} was trained with other settings: {words}. Use another --out, or --allow-config-change"
-
-
-def refuse_other_settings(cfg: Config) -> None:
-    """other_settings of OUT/ckpt.pt before the data is read (its tensors left on disk); an unreadable file is left
-    to Run, which falls back to the one before it."""
-    ckpt = Path(cfg.out) / "ckpt.pt"
-    if cfg.allow_config_change or not ckpt.is_file():
-        return
-    try:
-        state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # noqa: BLE001
-        return
-    refuse_partial(state, ckpt)
-    try:
-        refusal = other_settings(state, cfg, ckpt)
-    except ValueError as err:  # a setting this version does not know (a retired option at another value)
-        raise SystemExit(f"train.py: {err}") from None
-    if refusal:
-        raise SystemExit(refusal)
-
-
 def refuse_partial(state: dict[str, Any], path: str | Path) -> None:
     """An older train.py's stop inside an epoch: mid-epoch weights under the epoch before's count."""
     if state.get("partial"):
-        raise SystemExit(
-            f"train.py: {path} was stopped inside an epoch by an older train.py; {previous(path)} holds the whole "
-            f"epoch before it: move it onto {path} to resume from there, or retrain"
-        )
+        said = f"train.py: {path} was stopped inside an epoch by an older train.py"
+        then = f"{previous(path)} holds the whole epoch before it: move it onto {path} to resume from there, or retrain"
+        raise SystemExit(f"{said}; {then}")
+
+
+def refuse_other_settings(cfg: Config, state: dict[str, Any] | None = None) -> None:
+    """One line where OUT/ckpt.pt (`state`, or read with its tensors left on disk, before the data) may not resume
+    under cfg: stopped inside an epoch, a setting this version does not know, or (unless --allow-config-change) other
+    settings that its trained epochs read. An unreadable file is left to Run, which falls back to the one before."""
+    ckpt = Path(cfg.out) / "ckpt.pt"
+    try:
+        state = state or torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001  none, or unreadable
+        return
+    refuse_partial(state, ckpt)
+    try:
+        changed = result_changes(config_from_dict(state["config"], str(ckpt)), cfg, state["epoch"] + 1)
+    except ValueError as err:  # a retired option at another value
+        raise SystemExit(f"train.py: {err}") from None
+    if changed and not cfg.allow_config_change:
+        words = ", ".join(f"{k} {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        said = f"train.py: {ckpt} was trained with other settings: {words}"
+        raise SystemExit(f"{said}. Use another --out, or --allow-config-change to resume under the new ones.")
 
 
 def injection(c: Config) -> str:
@@ -224,26 +214,28 @@ def branch_state(
     except (FileNotFoundError, CheckpointError) as err:  # a path the user typed: one line
         raise SystemExit(f"train.py: --init {init}: {err}") from None
     refuse_partial(state, init)
-    slots, num_items = state["bank"]["video"].shape[0], len(instances["paths"])
-    if slots != num_items:
-        raise SystemExit(
-            f"train.py: --init {init}: its memory bank has {slots} slots, the training set {num_items} videos; "
-            f"use the same data and manifest"
-        )
+    if (slots := state["bank"]["video"].shape[0]) != (items := len(instances["paths"])):
+        said = f"train.py: --init {init}: its memory bank has {slots} slots, the training set {items} videos"
+        raise SystemExit(f"{said}; use the same data and manifest")
     same_injection(state, instances["injected"], f"--init {init}", allow, cfg)
     return {"model": state["model"], "bank": state["bank"]}
+
+
+# ----------------------------------------------------------------------------- the run around train.py's loop
+
+
+def from_rank0(value: Any) -> Any:
+    """Rank 0's value on every rank of a torchrun job, so that all take the same way."""
+    if dist.is_initialized():
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        value = box[0]
+    return value
 
 
 def rng_state() -> dict[str, Any]:
     cuda = {"cuda": torch.cuda.get_rng_state_all()} if torch.cuda.is_available() else {}
     return {"torch": torch.get_rng_state(), "python": random.getstate(), **cuda}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 class Run:
@@ -252,71 +244,55 @@ class Run:
 
     def __init__(self, cfg: Config, parts: Any, instances: dict, clip: dict, steps: int, rank: int) -> None:
         self.cfg, self.parts, self.instances, self.clip, self.steps = cfg, parts, instances, clip, steps
-        self.master = rank == 0
-        self.out, self.ckpt = Path(cfg.out), Path(cfg.out) / "ckpt.pt"
+        self.master, self.out, self.ckpt = rank == 0, Path(cfg.out), Path(cfg.out) / "ckpt.pt"
         self.resumed = self.ckpt.exists()
         self.start, self.history = self.restore(rank) if self.resumed else (0, [])
         # the log as the checkpoint knows it (a kill between the two counts an epoch once); none for a fresh run
         if self.master and (self.history or (self.out / "log.jsonl").exists()):
             (self.out / "log.jsonl.tmp").write_text("".join(json.dumps(r) + "\n" for r in self.history))
             os.replace(self.out / "log.jsonl.tmp", self.out / "log.jsonl")
-        self.began, self.timed = time.monotonic(), 0
+        self.began = time.monotonic()
 
     def restore(self, rank: int) -> tuple[int, list[dict[str, Any]]]:
-        cfg = self.cfg
-        state = self.readable(rank)
-        refuse_partial(state, self.ckpt)
-        if (refusal := other_settings(state, cfg, self.ckpt)) and not cfg.allow_config_change:
-            raise SystemExit(refusal)
-        same_injection(state, self.instances["injected"], self.ckpt, cfg.allow_config_change, cfg)
-        self.parts.load_state_dict({k: state[k] for k in ("model", "bank", "optimizer", "scaler")})
-        rngs = state["rng"]
-        set_rng_state(rngs[rank] if rank < len(rngs) else rngs[0])
-        total = cfg.warmup_epochs + cfg.epochs
-        if self.master and state["epoch"] + 1 >= total:
-            print(f"train.py: {self.out} has finished: all {total} epochs are in {self.ckpt}; nothing to train")
-        elif self.master:
-            print(f"resuming from {self.ckpt} after epoch {state['epoch']}")
-        return state["epoch"] + 1, state["log"]
-
-    def readable(self, rank: int) -> dict[str, Any]:
-        """OUT/ckpt.pt, or where it cannot be read, OUT/ckpt.pt.prev: the bad file is named and moved aside."""
+        """OUT/ckpt.pt, or where it cannot be read, OUT/ckpt.pt.prev (the bad file named and moved aside) into parts."""
         try:
-            return load_checkpoint(self.ckpt)
+            state = load_checkpoint(self.ckpt)
         except CheckpointError as err:
-            prev = previous(self.ckpt)
-            if not prev.is_file():
+            if not (prev := previous(self.ckpt)).is_file():
                 why = f"there is no earlier checkpoint ({prev}): move it aside to start afresh or use another --out"
                 raise SystemExit(f"train.py: {err}, and {why}") from err
             state = load_checkpoint(prev)
             if dist.is_initialized():
                 dist.barrier()  # every rank has read it before rank 0 moves the bad file
             if rank == 0:
-                aside = self.ckpt.with_name(self.ckpt.name + ".corrupt")
-                os.replace(self.ckpt, aside)
+                os.replace(self.ckpt, aside := self.ckpt.with_name(self.ckpt.name + ".corrupt"))
                 keep_as(prev, self.ckpt)  # a kill before the next save resumes from it again, not afresh
-                print(
-                    f"{err}. Moved it aside to {aside}; resuming from the previous checkpoint, {prev} "
-                    f"(after epoch {state['epoch']})",
-                    file=sys.stderr,
-                )
-            return state
+                said = f"resuming from the previous checkpoint, {prev} (after epoch {state['epoch']})"
+                print(f"{err}. Moved it aside to {aside}; {said}", file=sys.stderr)
+        refuse_other_settings(self.cfg, state)
+        same_injection(state, self.instances["injected"], self.ckpt, self.cfg.allow_config_change, self.cfg)
+        self.parts.load_state_dict({k: state[k] for k in ("model", "bank", "optimizer", "scaler")})
+        rng = state["rng"][rank] if rank < len(state["rng"]) else state["rng"][0]  # a job of another size: rank 0's
+        torch.set_rng_state(rng["torch"])
+        random.setstate(rng["python"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+        total = self.cfg.warmup_epochs + self.cfg.epochs
+        if self.master and state["epoch"] + 1 >= total:
+            print(f"train.py: {self.out} has finished: all {total} epochs are in {self.ckpt}; nothing to train")
+        elif self.master:
+            print(f"resuming from {self.ckpt} after epoch {state['epoch']}")
+        return state["epoch"] + 1, state["log"]
 
     def end_epoch(self, epoch: int, record: dict[str, Any]) -> None:
         """Checkpoint (kept as OUT/ckpt_epochNNNN.pt after every --save-every'th), then rank 0's log line."""
-        if dist.is_initialized():  # rank 0's record, the one logged, on every rank
-            box = [record]
-            dist.broadcast_object_list(box, src=0)
-            record = box[0]
-        self.history.append(record)
-        keep = bool(self.cfg.save_every) and (epoch + 1) % self.cfg.save_every == 0
+        self.history.append(record := from_rank0(record))  # rank 0's record, the one logged, on every rank
         try:  # the checkpoint first: the log never holds an epoch the checkpoint does not
-            self.save(epoch, keep)
+            self.save(epoch, bool(self.cfg.save_every) and (epoch + 1) % self.cfg.save_every == 0)
         except CheckpointError as err:  # raised on every rank together
             raise SystemExit(f"train.py, after epoch {epoch}: {err}") from err
         if self.master:
-            self.timed += 1
-            per = (time.monotonic() - self.began) / self.timed
+            per = (time.monotonic() - self.began) / (epoch + 1 - self.start)
             left = per * (self.cfg.warmup_epochs + self.cfg.epochs - epoch - 1)
             left = f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min"
             log_epoch(record, self.out, f" | {per:.1f} s/epoch, {left} left")
@@ -331,29 +307,17 @@ class Run:
             rngs = [None] * dist.get_world_size()
             dist.all_gather_object(rngs, rng_state())
         failed = None
-        if self.master:
-            try:
-                save_checkpoint(
-                    self.ckpt,
-                    model_args=model_args(self.cfg),
-                    clip=self.clip,
-                    config=absolute_paths(asdict(self.cfg)),
-                    **self.parts.state_dict(),
-                    instances=self.instances,
-                    epoch=epoch,
-                    step=(epoch + 1) * self.steps,
-                    rng=rngs,
-                    log=self.history,
-                )
+        try:
+            if self.master:
+                cfg, step = self.cfg, (epoch + 1) * self.steps
+                state = {"model_args": model_args(cfg), "clip": self.clip, "config": absolute_paths(asdict(cfg))}
+                state |= self.parts.state_dict() | {"instances": self.instances, "epoch": epoch, "step": step}
+                save_checkpoint(self.ckpt, **state, rng=rngs, log=self.history)
                 if keep:
                     keep_as(self.ckpt, self.out / f"ckpt_epoch{epoch:04d}.pt")  # log.jsonl's numbering
-            except (CheckpointError, OSError) as err:
-                failed = str(err)
-        if dist.is_initialized():  # instead of a barrier: rank 0 says whether it wrote, so all stop together
-            box = [failed]
-            dist.broadcast_object_list(box, src=0)
-            failed = box[0]
-        if failed:
+        except (CheckpointError, OSError) as err:
+            failed = str(err)
+        if failed := from_rank0(failed):  # instead of a barrier: rank 0 says whether it wrote, so all stop together
             raise CheckpointError(failed)
 
 
@@ -377,74 +341,45 @@ def log_epoch(record: dict[str, Any], out: Path, timing: str = "") -> None:
         f.write(json.dumps(record) + "\n")
 
 
+# ----------------------------------------------------------------------------- one run per folder
+
 LOCK_NAME = "run.lock"
-_HELD = {}  # lock file -> holder, for this process: a POSIX lock does not tell a process from itself
-
-
-class FolderHeld(RuntimeError):
-    """Another live process holds the run folder; the message names it."""
-
-
-def _holder(text: str) -> str:
-    try:
-        h = json.loads(text or "{}")
-        return f"{h['who']} on host {h['host']}, pid {h['pid']}, started {h['started']}"
-    except (ValueError, KeyError):  # it holds the lock but has not written its name yet
-        return "a run that is just starting"
 
 
 @contextmanager
-def hold_folder(out: str | Path, who: str = "train.py") -> Iterator[Path]:
-    """Hold OUT while the block runs (two runs would interleave its log): the kernel's POSIX lock on OUT/run.lock
-    (fcntl.lockf, honoured over NFS), this process's alone, gone with it however it ends, so a dead run never
-    blocks the next. The file names the holder and stays (removing it would race with the next one), but for a
-    folder this made and nothing else wrote in: a start that failed leaves nothing behind."""
-    out, made = Path(out), not Path(out).exists()
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"--out {out} is a file; expected a run folder (a new one, or one train.py made)")
-    out.mkdir(parents=True, exist_ok=True)
-    path = (out / LOCK_NAME).resolve()
-    if path in _HELD:  # opening and closing the file again would release this process's lock
-        raise FolderHeld(f"the run folder {out} is in use by {_HELD[path]} (this process). Choose another --out")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = _holder(os.read(fd, 4096).decode(errors="replace"))
-        os.close(fd)
-        raise FolderHeld(
-            f"the run folder {out} is in use by {holder}. Wait for it to end (the same command then resumes), "
-            f"stop it, or choose another --out"
-        ) from None
-    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    text = json.dumps({"who": who, "host": socket.gethostname(), "pid": os.getpid(), "started": started})
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, text.encode(), 0)
-    _HELD[path] = _holder(text)
-    try:
-        yield path
-    finally:
-        del _HELD[path]
-        if made and [p.name for p in out.iterdir()] == [LOCK_NAME]:
-            path.unlink()
-            out.rmdir()
-        os.close(fd)  # releases the lock
-
-
-@contextmanager
-def hold_for_job(out: str | Path, master: bool, who: str = "train.py") -> Iterator[None]:
-    """hold_folder under torchrun: rank 0 holds OUT and tells every rank whether it could, so all stop together."""
-    with ExitStack() as stack:
-        err = None
-        if master:
-            try:
-                stack.enter_context(hold_folder(out, who))
-            except (FolderHeld, OSError) as e:  # held, a file, no permission: every rank stops
-                err = str(e)
-        if dist.is_initialized():
-            box = [err]
-            dist.broadcast_object_list(box, src=0)
-            err = box[0]
-        if err:
-            raise SystemExit(f"{who}: {err}")
-        yield
+def hold_folder(out: str | Path, master: bool = True, who: str = "train.py") -> Iterator[None]:
+    """Hold OUT while the block runs (two runs would interleave its log); under torchrun rank 0 holds it and tells
+    every rank whether it could, so all stop together, in one line naming the holder. flock on OUT/run.lock locks
+    that open file (NFS too, on Linux): a second hold fails in this process as in another, and the kernel drops it
+    with the process however it ends. The file names the holder and stays (removing it would race with the next),
+    but in a folder this made and nothing else wrote in: a start that failed leaves nothing behind."""
+    out, f, err = Path(out), None, None
+    made = master and not out.exists()
+    if master and out.exists() and not out.is_dir():
+        err = f"--out {out} is a file; expected a run folder (a new one, or one train.py made)"
+    elif master:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            f = open(out / LOCK_NAME, "a+")  # open while the block runs: the lock
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+            f.truncate(0)
+            f.write(f"{who} on host {socket.gethostname()}, pid {os.getpid()}, started {started}")
+            f.flush()
+        except BlockingIOError:  # held
+            f.seek(0)
+            holder = f.read().strip() or "a run that is just starting"  # it holds the lock but has not written its name
+            f.close()
+            what = "Wait for it to end (the same command then resumes), stop it, or choose another --out"
+            err = f"the run folder {out} is in use by {holder}. {what}"
+        except OSError as e:  # no permission
+            err = str(e)
+    if err := from_rank0(err):
+        raise SystemExit(f"{who}: {err}")
+    with f or nullcontext():
+        try:
+            yield
+        finally:
+            if made and [p.name for p in out.iterdir()] == [LOCK_NAME]:
+                (out / LOCK_NAME).unlink()
+                out.rmdir()

@@ -246,7 +246,7 @@ def main(cfg: Config, report: Report | None = None) -> tuple[AVModel, MemoryBank
         ddp, rank, world, device = setup_distributed(cfg.device)
     except DeviceError as err:  # --device cuda without a usable GPU: one line, no traceback
         raise SystemExit(f"train.py: {err}") from None
-    with checkpoint.hold_for_job(Path(cfg.out), rank == 0):  # one run per folder; a dead holder does not count
+    with checkpoint.hold_folder(Path(cfg.out), rank == 0):  # one run per folder; a dead holder does not count
         return run(cfg, ddp, rank, world, device, report)
 
 

@@ -153,6 +153,8 @@ def test_an_older_checkpoint_stopped_inside_an_epoch_is_refused_before_the_data_
     torch.save({**state, "format": checkpoint.CHECKPOINT_FORMAT}, tmp_path / "ckpt.pt")
     with pytest.raises(SystemExit, match=r"stopped inside an epoch .*ckpt\.pt\.prev holds the whole epoch"):
         checkpoint.refuse_other_settings(cfg)
+    with pytest.raises(SystemExit, match="stopped inside an epoch"):  # other settings allowed: still not mid-epoch
+        checkpoint.refuse_other_settings(replace(cfg, allow_config_change=True))
     with pytest.raises(SystemExit, match="stopped inside an epoch"):
         checkpoint.branch_state(str(tmp_path / "ckpt.pt"), {"paths": [], "injected": None})
     state["partial"] = None  # a whole epoch's checkpoint of the same settings: resumable

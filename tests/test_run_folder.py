@@ -2,8 +2,8 @@
 live run holds stops within seconds and names the holder, while an evaluation of its checkpoint runs;
 a run killed by SIGKILL leaves nothing that blocks the next, which resumes."""
 
-import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,9 +30,10 @@ def wait_until(condition, proc, seconds=120):
 
 def holder_pid(out):
     try:
-        return json.loads((out / folder_lock.LOCK_NAME).read_text())["pid"]
-    except (FileNotFoundError, ValueError, KeyError):
+        found = re.search(r", pid (\d+),", (out / folder_lock.LOCK_NAME).read_text())
+    except FileNotFoundError:
         return None
+    return int(found.group(1)) if found else None
 
 
 def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(tmp_path):
@@ -40,17 +41,20 @@ def test_the_same_process_cannot_hold_a_folder_twice_and_a_released_one_is_free(
         sys.executable,
         "-c",
         "import sys; sys.path.insert(0, '.'); import checkpoint as folder_lock\n"
-        f"with folder_lock.hold_folder({str(tmp_path)!r}, 'other'): pass",
+        f"with folder_lock.hold_folder({str(tmp_path)!r}, who='other'): pass",
     ]
-    with folder_lock.hold_folder(tmp_path, "first"):
-        with pytest.raises(folder_lock.FolderHeld, match=f"first on host {socket.gethostname()}, pid {os.getpid()}"):
-            with folder_lock.hold_folder(tmp_path, "second"):
+    with folder_lock.hold_folder(tmp_path, who="first"):
+        with pytest.raises(SystemExit, match=f"first on host {socket.gethostname()}, pid {os.getpid()}"):
+            with folder_lock.hold_folder(tmp_path, who="second"):
                 pass
         # the refused second try did not release the first: another process is still kept out
         other = subprocess.run(probe, cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr, other.stderr
-    with folder_lock.hold_folder(tmp_path, "third"):
-        assert json.loads((tmp_path / folder_lock.LOCK_NAME).read_text())["who"] == "third"
+    with folder_lock.hold_folder(tmp_path, who="third"):
+        assert (tmp_path / folder_lock.LOCK_NAME).read_text().startswith(f"third on host {socket.gethostname()}")
+        # reading run.lock in the holding process (its own open and close) leaves the lock held
+        other = subprocess.run(probe, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert other.returncode != 0 and "third on host" in other.stderr, other.stderr
 
 
 def test_a_second_run_on_a_held_folder_stops_naming_the_holder_and_the_first_logs_each_epoch_once(tiny_data, tmp_path):
@@ -118,7 +122,7 @@ def test_every_torchrun_rank_stops_when_the_folder_is_held(tiny_data, tmp_path):
     """Rank 0 holds the folder for the job; when it cannot, it tells the others, and none waits in a
     collective for a rank that left."""
     cmd = torchrun_cmd(tiny_data, tmp_path, 1, 0, script=ROOT / "train.py")
-    with folder_lock.hold_folder(tmp_path, "a test"):
+    with folder_lock.hold_folder(tmp_path, who="a test"):
         res = subprocess.run(
             cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"}
         )
