@@ -29,6 +29,7 @@ import evaluate
 import train
 from config import parse_config
 from tools.bank_report import BankReport
+from tools.demo_report import cpu_kind
 
 NOISE = Path(__file__).resolve().parents[1] / "lab" / "results" / "rerun_settings" / "noise.json"
 COLUMNS = ("R@1", "R@5", "1-shot", "5-shot", "AUROC")
@@ -90,8 +91,6 @@ def measure_noise(args, method, seeds, out):
     """Branch seeds 0..seeds-1 of the unchanged method: lab/results/rerun_settings/noise.json."""
     rows = {str(s): branch(args, method, [], out / f"{method}_seed{s}", s) for s in range(seeds)}
     keep = {k: {c: r[c] for c in COLUMNS} for k, r in rows.items()}
-    from tools.demo_report import cpu_kind
-
     made = {"command": f"python -m tools.rerun --measure-noise {seeds}", "method": method, "epochs": args.epochs}
     made |= {"setting": f"{args.data}, seed {SEED}, {FAULTY:.0%} injected, make demo's warm-up", "cpu": cpu_kind()}
     NOISE.write_text(json.dumps(made | {"rows": keep}, indent=1) + "\n")
