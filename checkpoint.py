@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from config import Config
+from config import Config, shown
 from losses import VARIANTS
 
 CHECKPOINT_FORMAT = 4  # 4: no bank `valid` buffer (a file that fails stops the run: data.py)
@@ -85,7 +85,7 @@ def load_checkpoint(path: str | Path, raw: bytes | None = None, mmap: bool = Fal
     truncated, corrupt or of another format."""
     path = Path(path)
     if raw is None and not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
+        raise FileNotFoundError(f"checkpoint not found: {shown(path)}")
     try:
         source = io.BytesIO(raw) if raw is not None else path
         state = torch.load(source, map_location="cpu", weights_only=True, mmap=mmap and raw is None)
@@ -185,8 +185,8 @@ def refuse_other_settings(cfg: Config, state: dict[str, Any] | None = None) -> N
 
 
 def injection(c: Config) -> str:
-    seed = c.seed if c.fault_seed < 0 else c.fault_seed
-    return f"--faulty-fraction {c.faulty_fraction:g} --faulty-source {c.faulty_source}, injection seed {seed}"
+    source = f"--faulty-source {c.faulty_source}"
+    return f"--faulty-fraction {c.faulty_fraction:g} {source}, injection seed {c.injection_seed}"
 
 
 def same_injection(

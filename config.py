@@ -132,6 +132,11 @@ class Config:
     save_every: int = _opt(0, "also keep OUT/ckpt_epochNNNN.pt every Nth epoch; 0: only the latest", ENG, at_least(0))
     allow_config_change: bool = _opt(False, "resume a run whose checkpoint has other result-changing settings", ENG)
 
+    @property
+    def injection_seed(self) -> int:
+        """The seed of Sec. 5.2's draw: --fault-seed, else --seed (a branch seed that keeps the set's faults)."""
+        return self.seed if self.fault_seed < 0 else self.fault_seed
+
 
 # fmt: off
 PRESETS = {
@@ -254,6 +259,11 @@ def parse_config(argv: list[str] | None = None, description: str | None = None) 
     for problem in relations(cfg):
         parser.error(problem)
     return cfg
+
+
+def shown(path: str | Path) -> str:
+    """A path as a message names it: a relative one with the working directory it is taken from."""
+    return str(path) if Path(path).is_absolute() else f"{path} (in the working directory {Path.cwd()})"
 
 
 # what --device means

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from augment import ClipSpec, clip_spec, video_transform
-from config import PRESETS, Config
+from config import PRESETS, Config, shown
 from media import in_memory, manifest
 from media.decode import read_clip
 from media.manifest import Record
@@ -260,7 +260,7 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             if name == "drums"
             else 'README, "Real datasets", says how to lay one out'
         )
-        raise SystemExit(f"train.py: dataset folder not found: {cfg.data} (--data). {make}")
+        raise SystemExit(f"train.py: dataset folder not found: {shown(cfg.data)} (--data). {make}")
     try:  # a split list, a manifest or a folder that holds nothing usable: one line, not a traceback
         records, classes = manifest.load_records(
             cfg.layout, cfg.data, cfg.split, cfg.fold, cfg.annotations or None, cfg.manifest or None, need_audio=True
@@ -282,7 +282,7 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
             faulty_fraction=cfg.faulty_fraction,
             faulty_source=cfg.faulty_source,
             pool=injection_pool(cfg, records) if pooled else (),
-            seed=injection_seed(cfg),
+            seed=cfg.injection_seed,
             preload=cfg.preload == "on",
             preload_cache=cfg.preload_cache,
         )
@@ -290,11 +290,6 @@ def build_train_set(cfg: "Config", device: torch.device | None = None) -> AVData
         raise SystemExit(f"train.py: {err}") from None
     dataset.classes = classes
     return dataset
-
-
-def injection_seed(cfg: "Config") -> int:
-    """The seed of Sec. 5.2's draw: --fault-seed, else --seed (a branch seed that keeps the set's faults)."""
-    return cfg.seed if cfg.fault_seed < 0 else cfg.fault_seed
 
 
 def pool_folder(cfg: "Config") -> Path:
@@ -311,7 +306,7 @@ def injection_pool(cfg: "Config", records: list[Record]) -> list[tuple[str, floa
     if not folder.is_dir():
         raise SystemExit(
             f"--faulty-fraction {cfg.faulty_fraction} injects audio from outside the training set "
-            f"(paper, Sec. 5.2), but the pool {folder} does not exist. Pass --faulty-pool DIR, a folder "
+            f"(paper, Sec. 5.2), but the pool {shown(folder)} does not exist. Pass --faulty-pool DIR, a folder "
             f"of media in neither split (for example the videos left out of a Kinetics subset), or "
             f"regenerate the synthetic set (synthetic.py writes ROOT/_heldout); --faulty-source train "
             f"lends other training videos' audio instead (a deviation)"

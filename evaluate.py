@@ -35,7 +35,7 @@ import checkpoint
 import config
 import data
 import finetune
-from config import Config, OneLineParser, at_least, one_of
+from config import Config, OneLineParser, at_least, one_of, shown
 from data import loader, workers_per_process
 from finetune import progress
 from media import manifest
@@ -63,7 +63,7 @@ class Pretrained(NamedTuple):
 def read_pretrained(path: str | Path) -> Pretrained:
     """The checkpoint, read once into memory: a run that renames a new one onto it leaves this read whole."""
     if not Path(path).is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
+        raise FileNotFoundError(f"checkpoint not found: {shown(path)}")
     raw = Path(path).read_bytes()
     state = checkpoint.load_checkpoint(path, raw)
     cfg = checkpoint.config_from_dict(state["config"], source=str(path))

@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 import av
 
+from config import shown
+
 # containers PyAV (FFmpeg) reads that real collections ship: Kinetics .mp4/.webm/.mkv, UCF101 and
 # HMDB51 .avi, phones .mov/.m4v/.3gp, older archives .mpg/.mpeg/.flv, Wikimedia .ogv
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".ogv", ".flv", ".3gp")
@@ -60,7 +62,7 @@ def list_split(
     """Videos of one split as ([(relative path, label)], class names). Paths are relative to root."""
     root = Path(root)
     if not root.is_dir():  # named as the folder it is, not as the first list file missing in it
-        raise FileNotFoundError(f"dataset folder not found: {root} (--data)")
+        raise FileNotFoundError(f"dataset folder not found: {shown(root)} (--data)")
     if layout == "ucf101":
         ann = Path(annotations or root / LISTS["ucf101"])
         classes = [line.split()[1] for line in _lines(ann / "classInd.txt")]
@@ -126,14 +128,14 @@ def list_split(
 
 def _lines(path: str | Path) -> list[str]:
     if not Path(path).exists():
-        raise FileNotFoundError(f"split file not found: {path}")
+        raise FileNotFoundError(f"split file not found: {shown(path)}")
     return [line.strip() for line in open(path) if line.strip()]
 
 
 def class_dirs(root: str | Path) -> list[str]:
     """Class folders; names starting with '_' or '.' are not classes (the synthetic audio pool)."""
     if not Path(root).is_dir():
-        raise FileNotFoundError(f"dataset folder not found: {root}")
+        raise FileNotFoundError(f"dataset folder not found: {shown(root)}")
     return sorted(d.name for d in Path(root).iterdir() if d.is_dir() and d.name[0] not in "_.")
 
 

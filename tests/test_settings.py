@@ -222,7 +222,18 @@ def test_a_missing_checkpoint_for_evaluation_is_one_line():
         timeout=120,
     )
     assert res.returncode != 0 and "Traceback" not in res.stderr
-    assert res.stderr.strip().splitlines() == ["evaluate.py: checkpoint not found: no/such/ckpt.pt"]
+    # a relative path is named with the working directory it was looked for in
+    said = f"evaluate.py: checkpoint not found: no/such/ckpt.pt (in the working directory {ROOT})"
+    assert res.stderr.strip().splitlines() == [said]
+
+
+def test_a_missing_relative_dataset_folder_names_the_working_directory(tmp_path, monkeypatch):
+    from data import build_train_set
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        build_train_set(parse_config(["--preset", "demo"]))
+    assert f"not found: data/synth_src2p (in the working directory {tmp_path}) (--data)" in str(stop.value)
 
 
 def test_the_options_and_the_values_the_docs_use_pass_the_checks():
