@@ -27,6 +27,7 @@ from config import shown
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mkv", ".webm", ".mov", ".m4v", ".mpg", ".mpeg", ".ogv", ".flv", ".3gp")
 AUDIO_EXTENSIONS = (".m4a", ".wav", ".mp3", ".flac", ".ogg", ".aac")  # replacement audio (--faulty-pool)
 MIN_VIDEO_SECONDS, MIN_AUDIO_SECONDS = 0.5, 2.0  # one clip: 8 frames at 16 fps, 2 s of audio
+MANIFEST_FIELDS = ["path", "label", "duration", "fps", "width", "height", "has_audio", "audio_rate", "audio_duration"]
 
 
 def stream_duration(container: av.container.InputContainer, stream: av.stream.Stream) -> float:

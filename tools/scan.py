@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from media.manifest import (
     AUDIO_EXTENSIONS,
+    MANIFEST_FIELDS,
     MIN_AUDIO_SECONDS,
     MIN_VIDEO_SECONDS,
     VIDEO_EXTENSIONS,
@@ -54,9 +55,6 @@ def report_unsupported(path: Path, out: TextIO = sys.stderr) -> None:
         else f"{path.suffix} is not a supported video container ({' '.join(VIDEO_EXTENSIONS)})"
     )
     print(f"data: ignored {path}: {what}; convert it to .mp4 to use it", file=out)
-
-
-MANIFEST_FIELDS = ["path", "label", "duration", "fps", "width", "height", "has_audio", "audio_rate", "audio_duration"]
 
 
 def probe(

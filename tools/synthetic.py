@@ -34,9 +34,11 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
+import av
 import numpy as np
 
 from config import Check, OneLineParser, at_least, between
+from media.manifest import MANIFEST_FIELDS, MIN_AUDIO_SECONDS, MIN_VIDEO_SECONDS, stream_duration
 from tools.render import FAMILIES, SHAPES, class_signature, render_audio, render_video, write_mp4
 
 MARKER = ".robust_xid_synthetic"  # in every folder this generator made
@@ -150,12 +152,27 @@ def source_name(class_name, split, k):
 
 
 def _make_one(job):
+    """Render and write one file -> its manifest row, as tools/scan.py's probe gives it (no path yet)."""
     path, p, audio_p, size, fps, rate, gop, cues = job
     cues = dict(cues)
     codec = cues.pop("audio_codec", "aac")
     p, audio_p = {**p, **cues}, {**audio_p, **cues}
     frames = render_video(p, size, fps) if p["shape"] is not None else None
     write_mp4(path, frames, render_audio(audio_p, rate), fps, rate, gop, codec)
+    if frames is None:  # a sound of _heldout/ or _pool/: not a video of the set
+        return None
+    with av.open(str(path)) as c:  # the file just written: the scan's checks of a damaged one are not needed
+        vs, au = c.streams.video[0], c.streams.audio[0]
+        return {
+            "label": path.parent.name,
+            "duration": f"{stream_duration(c, vs):.3f}",
+            "fps": f"{float(vs.average_rate or 0):.3f}",
+            "width": vs.width,
+            "height": vs.height,
+            "has_audio": 1,
+            "audio_rate": au.rate,
+            "audio_duration": f"{stream_duration(c, au):.3f}",
+        }
 
 
 def is_synthetic(folder):
@@ -224,19 +241,29 @@ def claim(out, maker):
 
 def write_set(out, jobs, splits, truth, workers=None):
     """Render the jobs (_make_one's tuples) with `workers` processes, then write the split lists, the
-    ground truth (a dict per video) and the manifest (tools/scan.py). -> the manifest's rows"""
-    from tools import scan  # the scan that writes the manifest
-
+    ground truth (a dict per video) and the manifest (the rows tools/scan.py would write). -> the manifest's rows"""
     with Pool(workers or os.cpu_count() or 1) as processes:
-        processes.map(_make_one, jobs, chunksize=8)
+        probed = dict(zip((str(job[0].relative_to(out)) for job in jobs), processes.map(_make_one, jobs, chunksize=8)))
     for split, rels in splits.items():
         (out / f"{split}.txt").write_text("\n".join(rels) + "\n")
     with open(out / "ground_truth.csv", "w", newline="") as f:
         w = csv.DictWriter(f, list(truth[0]))
         w.writeheader()
         w.writerows(truth)
-    rows = scan.scan(out)
-    scan.write_manifest(rows, out / "manifest.csv")
+    rows = []
+    for rel in sorted(rel for rels in splits.values() for rel in rels):
+        row = probed[rel]
+        if float(row["duration"]) < MIN_VIDEO_SECONDS or float(row["audio_duration"]) < MIN_AUDIO_SECONDS:
+            seconds = f"{float(row['duration']):.2f}s video, {float(row['audio_duration']):.2f}s audio"
+            print(f"unusable: {out / rel}: shorter than one clip ({seconds})")  # as the scan says it
+        else:
+            rows.append({"path": rel} | row)
+    tmp = out / f"manifest.csv.{os.getpid()}.tmp"  # replaced whole: a reader never sees half a manifest
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, MANIFEST_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, out / "manifest.csv")
     return rows
 
 
