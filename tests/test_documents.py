@@ -66,6 +66,9 @@ def test_the_readme_demo_table_is_the_committed_reference():
     assert seen == set(names.values())
     auroc = re.search(r"AUROC (\d+) after the xID branch", " ".join(text.split())).group(1)
     assert int(auroc) == round(100 * rows["xid"]["AUROC"])
+    said = r"CCP puts (\d+)% of its target mass \(lam = 1\) on same-class candidates\*\* of the trained Soft"
+    share = re.search(said, " ".join(text.split()))
+    assert int(share.group(1)) == round(100 * rows["soft"]["soft_same_class"]["ccp"])
 
 
 def python_files() -> list[str]:

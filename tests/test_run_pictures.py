@@ -220,7 +220,8 @@ def test_the_run_pictures_name_their_methods_label_every_axis_and_keep_legends_o
     clean, faulty = colour_of(scores, "clean"), colour_of(scores, "faulty")
     assert clean[2] > clean[0] and faulty[0] > max(faulty[1:])
     panels = [ax for ax in scores.axes if ax.get_xlabel() == "bank score"]
-    assert len(panels) == 5 and len({ax.get_xlim() for ax in panels}) == 1
+    assert len(panels) == 3 and len({ax.get_xlim() for ax in panels}) == 1
+    assert min(ax.title.get_fontsize() for ax in panels) >= 12  # read at a slide's size
     lo, hi = panels[0].get_xlim()
     assert lo <= -0.2 - 0.01 * 29 and hi >= 0.2 + 0.02 * 29
     assert "overlaid" in " ".join(ax.get_ylabel() for ax in scores.axes)
@@ -271,3 +272,56 @@ def test_fig7_and_the_sweep_keep_their_legends_off_the_curves(drawn, tmp_path):
     for fig in drawn:
         assert_says_what_it_shows(fig, "R")
     assert "Robust-xID" in every_text(drawn[0])
+
+
+# Machado, Oliveira and Fernandes (2009), severity 1: linear RGB as the three common colour-vision
+# deficiencies see it
+DEFICIENT = {
+    "deuteranopia": [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.01182, 0.04294, 0.968881]],
+    "protanopia": [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]],
+    "tritanopia": [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.3039]],
+}
+
+
+def seen_as(colour, deficiency):
+    c = np.array(to_rgb(colour))
+    linear = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    out = np.clip(np.array(DEFICIENT[deficiency]) @ linear, 0, 1)
+    return np.where(out <= 0.0031308, 12.92 * out, 1.055 * out ** (1 / 2.4) - 0.055)
+
+
+def closest_pair(colours, deficiency):
+    seen = [seen_as(c, deficiency) for c in colours]
+    return min(np.linalg.norm(a - b) for i, a in enumerate(seen) for b in seen[i + 1 :])
+
+
+def test_every_method_keeps_a_colour_the_common_colour_blindnesses_tell_apart(drawn, tmp_path):
+    """The warm-up and the five methods, as the curves draw them: no two closer than 0.15 (sRGB) as a
+    deuteranope, protanope or tritanope sees them. matplotlib's default cycle, which drew Soft-xID's red
+    beside xID's brown, fails this (0.10 for a protanope)."""
+    runs = {"warmup": made_up_log(3, "xid", 0)}
+    runs |= {n: made_up_log(2, n, i) for i, n in enumerate(["oracle", "robust", "soft", "weighted", "xid"])}
+    figures.training_curves(runs, tmp_path / "curves.png")
+    colours = [line.get_color() for line in drawn[0].axes[0].get_lines() if not line.get_label().startswith("_")]
+    assert len(colours) == 6
+    for deficiency in DEFICIENT:
+        assert closest_pair(colours, deficiency) > 0.15, deficiency
+    assert closest_pair(["C5", "C4", "C3", "C2", "C1", "k"], "protanopia") < 0.15  # the test can fail
+    figures.soft_targets_over_training(runs, tmp_path / "soft.png")  # the same method, the same colour
+    soft = {line.get_label(): line.get_color() for line in drawn[1].axes[0].get_lines()}
+    assert soft["CCP from Soft-xID's bank"] == figures.run_colour("Soft-xID")
+
+
+def test_a_demo_settings_pictures_are_titled_in_words_and_the_soft_targets_say_what_they_draw(drawn, tmp_path):
+    setting = tmp_path / "seed3_faulty25"
+    for name, stage in (("warmup", "xid"), ("soft", "soft")):
+        (setting / name).mkdir(parents=True)
+        lines = [json.dumps(r) for r in made_up_log(3, stage, 0)]
+        (setting / name / "log.jsonl").write_text("\n".join(lines) + "\n")
+    figures.run_pictures(setting)
+    curves, _, soft = drawn
+    assert curves.get_suptitle().startswith("25% injected faulty positives, seed 3: xID warm-up")
+    assert "seed3_faulty25" not in every_text(curves)
+    title = soft.axes[0].get_title()
+    assert "lam = 1" in title and "every run's own memory bank" in title and "another CPU kind" in title
+    assert figures.setting_words("my_run") == "my_run"

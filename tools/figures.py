@@ -19,6 +19,7 @@ The per-epoch numbers the first three draw are make demo's report (tools/bank_re
 """
 
 import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -29,7 +30,24 @@ import numpy as np
 
 from losses import VARIANTS
 
-CLEAN, FAULTY = "tab:blue", "tab:red"  # the usual colours: the faulty positives are the alarm
+# Okabe and Ito's palette, which the common colour-vision deficiencies still tell apart; a method keeps its colour
+# in every figure. Clean positives blue, faulty ones vermillion: the faults are the alarm.
+CLEAN, FAULTY = "#0072B2", "#D55E00"
+METHOD_COLOURS = {"xID": "#E69F00", "Weighted-xID": "#56B4E9", "Soft-xID": "#009E73", "Robust-xID": "#D55E00"}
+METHOD_COLOURS |= {"Oracle-xID": "#CC79A7", "xID warm-up": "black"}
+OTHER_COLOURS = ("#0072B2", "#F0E442", "#999999")  # runs of no named method, in turn
+
+
+def run_colour(label, i=0):
+    """A run's colour from its method's name as run_label gives it ('Soft-xID (oracle)' is Soft-xID's)."""
+    method = next((m for m in sorted(METHOD_COLOURS, key=len, reverse=True) if label.startswith(m)), None)
+    return METHOD_COLOURS[method] if method else OTHER_COLOURS[i % len(OTHER_COLOURS)]
+
+
+def setting_words(name):
+    """A demo setting's folder in words: 'seed0_faulty25' -> '25% injected faulty positives, seed 0'."""
+    found = re.fullmatch(r"seed(\d+)_faulty(\d+)", name)
+    return f"{int(found[2])}% injected faulty positives, seed {found[1]}" if found else name
 
 
 def method_name(cfg):
@@ -80,7 +98,7 @@ def per_class(values, classes, path, method=None):
 
 def retrievals(query_set, gallery_set, nearest, classes, path, rows=6, k=4, method=None):
     """One row per query (the first test video of each of `rows` classes): its middle frame, then
-    those of its k nearest train videos; a green title is a correct class, red a wrong one. `method`
+    those of its k nearest train videos; a blue title is a correct class, vermillion a wrong one. `method`
     names the encoder's method in the title (default: the one the folder of `path` trained)."""
     labels = query_set.labels
     picks = [int(np.flatnonzero(labels.numpy() == c)[0]) for c in sorted(set(labels.tolist()))][:rows]
@@ -88,7 +106,7 @@ def retrievals(query_set, gallery_set, nearest, classes, path, rows=6, k=4, meth
     method = _method_of_folder(Path(path).parent) if method is None else method
     fig.suptitle(
         f"{method + ': ' if method else ''}test videos and their {k} nearest train videos (Fig. 11)\n"
-        "green: the query's class, red: another",
+        "blue: the query's class, vermillion: another",
         fontsize=8,
     )
     for r, q in enumerate(picks):
@@ -99,7 +117,7 @@ def retrievals(query_set, gallery_set, nearest, classes, path, rows=6, k=4, meth
             ax = axes[r, c]
             ax.imshow(_middle_frame(ds[i]["video"]))
             label = int(ds.labels[i])
-            colour = "black" if c == 0 else ("tab:green" if label == int(labels[q]) else "tab:red")
+            colour = "black" if c == 0 else (CLEAN if label == int(labels[q]) else FAULTY)
             ax.set_title(f"{title}\n{classes[label]}", fontsize=6, color=colour)
             ax.axis("off")
     _save(fig, path)
@@ -121,11 +139,12 @@ def legend_below(fig, *axes, fontsize=8, ncol=4):
     ncol = min(len(seen), ncol)
     fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=ncol, fontsize=fontsize)
     fig.legend_rows = -(-len(seen) // ncol)  # _save leaves this many lines free under the panels
+    fig.legend_row_inches = fontsize / 40  # a line of the legend at this size
 
 
 def layout(fig):
     """The panels laid out above the room their legend needs (legend_below)."""
-    inches = 0.12 + 0.2 * getattr(fig, "legend_rows", 0)  # the legend's height under the panels
+    inches = 0.12 + getattr(fig, "legend_row_inches", 0.2) * getattr(fig, "legend_rows", 0)  # the legend's height
     fig.tight_layout(rect=(0, min(0.45, inches / fig.get_size_inches()[1]), 1, 1))
 
 
@@ -155,8 +174,9 @@ def training_curves(runs, path, title=""):
     offset = 0
     for i, (name, records) in enumerate(runs.items()):
         x = [offset + r["epoch"] for r in records]
-        style = dict(color="k" if name == "warmup" else f"C{i}", lw=1.5 if name == "warmup" else 1)
-        axes[0].plot(x, [r["loss"] for r in records], label=run_label(name, records), **style)
+        label = run_label(name, records)
+        style = dict(color=run_colour(label, i), lw=1.5 if name == "warmup" else 1.2)
+        axes[0].plot(x, [r["loss"] for r in records], label=label, **style)
         axes[1].plot(x, [np.nan if r["faulty_auroc"] is None else 100 * r["faulty_auroc"] for r in records], **style)
         # a plain train.py log has no class agreement (make demo's report adds it): the panel stays empty
         axes[2].plot(x, [100 * r.get("knn_class", np.nan) for r in records], **style)
@@ -183,10 +203,10 @@ def training_curves(runs, path, title=""):
     _save(fig, path)
 
 
-def scores_over_training(records, delta, kappa, w_min, path, panels=5, run="xID warm-up"):
+def scores_over_training(records, delta, kappa, w_min, path, panels=3, run="xID warm-up"):
     """Histograms of the logged bank scores (clean and faulty overlaid) at `panels` epochs spread over
     the run, on one score axis, each with the eq. (6) weight curve of that epoch's mu and sigma and the
-    given delta. `run` names whose bank it is in the title."""
+    given delta. `run` names whose bank it is in the title. Three panels and large type: a slide's size."""
     import torch
 
     from losses import sample_weights
@@ -194,9 +214,9 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5, run="xID 
     logged = [r for r in records if r.get("score_hist")]
     if not logged:
         return False
-    picks = sorted({logged[round(k * (len(logged) - 1) / (panels - 1))]["epoch"] for k in range(panels)})
+    picks = sorted({logged[round(k * (len(logged) - 1) / max(1, panels - 1))]["epoch"] for k in range(panels)})
     shown = [r for r in logged if r["epoch"] in picks]
-    fig, axes = plt.subplots(1, len(picks), figsize=(3.2 * len(picks), 3.6), squeeze=False, sharex=True, sharey=True)
+    fig, axes = plt.subplots(1, len(picks), figsize=(4.6 * len(picks), 4.6), squeeze=False, sharex=True, sharey=True)
     lo, hi = min(r["score_hist"]["lo"] for r in shown), max(r["score_hist"]["hi"] for r in shown)
     for k, (ax, r) in enumerate(zip(axes[0], shown)):
         h = r["score_hist"]
@@ -206,23 +226,26 @@ def scores_over_training(records, delta, kappa, w_min, path, panels=5, run="xID 
         ax.stairs(h["faulty"], edges, fill=True, color=FAULTY, alpha=0.55, label="faulty positives (ground truth)")
         w = sample_weights(torch.tensor(mids), r["mu"], max(r["sigma"], 1e-8), delta, kappa, w_min)  # (bins,)
         ax2 = ax.twinx()
-        ax2.plot(mids, w.numpy(), "k-", label=r"weight $w_i$ of eq. (6) at this epoch's $\mu$, $\sigma$")
+        ax2.plot(mids, w.numpy(), "k-", lw=2, label=r"weight $w_i$ of eq. (6) at this epoch's $\mu$, $\sigma$")
         ax2.set_ylim(0, 1.05)
         if k < len(shown) - 1:
             ax2.tick_params(labelright=False)  # one weight scale, labelled on the last panel
         else:
-            ax2.set_ylabel(r"weight $w_i$, eq. (6)")
+            ax2.set_ylabel(r"weight $w_i$, eq. (6)", fontsize=12)
         auroc = "-" if r["faulty_auroc"] is None else f"{100 * r['faulty_auroc']:.0f}%"
-        ax.set_title(f"epoch {r['epoch']}: AUROC {auroc}", fontsize=9)
-        ax.set_xlabel("bank score")
+        ax.set_title(f"epoch {r['epoch']}: AUROC {auroc}", fontsize=13)
+        ax.set_xlabel("bank score", fontsize=12)
+        for a in (ax, ax2):
+            a.tick_params(labelsize=11)
     axes[0, 0].set_xlim(lo, hi)
-    axes[0, 0].set_ylabel("instances per bin (overlaid)")
+    axes[0, 0].set_ylabel("instances per bin (overlaid)", fontsize=12)
     fig.suptitle(
-        rf"{run}: its bank scores, and the weights eq. (6) would give them ($\delta$={delta:.2f}, $\kappa$={kappa}, "
-        rf"$w_{{min}}$={w_min}, as Weighted- and Robust-xID's)",
-        fontsize=10,
+        rf"{run}: its bank scores, and the weights eq. (6) gives them"
+        "\n"
+        rf"($\delta$={delta:.2f}, $\kappa$={kappa}, $w_{{min}}$={w_min}, as Weighted- and Robust-xID's)",
+        fontsize=13,
     )
-    legend_below(fig, axes[0, 0], ax2, ncol=3)  # every panel's twin draws the same kind of weight curve
+    legend_below(fig, axes[0, 0], ax2, ncol=3, fontsize=11)  # every panel's twin draws the same kind of curve
     _save(fig, path)
     return True
 
@@ -238,9 +261,9 @@ def soft_targets_over_training(runs, path):
     for i, (name, records) in enumerate(runs.items()):
         logged = [r for r in records if r.get("soft_share")]
         x = [offset + r["epoch"] for r in logged]
-        warm = name == "warmup"
-        label = f"CCP targets, {run_label(name, records)}'s bank"
-        ax.plot(x, [100 * r["soft_share"]["ccp"] for r in logged], color="k" if warm else f"C{i}", label=label)
+        warm, method = name == "warmup", run_label(name, records)
+        ccp = [100 * r["soft_share"]["ccp"] for r in logged]
+        ax.plot(x, ccp, color=run_colour(method, i), label=f"CCP from {method}'s bank")
         ax.plot(x, [100 * r["soft_share"]["oracle"] for r in logged], color="k", ls=":", lw=1)
         ax.plot(x, [100 * r["soft_share"]["chance"] for r in logged], color="grey", lw=0.8, ls="--")
         if warm:
@@ -252,8 +275,9 @@ def soft_targets_over_training(runs, path):
     ax.set_xlabel("epoch (warm-up, then the branches)")
     ax.set_ylabel("soft-target mass on the anchor's class (%)")
     ax.set_title(
-        "Soft- and Robust-xID's CCP targets (eqs. (13)-(14), lam = 1), computed from each run's bank:\n"
-        "how much of S(j|i), j != i, goes to faulty negatives (candidates of the anchor's class)",
+        "CCP's soft targets (eqs. (13)-(14) at lam = 1, before Soft- and Robust-xID mix in the instance target),\n"
+        "computed each epoch from every run's own memory bank: the share of S(j|i), j != i, on faulty negatives\n"
+        "(candidates of the anchor's class), from 512 anchors; a run on another CPU kind draws other curves",
         fontsize=9,
     )
     ax.grid(alpha=0.3)
@@ -285,7 +309,7 @@ def run_pictures(folder):
     cfg = next((load_checkpoint(c)["config"] for c in ckpts if c.exists()), asdict(Config()))  # no checkpoint: defaults
     labels = [run_label(name, records) for name, records in runs.items()]
     branches = f", then a branch each: {', '.join(labels[1:])}" if len(labels) > 1 else ""
-    training_curves(runs, folder / "curves.png", title=f"{folder.name}: {labels[0]}{branches}")
+    training_curves(runs, folder / "curves.png", title=f"{setting_words(folder.name)}: {labels[0]}{branches}")
     first, name = next(iter(runs.values())), next(iter(runs))
     drawn = scores_over_training(
         first, cfg["delta"], cfg["kappa"], cfg["w_min"], folder / "scores_over_training.png", run=run_label(name, first)
