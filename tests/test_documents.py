@@ -4,6 +4,7 @@ one way only."""
 
 import ast
 import json
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -234,3 +235,26 @@ def test_results_holds_results_no_script_and_at_most_80_files_outside_its_settin
         ["lab/results/a/run.sh", "lab/results/a/b.py"],
         planted[:2] + ["lab/results/a/settings.md"],
     )
+
+
+def test_the_tours_times_are_the_committed_measurements_of_its_commands():
+    """TOUR.md quotes each command's time as lab/results/tour_times.json has it for the CPU kind it names, and
+    lab.tour_times times every command TOUR.md writes (the blocks' and the inline ones a reader pastes)."""
+    from lab import tour_times
+
+    text = (ROOT / "TOUR.md").read_text()
+    commands = tour_times.tour_commands(text)
+    blocks = [c for c in commands if c not in re.findall(tour_times.INLINE, text)]
+    assert len(blocks) >= 13 and {
+        "python -m pytest -q tests/test_tour.py",
+        "python -m tools.figures /tmp/tour_run",
+    } < set(commands)
+    said = re.search(r"on `([^`]+)` each took (\d+) to (\d+) s, step 9's sweep (\d+) min", " ".join(text.split()))
+    measured = json.loads(tour_times.result_file(said.group(1)).read_text())
+    assert measured["kind"] == said.group(1)
+    times = measured["commands"]
+    assert set(times) == set(commands)  # every command of today's TOUR was timed
+    short = [t["seconds"] for c, t in times.items() if not any(n in c for n in tour_times.LONG)]
+    sweep = next(t["seconds"] for c, t in times.items() if "lab.sweep" in c)
+    assert (int(said.group(2)), int(said.group(3))) == (math.floor(min(short)), math.ceil(max(short)))
+    assert int(said.group(4)) == round(sweep / 60)
