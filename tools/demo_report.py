@@ -234,7 +234,7 @@ def write_results(args, results, deltas, root, minutes, argv, reused, shown):
             f"The training of each of its runs, and {shown[1]}'s evaluation (its scores and weights, retrievals).\n"
         ]
         text += [f"![{p.stem}]({p.name})\n" for p in pictures]
-    (out / "demo.md").write_text("\n".join(text) + "\n")
+    (out / "demo.md").write_text("\n".join(text).rstrip("\n") + "\n")  # one line ends it: sections follow (demo.py)
     numbers = {"args": {**vars(args), "columns": args.columns}, "minutes": minutes}
     numbers |= {
         "deltas": {str(k): v for k, v in deltas.items()},
