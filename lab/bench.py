@@ -9,7 +9,7 @@
     python -m lab.bench epoch [--preset demo --epochs 3 --preload on ready]  # an epoch's split: lab/bench_epoch.py
     python -m lab.bench eval  [--preset demo --root data/synth]      # feature extraction, retrieval, few-shot
     python -m lab.bench scan  [--root data/synth2000 --workers 1 2]  # tools/scan.py: files/s per processes
-    python -m lab.bench profile|threads [--preset demo --batch 32]  # the model's CPU profile, thread settings
+    python -m lab.bench profile|threads|fold [--preset demo --batch 32]  # CPU profile, threads, folded convs
 
 `model` and `step` run on the GPU when there is one (fp32, bf16, bf16 + channels_last_3d there; fp32
 on a CPU); `--steps` and `--batch` keep CPU runs short. `model` gives GFLOP per clip (torch's flop
@@ -34,7 +34,7 @@ import train
 from augment import ClipAugment
 from config import parse_config, resolve_device
 from lab.bench_epoch import bench_epoch
-from lab.bench_profile import bench_profile, bench_threads
+from lab.bench_profile import bench_fold, bench_profile, bench_threads
 from lab.timing import bare_model_step, time_per_call
 from media import decode, manifest
 from media.decode import DECODER_THREADS, SWSCALE_THREADS
@@ -325,7 +325,9 @@ def bench_scan(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("cmd", choices=["data", "parts", "model", "step", "epoch", "eval", "scan", "profile", "threads"])
+    p.add_argument(
+        "cmd", choices=["data", "parts", "model", "step", "epoch", "eval", "scan", "profile", "threads", "fold"]
+    )
     p.add_argument("--rounds", type=int, default=None, help="passes over the videos (parts: 6); rounds (threads: 2)")
     p.add_argument(
         "--preset", default=None, help="train.py preset (default demo for epoch/profile/threads, else ablation)"
@@ -362,12 +364,14 @@ def main(argv=None):
         help="paths to split (epoch)",
     )
     args = p.parse_args(argv)
-    args.preset = args.preset or ("demo" if args.cmd in ("epoch", "profile", "threads") else "ablation")
-    args.rounds = args.rounds or (2 if args.cmd == "threads" else 6)
-    args.steps = args.steps or {"profile": 5, "threads": 20}.get(args.cmd, 20 if torch.cuda.is_available() else 3)
+    args.preset = args.preset or ("demo" if args.cmd in ("epoch", "profile", "threads", "fold") else "ablation")
+    args.rounds = args.rounds or (2 if args.cmd in ("threads", "fold") else 6)
+    args.steps = args.steps or {"profile": 5, "threads": 20, "fold": 20}.get(
+        args.cmd, 20 if torch.cuda.is_available() else 3
+    )
     args.root = None if args.cmd == "epoch" and args.root == "data/synth" else args.root  # epoch: the preset's set
     commands = {"data": bench_data, "parts": bench_parts, "eval": bench_eval, "scan": bench_scan, "epoch": bench_epoch}
-    commands |= {"profile": bench_profile, "threads": bench_threads}
+    commands |= {"profile": bench_profile, "threads": bench_threads, "fold": bench_fold}
     commands.get(args.cmd, bench_model_and_step)(args)
 
 

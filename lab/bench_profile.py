@@ -3,6 +3,7 @@ kind before making the model fast on each.
 
     python -m lab.bench profile [--preset demo] [--batch 32] [--steps 5]    # torch.profiler: top ops, grouped shares
     python -m lab.bench threads [--preset demo] [--batch 32] [--steps 20] [--rounds 2]  # settings side by side
+    python -m lab.bench fold [--preset demo] [--batch 32] [--steps 20] [--rounds 2]     # 2-D convolutions, time folded
 
 `profile` runs torch.profiler (CPU activities) over --steps bare model steps (lab.timing.bare_model_step: the
 encoders, heads and Adam on one ready batch, as `lab.bench model`), one warm-up step left out, and prints the top
@@ -17,6 +18,11 @@ OpenMP starts, hence the fresh processes), torch.set_num_interop_threads(1), one
 of one thread side by side as there are cores, and 5 (make demo's 5 branches at once, a thread each on 2 cores:
 demo.py's side_by_side and branch_jobs), their clips summed over the time the slowest took.
 Each row is the mean clips/s and its ratio to the default's.
+
+`fold` times one lever of making the step fast: the video encoder's (1,k,k) and (k,1,1) Conv3d run as Conv2d, the
+frames folded into the batch (spatial) or H*W into the width (temporal), the same weights and arithmetic up to the
+order of the sums. The model as it is and the folded one alternate, --rounds rounds of --steps steps each, in this
+process; it prints their clips/s, the ratio, and the largest difference of their outputs on one batch.
 """
 
 import multiprocessing
@@ -24,6 +30,8 @@ import os
 import time
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 import checkpoint
@@ -45,11 +53,12 @@ GROUPS = (
 OTHER = "everything else"
 
 
-def model_step(preset, batch):
+def model_step(preset, batch, model=None):
     """The bare model step of `lab.bench model` (fp32, contiguous) on a ready random batch, on the CPU."""
     cfg = parse_config(["--preset", preset])
     spec = data.clip_spec(cfg)
-    model = AVModel(**checkpoint.model_args(cfg))
+    torch.manual_seed(0)  # the same batch for every model of one preset
+    model = model or AVModel(**checkpoint.model_args(cfg))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     video = torch.randint(0, 256, (batch, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8)
     audio = torch.randn(batch, int(spec.audio_seconds * spec.audio_rate)) * 0.1
@@ -164,4 +173,68 @@ def bench_threads(args):
     for name, r in rates.items():
         mean = sum(r) / len(r)
         print(f"| {name} | {', '.join(f'{x:.1f}' for x in r)} | {mean:.1f} | {mean / base:.2f}x |")
+    return rates
+
+
+class Folded(nn.Module):
+    """A (1,k,k) or (k,1,1) Conv3d as a Conv2d over folded axes; any other stays a Conv3d."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        c, (b, ch, t, h, w) = self.conv, x.shape
+        (kt, kh, kw), (st, sh, sw), (pt, ph, pw) = c.kernel_size, c.stride, c.padding
+        if (kt, st, pt) == (1, 1, 0):  # spatial: the frames as a batch
+            y = F.conv2d(x.transpose(1, 2).reshape(b * t, ch, h, w), c.weight[:, :, 0], None, (sh, sw), (ph, pw))
+            return y.view(b, t, *y.shape[1:]).transpose(1, 2)  # (B, C', T, H', W')
+        if (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0):  # temporal: H*W as the width
+            y = F.conv2d(x.reshape(b, ch, t, h * w), c.weight[..., 0], None, (st, 1), (pt, 0))
+            return y.view(b, y.shape[1], y.shape[2], h, w)  # (B, C', T', H, W)
+        return c(x)
+
+
+def folded(model):
+    """`model` with every Conv3d of its video encoder wrapped in Folded (the same parameters)."""
+    for name, child in list(model.named_children()):
+        setattr(model, name, Folded(child)) if isinstance(child, nn.Conv3d) else folded(child)
+    return model
+
+
+def bench_fold(args):
+    """Clips/s of the bare model step as it is and with the video convolutions folded, alternated; their ratio."""
+    cfg = parse_config(["--preset", args.preset])
+    plain = AVModel(**checkpoint.model_args(cfg))
+    fold = folded(AVModel(**checkpoint.model_args(cfg)))
+    names = {k.replace(".conv.weight", ".weight"): k for k in fold.state_dict()}
+    fold.load_state_dict({names[k]: v for k, v in plain.state_dict().items()})
+    x = torch.randn(4, 3, cfg.frames, cfg.size, cfg.size)
+    with torch.no_grad():
+        plain.eval(), fold.eval()
+        diff = (plain.video(x) - fold.video(x)).abs().max().item()
+    plain.train(), fold.train()  # the steps train
+    steps = {
+        "as it is": model_step(args.preset, args.batch, plain),
+        "folded": model_step(args.preset, args.batch, fold),
+    }
+    rates = {name: [] for name in steps}
+    for step in steps.values():
+        step()  # warm-up: oneDNN's primitive choice
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                step()
+            rates[name].append(args.batch * args.steps / (time.perf_counter() - t0))
+    mean = {name: sum(r) / len(r) for name, r in rates.items()}
+    print(
+        f"fold: bare model, {args.preset} preset, batch {args.batch}, {args.steps} steps a round, {args.rounds} rounds "
+        f"alternated, {torch.get_num_threads()} threads; outputs differ by at most {diff:.1e}"
+    )
+    print("| video convolutions | clips/s per round | mean | vs as it is |\n|---|---|---:|---:|")
+    for name, r in rates.items():
+        print(
+            f"| {name} | {', '.join(f'{x:.1f}' for x in r)} | {mean[name]:.1f} | {mean[name] / mean['as it is']:.2f}x |"
+        )
     return rates

@@ -181,3 +181,26 @@ def test_an_op_takes_the_group_of_its_nearest_caller_that_names_one():
 def test_processes_side_by_side_start_together_and_their_clips_add_up():
     rate = bench_profile.run_setting("processes side by side, 1 thread each", "demo", 2, 1, cores=2)
     assert rate > 0
+
+
+def test_the_folded_video_convolutions_compute_what_the_conv3d_do_forward_and_backward():
+    """lab.bench fold's lever: every (1,k,k) and (k,1,1) Conv3d of the video encoder as a Conv2d over folded axes,
+    the same weights, the same outputs and gradients up to the order of float sums (float64 here: batch norm over a
+    batch of 2 would blow float32's rounding up)."""
+    import torch
+
+    from lab.bench_profile import Folded, folded
+    from model import VideoEncoder
+
+    torch.manual_seed(0)
+    plain, fold = VideoEncoder(9, 0.125).double(), folded(VideoEncoder(9, 0.125)).double()
+    names = {k.replace(".conv.weight", ".weight"): k for k in fold.state_dict()}
+    fold.load_state_dict({names[k]: v for k, v in plain.state_dict().items()})
+    assert sum(isinstance(m, Folded) for m in fold.modules()) == 21
+    x = torch.randn(2, 3, 4, 32, 32, dtype=torch.float64)
+    y, y_fold = plain(x), fold(x)
+    assert torch.allclose(y, y_fold, atol=1e-10)
+    y.sum().backward(), y_fold.sum().backward()
+    grads = dict(plain.named_parameters())
+    for name, p in fold.named_parameters():
+        assert torch.allclose(p.grad, grads[name.replace(".conv.weight", ".weight")].grad, atol=1e-8), name
