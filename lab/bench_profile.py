@@ -19,12 +19,15 @@ of one thread side by side as there are cores, and 5 (make demo's 5 branches at 
 demo.py's side_by_side and branch_jobs), their clips summed over the time the slowest took.
 Each row is the mean clips/s and its ratio to the default's.
 
-`fold` times one lever of making the step fast: the video encoder's (1,k,k) and (k,1,1) Conv3d run as Conv2d, the
-frames folded into the batch (spatial) or H*W into the width (temporal), the same weights and arithmetic up to the
-order of the sums. The model as it is and the folded one alternate, --rounds rounds of --steps steps each, in this
-process; it prints their clips/s, the ratio, and the largest difference of their outputs on one batch.
+`fold` times the levers of making the step fast (LEVERS): the video encoder's (1,k,k) and (k,1,1) Conv3d run as
+Conv2d, the frames folded into the batch (spatial) or H*W into the width (temporal), the same weights and arithmetic
+up to the order of the sums; channels_last_3d on the CPU; Adam fused, and Adam multi-tensor (foreach; a CPU run
+takes the for-loop). The model as it is and each lever alternate, --rounds rounds of --steps steps each, in this
+process; it prints their clips/s, the ratio, and how far each moves the video output on one batch (Adam's options
+move nothing there: only later steps).
 """
 
+import copy
 import multiprocessing
 import os
 import time
@@ -53,17 +56,20 @@ GROUPS = (
 OTHER = "everything else"
 
 
-def model_step(preset, batch, model=None):
-    """The bare model step of `lab.bench model` (fp32, contiguous) on a ready random batch, on the CPU."""
+def model_step(preset, batch, model=None, adam=None, video_format=torch.contiguous_format):
+    """The bare model step of `lab.bench model` (fp32, contiguous) on a ready random batch, on the CPU; `adam`: Adam's
+    own options (foreach, fused), `video_format` the batch's and the video encoder's memory format."""
     cfg = parse_config(["--preset", preset])
     spec = data.clip_spec(cfg)
     torch.manual_seed(0)  # the same batch for every model of one preset
     model = model or AVModel(**checkpoint.model_args(cfg))
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, **(adam or {}))
     video = torch.randint(0, 256, (batch, 3, cfg.frames, cfg.size, cfg.size), dtype=torch.uint8)
     audio = torch.randn(batch, int(spec.audio_seconds * spec.audio_rate)) * 0.1
     with torch.no_grad():
         video, audio = ClipAugment(spec)(video, audio)
+    model.video.to(memory_format=video_format)
+    video = video.contiguous(memory_format=video_format)
     return bare_model_step(model, opt, torch.autocast("cpu", enabled=False), video, audio)
 
 
@@ -202,22 +208,39 @@ def folded(model):
     return model
 
 
-def bench_fold(args):
-    """Clips/s of the bare model step as it is and with the video convolutions folded, alternated; their ratio."""
-    cfg = parse_config(["--preset", args.preset])
-    plain = AVModel(**checkpoint.model_args(cfg))
-    fold = folded(AVModel(**checkpoint.model_args(cfg)))
+def folded_copy(plain):
+    """A folded model holding `plain`'s weights."""
+    fold = folded(copy.deepcopy(plain))
     names = {k.replace(".conv.weight", ".weight"): k for k in fold.state_dict()}
     fold.load_state_dict({names[k]: v for k, v in plain.state_dict().items()})
+    return fold
+
+
+# the levers of the bare model's CPU step the speed issue lists, each: (model from the plain one, Adam's options,
+# the video's memory format); "as it is" first, the one each ratio is to
+LEVERS = {
+    "as it is": (lambda m: m, {}, torch.contiguous_format),
+    "video convolutions folded to 2-D": (folded_copy, {}, torch.contiguous_format),
+    "channels_last_3d video (as on a GPU)": (copy.deepcopy, {}, torch.channels_last_3d),
+    "Adam fused": (copy.deepcopy, {"fused": True}, torch.contiguous_format),
+    "Adam foreach (multi-tensor)": (copy.deepcopy, {"foreach": True}, torch.contiguous_format),
+}
+
+
+def bench_fold(args):
+    """Clips/s of the bare model step as it is and under each lever, alternated in this process; their ratios, and
+    how far each lever's video output moves from the plain model's on one batch (0: the same arithmetic)."""
+    cfg = parse_config(["--preset", args.preset])
+    plain = AVModel(**checkpoint.model_args(cfg))
     x = torch.randn(4, 3, cfg.frames, cfg.size, cfg.size)
-    with torch.no_grad():
-        plain.eval(), fold.eval()
-        diff = (plain.video(x) - fold.video(x)).abs().max().item()
-    plain.train(), fold.train()  # the steps train
-    steps = {
-        "as it is": model_step(args.preset, args.batch, plain),
-        "folded": model_step(args.preset, args.batch, fold),
-    }
+    steps, moved = {}, {}
+    for name, (make, adam, video_format) in LEVERS.items():
+        model = make(plain)
+        with torch.no_grad():
+            model.eval()
+            moved[name] = (plain.eval().video(x) - model.video(x.contiguous(memory_format=video_format))).abs().max()
+        plain.train(), model.train()  # the steps train
+        steps[name] = model_step(args.preset, args.batch, model, adam, video_format)
     rates = {name: [] for name in steps}
     for step in steps.values():
         step()  # warm-up: oneDNN's primitive choice
@@ -230,11 +253,10 @@ def bench_fold(args):
     mean = {name: sum(r) / len(r) for name, r in rates.items()}
     print(
         f"fold: bare model, {args.preset} preset, batch {args.batch}, {args.steps} steps a round, {args.rounds} rounds "
-        f"alternated, {torch.get_num_threads()} threads; outputs differ by at most {diff:.1e}"
+        f"alternated, {torch.get_num_threads()} threads"
     )
-    print("| video convolutions | clips/s per round | mean | vs as it is |\n|---|---|---:|---:|")
+    print("| lever | clips/s per round | mean | vs as it is | video output moved by |\n|---|---|---:|---:|---:|")
     for name, r in rates.items():
-        print(
-            f"| {name} | {', '.join(f'{x:.1f}' for x in r)} | {mean[name]:.1f} | {mean[name] / mean['as it is']:.2f}x |"
-        )
+        ratio, per_round = mean[name] / mean["as it is"], ", ".join(f"{x:.1f}" for x in r)
+        print(f"| {name} | {per_round} | {mean[name]:.1f} | {ratio:.2f}x | {moved[name]:.1e} |")
     return rates
