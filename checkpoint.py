@@ -185,8 +185,9 @@ def refuse_other_settings(cfg: Config, state: dict[str, Any] | None = None) -> N
 
 
 def injection(c: Config) -> str:
-    source = f"--faulty-source {c.faulty_source}"
-    return f"--faulty-fraction {c.faulty_fraction:g} {source}, injection seed {c.injection_seed}"
+    return (
+        f"--faulty-fraction {c.faulty_fraction:g} --faulty-source {c.faulty_source}, injection seed {c.injection_seed}"
+    )
 
 
 def same_injection(

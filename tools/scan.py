@@ -29,6 +29,7 @@ import av
 import numpy as np
 from tqdm import tqdm
 
+from config import shown
 from media.manifest import (
     AUDIO_EXTENSIONS,
     MANIFEST_FIELDS,
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     root = Path(args.root)
     if not root.is_dir():
-        raise SystemExit(f"tools/scan.py: dataset folder not found: {root} (relative to {Path.cwd()})")
+        raise SystemExit(f"tools/scan.py: dataset folder not found: {shown(root)}")
     if args.split:
         if any((root / f"{s}.txt").exists() for s in ("train", "test")):
             raise SystemExit(f"{root} already has split lists; remove them first to make new ones")
