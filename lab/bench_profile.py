@@ -19,12 +19,12 @@ of one thread side by side as there are cores, and 5 (make demo's 5 branches at 
 demo.py's side_by_side and branch_jobs), their clips summed over the time the slowest took.
 Each row is the mean clips/s and its ratio to the default's.
 
-`fold` times the levers of making the step fast (LEVERS): the video encoder's (1,k,k) and (k,1,1) Conv3d run as
-Conv2d, the frames folded into the batch (spatial) or H*W into the width (temporal), the same weights and arithmetic
-up to the order of the sums; channels_last_3d on the CPU; Adam fused, and Adam multi-tensor (foreach; a CPU run
-takes the for-loop). The model as it is and each lever alternate, --rounds rounds of --steps steps each, in this
-process; it prints their clips/s, the ratio, and how far each moves the video output on one batch (Adam's options
-move nothing there: only later steps).
+`fold` times the levers of making the step fast (LEVERS): the video encoder's (1,k,k) and (k,1,1) Conv3d run as Conv2d,
+the frames folded into the batch (spatial) or H*W into the width (temporal), the same weights and arithmetic up to the
+order of the sums, and the temporal ones alone (a view of their input, no copy); channels_last_3d on the CPU; Adam
+fused, and Adam multi-tensor (foreach; a CPU run takes the for-loop). The model as it is and each lever alternate,
+--rounds rounds of --steps steps each, in this process; it prints their clips/s, the ratio, and how far each moves the
+video output on one batch (Adam's options move nothing there: only later steps).
 """
 
 import copy
@@ -183,16 +183,17 @@ def bench_threads(args):
 
 
 class Folded(nn.Module):
-    """A (1,k,k) or (k,1,1) Conv3d as a Conv2d over folded axes; any other stays a Conv3d."""
+    """A (1,k,k) or (k,1,1) Conv3d as a Conv2d over folded axes (the spatial ones only if `spatial`; the temporal
+    ones are a view, the spatial ones a copy); any other stays a Conv3d."""
 
-    def __init__(self, conv):
+    def __init__(self, conv, spatial=True):
         super().__init__()
-        self.conv = conv
+        self.conv, self.spatial = conv, spatial
 
     def forward(self, x):
         c, (b, ch, t, h, w) = self.conv, x.shape
         (kt, kh, kw), (st, sh, sw), (pt, ph, pw) = c.kernel_size, c.stride, c.padding
-        if (kt, st, pt) == (1, 1, 0):  # spatial: the frames as a batch
+        if (kt, st, pt) == (1, 1, 0) and self.spatial:  # spatial: the frames as a batch
             y = F.conv2d(x.transpose(1, 2).reshape(b * t, ch, h, w), c.weight[:, :, 0], None, (sh, sw), (ph, pw))
             return y.view(b, t, *y.shape[1:]).transpose(1, 2)  # (B, C', T, H', W')
         if (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0):  # temporal: H*W as the width
@@ -201,16 +202,16 @@ class Folded(nn.Module):
         return c(x)
 
 
-def folded(model):
+def folded(model, spatial=True):
     """`model` with every Conv3d of its video encoder wrapped in Folded (the same parameters)."""
     for name, child in list(model.named_children()):
-        setattr(model, name, Folded(child)) if isinstance(child, nn.Conv3d) else folded(child)
+        setattr(model, name, Folded(child, spatial)) if isinstance(child, nn.Conv3d) else folded(child, spatial)
     return model
 
 
-def folded_copy(plain):
+def folded_copy(plain, spatial=True):
     """A folded model holding `plain`'s weights."""
-    fold = folded(copy.deepcopy(plain))
+    fold = folded(copy.deepcopy(plain), spatial)
     names = {k.replace(".conv.weight", ".weight"): k for k in fold.state_dict()}
     fold.load_state_dict({names[k]: v for k, v in plain.state_dict().items()})
     return fold
@@ -221,6 +222,7 @@ def folded_copy(plain):
 LEVERS = {
     "as it is": (lambda m: m, {}, torch.contiguous_format),
     "video convolutions folded to 2-D": (folded_copy, {}, torch.contiguous_format),
+    "temporal ones only (a view, no copy)": (lambda m: folded_copy(m, spatial=False), {}, torch.contiguous_format),
     "channels_last_3d video (as on a GPU)": (copy.deepcopy, {}, torch.channels_last_3d),
     "Adam fused": (copy.deepcopy, {"fused": True}, torch.contiguous_format),
     "Adam foreach (multi-tensor)": (copy.deepcopy, {"foreach": True}, torch.contiguous_format),

@@ -1,5 +1,6 @@
 """Smoke runs of bench.py at CPU sizes: every figure's command works and prints its table."""
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -183,24 +184,85 @@ def test_processes_side_by_side_start_together_and_their_clips_add_up():
     assert rate > 0
 
 
-def test_the_folded_video_convolutions_compute_what_the_conv3d_do_forward_and_backward():
-    """lab.bench fold's lever: every (1,k,k) and (k,1,1) Conv3d of the video encoder as a Conv2d over folded axes,
-    the same weights, the same outputs and gradients up to the order of float sums (float64 here: batch norm over a
-    batch of 2 would blow float32's rounding up)."""
+@pytest.mark.parametrize("spatial", [True, False])
+def test_the_folded_video_convolutions_compute_what_the_conv3d_do_forward_and_backward(spatial):
+    """lab.bench fold's levers: every (1,k,k) and (k,1,1) Conv3d of the video encoder (or the (k,1,1) ones only) as
+    a Conv2d over folded axes, the same weights, the same outputs and gradients up to the order of float sums (float64
+    here: batch norm over a batch of 2 would blow float32's rounding up)."""
     import torch
 
     from lab.bench_profile import Folded, folded
     from model import VideoEncoder
 
     torch.manual_seed(0)
-    plain, fold = VideoEncoder(9, 0.125).double(), folded(VideoEncoder(9, 0.125)).double()
+    plain, fold = VideoEncoder(9, 0.125).double(), folded(VideoEncoder(9, 0.125), spatial).double()
     names = {k.replace(".conv.weight", ".weight"): k for k in fold.state_dict()}
     fold.load_state_dict({names[k]: v for k, v in plain.state_dict().items()})
     assert sum(isinstance(m, Folded) for m in fold.modules()) == 21
     x = torch.randn(2, 3, 4, 32, 32, dtype=torch.float64)
+    calls = []
+    conv2d = torch.nn.functional.conv2d
+    torch.nn.functional.conv2d = lambda *a, **k: calls.append(a[1].shape) or conv2d(*a, **k)
+    try:
+        fold(x)
+    finally:
+        torch.nn.functional.conv2d = conv2d
+    # 9 spatial (1,k,k) and 9 temporal (k,1,1) convolutions; the 3 downsampling 1x1x1 ones stay 3-D
+    assert len(calls) == (18 if spatial else 9) and (spatial or all(k[-1] == 1 for k in calls))
     y, y_fold = plain(x), fold(x)
     assert torch.allclose(y, y_fold, atol=1e-10)
     y.sum().backward(), y_fold.sum().backward()
     grads = dict(plain.named_parameters())
     for name, p in fold.named_parameters():
         assert torch.allclose(p.grad, grads[name.replace(".conv.weight", ".weight")].grad, atol=1e-8), name
+
+
+def _fake_checkout(root, table_row):
+    """A folder lab.branch_share can run: its demo.py writes a one-row table and make demo's split line."""
+    import sys
+
+    (root / ".venv/bin").mkdir(parents=True)
+    (root / ".venv/bin/python").symlink_to(sys.executable)
+    (root / "demo.py").write_text(
+        "import sys, pathlib\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--results') + 1])\n"
+        "assert (out / 'seed0_faulty25/warmup/ckpt.pt').is_file()\n"
+        f"(out / 'demo.md').write_text('text\\n{table_row}\\n')\n"
+        "print('Time split: warm-up 0.1 min, branches and evaluations, side by side 0.5 min, other 0.0 min')\n"
+    )
+    return root
+
+
+def test_branch_share_alternates_the_variants_and_says_whose_table_differs(tmp_path, capsys):
+    from lab import branch_share
+
+    warmup = tmp_path / "warmup"
+    warmup.mkdir()
+    (warmup / "ckpt.pt").write_bytes(b"x")
+    a, b = _fake_checkout(tmp_path / "a", "| xID | 1.0 |"), _fake_checkout(tmp_path / "b", "| xID | 2.0 |")
+    argv = ["--warmup", str(warmup), "--scratch", str(tmp_path / "s"), "--rounds", "2"]
+    results = branch_share.main(argv + ["--variant", f"{a}:5", f"{a}:2", f"{b}:5"])
+    out = capsys.readouterr().out
+    assert [line.split(": ")[1] for line in out.splitlines() if line.startswith("round")] == [
+        f"{a}:5",
+        f"{a}:2",
+        f"{b}:5",
+    ] * 2  # alternated
+    assert all(len(runs) == 2 and runs[0][1] == 0.5 for runs in results.values())
+    table = {
+        line.split(" | ")[0].lstrip("| "): line.rstrip(" |").rsplit("| ", 1)[1]
+        for line in out.splitlines()
+        if line.startswith(f"| {tmp_path}")
+    }
+    assert table == {f"{a}:5": "yes", f"{a}:2": "yes", f"{b}:5": "no"}
+
+
+def test_branch_share_names_a_missing_warm_up_or_a_bad_variant(tmp_path):
+    from lab import branch_share
+
+    with pytest.raises(SystemExit, match="--warmup .*no ckpt.pt"):
+        branch_share.main(["--warmup", str(tmp_path), "--variant", ".:5"])
+    (tmp_path / "ckpt.pt").write_bytes(b"x")
+    for bad in (".", f"{tmp_path}:5", ".:five"):
+        with pytest.raises(SystemExit, match=f"--variant {re.escape(bad)}: expected CHECKOUT:JOBS"):
+            branch_share.main(["--warmup", str(tmp_path), "--variant", bad])
