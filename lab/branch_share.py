@@ -8,8 +8,10 @@ runs at one thread a branch.
 Each variant is CHECKOUT:JOBS: `CHECKOUT/.venv/bin/python CHECKOUT/demo.py --branch-jobs JOBS --no-figures`, run in
 CHECKOUT, into a fresh folder under --scratch holding a copy of the warm-up, so only the branches and their evaluations
 run. The variants alternate, --rounds times. It prints each run's wall time and make demo's own time split, and
-whether every variant's table is the first one's to every digit (a thread count changes the numbers: demo.py's
-branches run at one thread each, whatever JOBS is, so the tables agree unless the code differs).
+whether every variant's table is the first one's to every digit. A thread count changes the numbers, and demo.py gives
+each branch cores // JOBS threads (at least 1): on 2 cores any JOBS of 2 or more runs every branch at one thread, so
+there the tables agree unless the code differs. JOBS must be at least 2: below, the branches run in one process and
+make demo's split has no side-by-side phase to read.
 """
 
 import argparse
@@ -39,8 +41,11 @@ def run_variant(checkout, jobs, warmup, out):
             f"branch_share: {' '.join(cmd)} (in {checkout}) failed:\n{log.stdout[-2000:]}{log.stderr[-2000:]}"
         )
     phase = re.search(r"side by side ([\d.]+) min", log.stdout)
-    rows = [line for line in (out / "demo.md").read_text().splitlines() if line.startswith("|")]
-    return seconds, float(phase.group(1)) if phase else float("nan"), rows
+    table = out / "demo.md"
+    rows = [line for line in table.read_text().splitlines() if line.startswith("|")] if table.is_file() else []
+    if not phase or not rows:
+        raise SystemExit(f"branch_share: {' '.join(cmd)} (in {checkout}) wrote no branch phase or no table under {out}")
+    return seconds, float(phase.group(1)), rows
 
 
 def main(argv=None):
@@ -56,12 +61,14 @@ def main(argv=None):
     variants = []
     for v in args.variant:
         checkout, _, jobs = v.rpartition(":")
-        if not checkout or not jobs.isdigit() or not (Path(checkout) / "demo.py").is_file():
-            raise SystemExit(f"branch_share: --variant {v}: expected CHECKOUT:JOBS, CHECKOUT a folder with demo.py")
+        if not checkout or not jobs.isdigit() or int(jobs) < 2 or not (Path(checkout) / "demo.py").is_file():
+            raise SystemExit(
+                f"branch_share: --variant {v}: expected CHECKOUT:JOBS, CHECKOUT a folder with demo.py, JOBS at least 2"
+            )
         variants.append((Path(checkout).resolve(), int(jobs)))
     if len(set(variants)) < len(variants):
         raise SystemExit(f"branch_share: --variant {' '.join(args.variant)}: a variant twice (--rounds repeats them)")
-    scratch = Path(args.scratch)
+    scratch = Path(args.scratch).resolve()  # demo.py runs in each checkout: the same folder from there
     results = {v: [] for v in variants}
     for r in range(args.rounds):
         for i, (checkout, jobs) in enumerate(variants):

@@ -225,22 +225,24 @@ def _fake_checkout(root, table_row):
     (root / ".venv/bin/python").symlink_to(sys.executable)
     (root / "demo.py").write_text(
         "import sys, pathlib\n"
+        "runs = pathlib.Path(sys.argv[sys.argv.index('--runs') + 1])\n"
+        "assert (runs / 'seed0_faulty25/warmup/ckpt.pt').is_file(), 'the warm-up, not under --runs'\n"
         "out = pathlib.Path(sys.argv[sys.argv.index('--results') + 1])\n"
-        "assert (out / 'seed0_faulty25/warmup/ckpt.pt').is_file()\n"
         f"(out / 'demo.md').write_text('text\\n{table_row}\\n')\n"
         "print('Time split: warm-up 0.1 min, branches and evaluations, side by side 0.5 min, other 0.0 min')\n"
     )
     return root
 
 
-def test_branch_share_alternates_the_variants_and_says_whose_table_differs(tmp_path, capsys):
+def test_branch_share_alternates_the_variants_and_says_whose_table_differs(tmp_path, capsys, monkeypatch):
     from lab import branch_share
 
     warmup = tmp_path / "warmup"
     warmup.mkdir()
     (warmup / "ckpt.pt").write_bytes(b"x")
     a, b = _fake_checkout(tmp_path / "a", "| xID | 1.0 |"), _fake_checkout(tmp_path / "b", "| xID | 2.0 |")
-    argv = ["--warmup", str(warmup), "--scratch", str(tmp_path / "s"), "--rounds", "2"]
+    argv = ["--warmup", str(warmup), "--scratch", "s", "--rounds", "2"]  # relative: each checkout is another cwd
+    monkeypatch.chdir(tmp_path)
     results = branch_share.main(argv + ["--variant", f"{a}:5", f"{a}:2", f"{b}:5"])
     out = capsys.readouterr().out
     assert [line.split(": ")[1] for line in out.splitlines() if line.startswith("round")] == [
@@ -263,6 +265,12 @@ def test_branch_share_names_a_missing_warm_up_or_a_bad_variant(tmp_path):
     with pytest.raises(SystemExit, match="--warmup .*no ckpt.pt"):
         branch_share.main(["--warmup", str(tmp_path), "--variant", ".:5"])
     (tmp_path / "ckpt.pt").write_bytes(b"x")
-    for bad in (".", f"{tmp_path}:5", ".:five"):
+    for bad in (".", f"{tmp_path}:5", ".:five", ".:1"):
         with pytest.raises(SystemExit, match=f"--variant {re.escape(bad)}: expected CHECKOUT:JOBS"):
             branch_share.main(["--warmup", str(tmp_path), "--variant", bad])
+    with pytest.raises(SystemExit, match="a variant twice"):
+        branch_share.main(["--warmup", str(tmp_path), "--variant", ".:5", ".:5"])
+    broken = _fake_checkout(tmp_path / "broken", "| xID | 1.0 |")
+    (broken / "demo.py").write_text("print('no table')\n")
+    with pytest.raises(SystemExit, match="wrote no branch phase or no table"):
+        branch_share.main(["--warmup", str(tmp_path), "--variant", f"{broken}:5", "--scratch", str(tmp_path / "s")])
