@@ -15,7 +15,6 @@ make demo's split has no side-by-side phase to read.
 """
 
 import argparse
-import json
 import re
 import shutil
 import subprocess
@@ -24,7 +23,10 @@ from pathlib import Path
 
 import torch
 
-SETTING = "seed0_faulty25"  # make demo's one setting
+import demo
+
+DEFAULTS = demo.DemoArgs()
+SETTING = demo.setting_name(DEFAULTS.seeds[0], DEFAULTS.faulty[0])  # make demo's one setting, its folder's name
 
 
 def run_variant(checkout, jobs, warmup, out):
@@ -76,7 +78,7 @@ def main(argv=None):
             results[(checkout, jobs)].append((seconds, phase, rows))
             print(f"round {r + 1}: {checkout}:{jobs}: {seconds:.1f} s, branch phase {phase} min", flush=True)
     first = results[variants[0]][0][2]
-    cpu = json.dumps(torch.backends.cpu.get_cpu_capability())
+    cpu = torch.backends.cpu.get_cpu_capability()
     print(f"\nbranch phase from {warmup}, {args.rounds} rounds alternated, CPU capability {cpu}")
     print("| variant | wall s per round | mean | vs first | table the first's |\n|---|---|---:|---:|---|")
     base = sum(s for s, _, _ in results[variants[0]]) / args.rounds
