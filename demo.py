@@ -42,7 +42,7 @@ import evaluate
 import train
 from config import PRESETS, parse_config
 from losses import VARIANTS
-from tools import analyse, synthetic
+from tools import analyse, synthetic, turns
 from tools.bank_report import BankReport
 from tools.demo_report import (
     BESIDE,
@@ -258,7 +258,7 @@ def warm_up(args, seed, faulty):
     root, common, warm = setting_configs(args, seed, faulty)
     check_warm_up(root, warm)  # also for the lab's sweeps and claims, which call this directly
     if args.warmup_ranks == 1:
-        train.main(warm, report=BankReport(warm))
+        train.main(warm, report=turns.each_epoch(BankReport(warm)))
         return root, common, paper_delta(faulty)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.warmup_ranks}"]
     cmd += ["-m", "tools.bank_report", *common, "--out", str(root / "warmup")]
@@ -275,7 +275,7 @@ def run_branch(args, root, common, name, options, split=None):
     cfg, ckpt = branch_config(args, root, common, name, options), root / name / "ckpt.pt"
     if (trained(root / name, cfg) or 0) < args.epochs:  # train.py's epoch lines say how far, and the time left
         with timed(split, f"branch {name}"):
-            train.main(cfg, report=BankReport(cfg))
+            train.main(cfg, report=turns.each_epoch(BankReport(cfg)))
     print(f"[demo] {root.name}: evaluating {name}")
     shown = args.figures and name == branch_name(args, shown_method(args.methods))  # only it draws them
     return evaluate_branch(args, ckpt, shown, split)
@@ -338,19 +338,21 @@ def run_setting(args, seed, faulty):
 
 def side_by_side(fn, calls, jobs):
     """[fn(*call) for call in calls], `jobs` at a time in processes when jobs > 1, each an equal share of the threads
-    (and with several GPUs, one of them), in order."""
+    (and with several GPUs, one of them), in order. Where their threads outnumber the cores, they take turns at the
+    cores, an epoch at a time (tools/turns.py): each still trains on its own thread, so its numbers stay the same."""
     if jobs <= 1:
         return [fn(*call) for call in calls]
     context = multiprocessing.get_context("spawn")  # no forked torch state in the children
-    slots = context.Value("i", 0)
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_job_init, initargs=(slots, jobs)) as pool:
-        return list(pool.map(fn, *zip(*calls)))
+    slots, shared = context.Value("i", 0), turns.turns_for(jobs, os.cpu_count() or 1, context)
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_job_init, initargs=(slots, jobs, shared)) as pool:
+        return list(pool.map(turns.in_turn, [fn] * len(calls), *zip(*calls)))
 
 
-def _job_init(slots, jobs):
+def _job_init(slots, jobs, shared=None):
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))  # Ctrl-C: the parent says what to do; no torn checkpoint
     with slots.get_lock():
         slot, slots.value = slots.value, slots.value + 1
+    turns.TURNS = shared
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
     data.PROCESSES = jobs  # the default loader workers share the cores between the settings side by side
     if "fork" in multiprocessing.get_all_start_methods():  # a spawned child inherits 'spawn', which cannot pickle

@@ -6,12 +6,12 @@ runs at one thread a branch.
     python -m lab.branch_share --warmup W --variant /work/old:5 .:5     # another checkout's demo.py against this one
 
 Each variant is CHECKOUT:JOBS: `CHECKOUT/.venv/bin/python CHECKOUT/demo.py --branch-jobs JOBS --no-figures`, run in
-CHECKOUT, into a fresh folder under --scratch holding a copy of the warm-up, so only the branches and their evaluations
-run. The variants alternate, --rounds times. It prints each run's wall time and make demo's own time split, and
-whether every variant's table is the first one's to every digit. A thread count changes the numbers, and demo.py gives
-each branch cores // JOBS threads (at least 1): on 2 cores any JOBS of 2 or more runs every branch at one thread, so
-there the tables agree unless the code differs. JOBS must be at least 2: below, the branches run in one process and
-make demo's split has no side-by-side phase to read.
+CHECKOUT, into a fresh folder under --scratch holding a copy of the warm-up and a link to the decoded files its run
+left (RUNS/preload), so only the branches and their evaluations run. The variants alternate, --rounds times. It prints
+each run's wall time and make demo's own time split, and whether every variant's table is the first one's to every
+digit. A thread count changes the numbers, and demo.py gives each branch cores // JOBS threads (at least 1): on 2 cores
+any JOBS of 2 or more runs every branch at one thread, so there the tables agree unless the code differs. JOBS must be
+at least 2: below, the branches run in one process and make demo's split has no side-by-side phase to read.
 """
 
 import argparse
@@ -33,6 +33,8 @@ def run_variant(checkout, jobs, warmup, out):
     """(seconds, the branch phase's minutes from make demo's split, its table rows) of one run into `out`."""
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(warmup, out / SETTING / "warmup")
+    if (cache := warmup.parent.parent / "preload").is_dir():  # the decoded files, as make demo's branches find them
+        (out / "preload").symlink_to(cache)
     cmd = [str(checkout / ".venv/bin/python"), "demo.py", "--runs", str(out), "--results", str(out)]
     cmd += ["--branch-jobs", str(jobs), "--no-figures"]
     t0 = time.perf_counter()

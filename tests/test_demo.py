@@ -183,9 +183,9 @@ def test_jobs_run_settings_side_by_side_and_their_results_are_merged(tmp_path, c
 
 @pytest.mark.slow
 def test_branches_side_by_side_give_the_numbers_of_branches_one_after_another_at_one_thread(tmp_path):
-    """--branch-jobs 2 trains and evaluates the branches in two processes of one thread each: the same
-    rows, to the last digit, as --branch-jobs 1 run with one thread (only the thread count may change
-    the arithmetic, and here it does not), and the phase timed as one."""
+    """--branch-jobs 3 trains and evaluates the branches in three processes of one thread each (on 2 cores taking
+    turns, an epoch at a time: tools/turns.py): the same rows, to the last digit, as --branch-jobs 1 run with one
+    thread (only the thread count may change the arithmetic, and here it does not), and the phase timed as one."""
     import json
 
     import torch
@@ -194,20 +194,20 @@ def test_branches_side_by_side_give_the_numbers_of_branches_one_after_another_at
     synthetic.generate(
         data, classes=2, train_per_class=8, test_per_class=2, pool=0, faulty=0.25, size=32, seconds=(2.2, 2.6)
     )
-    common = ["--data", str(data), "--methods", "xid", "weighted", "--faulty", "0.5", "--warmup-epochs", "1"]
-    common += ["--epochs", "1", "--trials", "2", "--workers", "0", "--no-figures", "--frames", "4", "--size", "32"]
+    common = ["--data", str(data), "--methods", "xid", "weighted", "soft", "--faulty", "0.5", "--warmup-epochs", "1"]
+    common += ["--epochs", "2", "--trials", "2", "--workers", "0", "--no-figures", "--frames", "4", "--size", "32"]
     common += ["--batch-size", "8", "--num-negatives", "15", "--width", "0.125"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for jobs in ("1", "2"):
+        for jobs in ("1", "3"):
             out = tmp_path / f"jobs{jobs}"
             demo.main(common + ["--runs", str(out / "runs"), "--results", str(out), "--branch-jobs", jobs])
     finally:
         torch.set_num_threads(threads)
-    one, two = (json.loads((tmp_path / f"jobs{j}" / "demo.json").read_text())["results"] for j in ("1", "2"))
+    one, two = (json.loads((tmp_path / f"jobs{j}" / "demo.json").read_text())["results"] for j in ("1", "3"))
     assert one == two
-    split = json.loads((tmp_path / "jobs2" / "runs" / "seed0_faulty50" / "time_split.json").read_text())
+    split = json.loads((tmp_path / "jobs3" / "runs" / "seed0_faulty50" / "time_split.json").read_text())
     assert set(split) == {"warm-up", "branches and evaluations, side by side"}
 
 

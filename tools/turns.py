@@ -1,0 +1,63 @@
+"""Turns at the cores for processes side by side: make demo's 5 branches on a 2-core CPU, one thread each.
+
+Five processes of one thread on two cores ran 575 clips/s together on the Xeon with AMX, two of them 800: the five
+evict each other's caches and wait on each other's time slices. Two at a time (demo.py --branch-jobs 2) loses that
+again at the end, where the fifth branch runs alone on one core. Taking turns keeps all five going: at most
+`cores // threads` of them compute at once, and each hands its turn on after every epoch, first come, first served.
+Each still trains on its own thread, so its numbers are the ones it has side by side (lab/BENCHMARKS.md).
+
+    demo.side_by_side(fn, calls, jobs)  # uses turns_for(jobs, os.cpu_count(), context)
+"""
+
+TURNS = None  # this process's Turns (demo._job_init sets it), or None: it computes whenever it likes
+
+
+class Turns:
+    """At most n of the processes that share it compute at once: a process takes a ticket and waits until fewer than
+    n tickets before its own are still out; give() hands the oldest turn on."""
+
+    def __init__(self, context, n):
+        self.n, self.ready = n, context.Condition()
+        self.asked, self.given = context.Value("i", 0, lock=False), context.Value("i", 0, lock=False)  # under ready
+
+    def take(self):
+        with self.ready:
+            ticket, self.asked.value = self.asked.value, self.asked.value + 1
+            self.ready.wait_for(lambda: ticket < self.given.value + self.n)
+
+    def give(self):
+        with self.ready:
+            self.given.value += 1
+            self.ready.notify_all()
+
+
+def turns_for(jobs, cores, context):
+    """Turns for `jobs` processes of max(1, cores // jobs) threads each where their threads outnumber the cores."""
+    threads = max(1, cores // jobs)
+    return Turns(context, cores // threads) if jobs * threads > cores else None
+
+
+def in_turn(fn, *call):
+    """fn(*call) in a turn of this process's Turns, if it has one; the turn is given back however fn ends."""
+    if TURNS is None:
+        return fn(*call)
+    TURNS.take()
+    try:
+        return fn(*call)
+    finally:
+        TURNS.give()
+
+
+def each_epoch(report):
+    """train.main's `report`, which in a process taking turns also hands its turn on after each epoch's record: the
+    next epoch waits for a turn of its own."""
+    if TURNS is None:
+        return report
+
+    def handing_on(record, *rest):
+        report(record, *rest)
+        if record is not None:  # None: the bank a run starts from, before its first epoch
+            TURNS.give()
+            TURNS.take()
+
+    return handing_on
