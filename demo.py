@@ -342,10 +342,21 @@ def side_by_side(fn, calls, jobs):
     cores, an epoch at a time (tools/turns.py): each still trains on its own thread, so its numbers stay the same."""
     if jobs <= 1:
         return [fn(*call) for call in calls]
-    context = multiprocessing.get_context("spawn")  # no forked torch state in the children
+    context = start_context()
     slots, shared = context.Value("i", 0), turns.turns_for(jobs, os.cpu_count() or 1, context)
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_job_init, initargs=(slots, jobs, shared)) as pool:
         return list(pool.map(turns.in_turn, [fn] * len(calls), *zip(*calls)))
+
+
+def start_context():
+    """The processes' start method: forkserver where there is one, the children forked from one process that imported
+    demo's modules (torch, torchvision) once rather than each importing them again (3.5 s a child); it has run no
+    torch op, so no OpenMP threads are forked. Else spawn (Windows). Never fork: the parent's torch state would be."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["demo"])
+    return context
 
 
 def _job_init(slots, jobs, shared=None):
@@ -355,8 +366,8 @@ def _job_init(slots, jobs, shared=None):
     turns.TURNS = shared
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
     data.PROCESSES = jobs  # the default loader workers share the cores between the settings side by side
-    if "fork" in multiprocessing.get_all_start_methods():  # a spawned child inherits 'spawn', which cannot pickle
-        multiprocessing.set_start_method("fork", force=True)  # the loader's dataset
+    if "fork" in multiprocessing.get_all_start_methods():  # a child inherits the pool's start method, which would
+        multiprocessing.set_start_method("fork", force=True)  # pickle the loader's dataset: it cannot
     if torch.cuda.device_count() > 1:
         torch.cuda.set_device(slot % torch.cuda.device_count())
 
