@@ -13,7 +13,8 @@ Every run resumes, and a finished (seed, level) is kept in RESULTS/demo_settings
 runs adds only what is missing. A folder is reused only where the settings that shape it are the same: another --lam
 trains Soft- and Robust-xID anew (soft_lam0.3) from the same warm-up. A setting's branches run side by side, a
 process of one thread each: on 2 cores that trains 1.2-1.4x what one process of 2 threads does (lab/BENCHMARKS.md,
-two CPU kinds), with the same numbers on one thread. Options it does not know go to train.py.
+two CPU kinds), with the same numbers on one thread; where they outnumber the cores they take turns at them, an epoch
+at a time (tools/turns.py). Options it does not know go to train.py.
 """
 
 import argparse
