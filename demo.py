@@ -64,6 +64,7 @@ KEYED = ("data", "warmup_epochs", "epochs")  # in a setting's key under names of
 # A branch's own settings, named in its folder where they are not the preset's (soft_lam0.3): those its second stage
 # reads, but the loss (the method's), the epochs (--epochs) and delta (the rule's, in the table)
 OWN = ("soft_targets", "lam", "tau_s", "tau_t", "kappa", "w_min", "lr_min")
+PRELOAD = ("torch", "torchvision", "sklearn.metrics", "sklearn.svm")  # what a branch's process imports slowly
 
 
 def opt(default, text, **argparse_kwargs):
@@ -350,25 +351,26 @@ def side_by_side(fn, calls, jobs):
 
 
 def start_context():
-    """The processes' start method: forkserver where there is one, the children forked from one process that imported
-    demo's modules (torch, torchvision) once rather than each importing them again (3.5 s a child); it has run no
-    torch op, so no OpenMP threads are forked. Else spawn (Windows). Never fork: the parent's torch state would be."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+    """The processes' start method. On Linux a forkserver that imported the slow modules once (PRELOAD, found in
+    site-packages wherever the command runs), the children forked from it rather than each importing them anew (3.5 s
+    a child); it has run no torch op, so no OpenMP threads are forked. It starts at the first pool and keeps the
+    environment of then. Elsewhere spawn: macOS, like Python itself, does not fork a process that holds torch."""
+    if sys.platform != "linux":
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["demo"])
+    context.set_forkserver_preload(list(PRELOAD))
     return context
 
 
-def _job_init(slots, jobs, shared=None):
+def _job_init(slots, jobs, shared):
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))  # Ctrl-C: the parent says what to do; no torn checkpoint
     with slots.get_lock():
         slot, slots.value = slots.value, slots.value + 1
     turns.TURNS = shared
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // jobs))
     data.PROCESSES = jobs  # the default loader workers share the cores between the settings side by side
-    if "fork" in multiprocessing.get_all_start_methods():  # a child inherits the pool's start method, which would
-        multiprocessing.set_start_method("fork", force=True)  # pickle the loader's dataset: it cannot
+    if "fork" in multiprocessing.get_all_start_methods():  # the loader's workers: the pool's method would pickle
+        multiprocessing.set_start_method("fork", force=True)  # the dataset, which cannot be pickled
     if torch.cuda.device_count() > 1:
         torch.cuda.set_device(slot % torch.cuda.device_count())
 

@@ -186,6 +186,7 @@ def test_branches_side_by_side_give_the_numbers_of_branches_one_after_another_at
     """--branch-jobs 3 trains and evaluates the branches in three processes of one thread each (on 2 cores taking
     turns, an epoch at a time: tools/turns.py): the same rows, to the last digit, as --branch-jobs 1 run with one
     thread (only the thread count may change the arithmetic, and here it does not), and the phase timed as one."""
+    import faulthandler
     import json
 
     import torch
@@ -199,11 +200,13 @@ def test_branches_side_by_side_give_the_numbers_of_branches_one_after_another_at
     common += ["--batch-size", "8", "--num-negatives", "15", "--width", "0.125"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    faulthandler.dump_traceback_later(900, exit=True)  # a turn that never comes hangs: end with the stacks instead
     try:
         for jobs in ("1", "3"):
             out = tmp_path / f"jobs{jobs}"
             demo.main(common + ["--runs", str(out / "runs"), "--results", str(out), "--branch-jobs", jobs])
     finally:
+        faulthandler.cancel_dump_traceback_later()
         torch.set_num_threads(threads)
     one, two = (json.loads((tmp_path / f"jobs{j}" / "demo.json").read_text())["results"] for j in ("1", "3"))
     assert one == two

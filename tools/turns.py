@@ -1,10 +1,15 @@
 """Turns at the cores for processes side by side: make demo's 5 branches on a 2-core CPU, one thread each.
 
-Five processes of one thread on two cores ran 575 clips/s together on the Xeon with AMX, two of them 800: the five
-evict each other's caches and wait on each other's time slices. Two at a time (demo.py --branch-jobs 2) loses that
-again at the end, where the fifth branch runs alone on one core. Taking turns keeps all five going: at most
-`cores // threads` of them compute at once, and each hands its turn on after every epoch, first come, first served.
-Each still trains on its own thread, so its numbers are the ones it has side by side (lab/BENCHMARKS.md).
+Five processes of one thread on two cores ran 575 clips/s together on the Xeon with AMX, two of them 800: five share
+two cores' caches and time slices. Two at a time (demo.py --branch-jobs 2) loses that again at the end, where the
+fifth branch runs alone on one core. Taking turns keeps all five going: at most one per core computes at once, and
+each hands its turn on after every epoch, first come, first served. Each still trains on its own thread, so its
+numbers are the ones it has side by side (lab/BENCHMARKS.md).
+
+The turn is handed on in train.main's report, which comes before the epoch's checkpoint: a branch waiting for its next
+turn holds its last epoch unsaved, and Ctrl-C then costs it that epoch, trained again on the rerun as a computing
+branch's epoch in progress is. A process that dies holding a turn never gives it back; the pool then breaks and ends
+them all. Turns are one pool's: a setting of --jobs that runs its own branches side by side holds its turn meanwhile.
 
     demo.side_by_side(fn, calls, jobs)  # uses turns_for(jobs, os.cpu_count(), context)
 """
@@ -32,9 +37,8 @@ class Turns:
 
 
 def turns_for(jobs, cores, context):
-    """Turns for `jobs` processes of max(1, cores // jobs) threads each where their threads outnumber the cores."""
-    threads = max(1, cores // jobs)
-    return Turns(context, cores // threads) if jobs * threads > cores else None
+    """Turns for `jobs` processes where they outnumber the cores (each has one thread then: demo._job_init), or None."""
+    return Turns(context, cores) if jobs > cores else None
 
 
 def in_turn(fn, *call):
