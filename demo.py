@@ -340,7 +340,7 @@ def run_setting(args, seed, faulty):
 
 def side_by_side(fn, calls, jobs):
     """[fn(*call) for call in calls], `jobs` at a time in processes when jobs > 1, each an equal share of the threads
-    (and with several GPUs, one of them), in order. Where their threads outnumber the cores, they take turns at the
+    (and with several GPUs, one of them), in order. Where the processes outnumber the cores, they take turns at the
     cores, an epoch at a time (tools/turns.py): each still trains on its own thread, so its numbers stay the same."""
     if jobs <= 1:
         return [fn(*call) for call in calls]
