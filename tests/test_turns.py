@@ -31,7 +31,7 @@ def _epochs(shared, start, holding, most, done, epochs):
 
 @pytest.mark.skipif(not FORK, reason="the fork start method")
 def test_no_more_than_n_processes_compute_at_once_and_all_of_them_finish():
-    context = multiprocessing.get_context("fork")  # no interpreter to start: a second, not 4 imports of torch
+    context = multiprocessing.get_context("fork")  # no interpreter to start: a second, not 5 imports of torch
     shared = Turns(context, 2)
     holding, most, done = context.Value("i", 0), context.Value("i", 0), context.Value("i", 0)
     start = context.Barrier(5)
@@ -74,7 +74,7 @@ def test_turns_are_served_in_the_order_they_were_asked_for():
     assert served == ["a", "b", "c"]
 
 
-def test_turns_only_where_the_processes_threads_outnumber_the_cores():
+def test_turns_only_where_the_processes_outnumber_the_cores():
     context = multiprocessing.get_context()
     assert turns_for(5, 2, context).n == 2  # make demo's branches on 2 cores: one thread each, two at a time
     assert turns_for(3, 2, context).n == 2 and turns_for(5, 4, context).n == 4
